@@ -1,0 +1,27 @@
+// Type-aware linting: typescript-eslint 8 needs TypeScript < 6.1, hence typescript@5.9 (docs/decisions.md).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.data/**', 'eslint.config.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+      'no-console': 'error',
+      eqeqeq: 'error',
+    },
+  },
+  {
+    files: ['test/**/*.ts'],
+    rules: {
+      // chai's `expect(x).to.be.true` style is an expression statement.
+      '@typescript-eslint/no-unused-expressions': 'off',
+    },
+  },
+);

@@ -1,0 +1,86 @@
+import Router from '@koa/router';
+import Koa from 'koa';
+import { HttpMethodEnum, koaBody } from 'koa-body';
+import type { Knex } from 'knex';
+import { authenticate } from './auth/authenticate.js';
+import type { Config } from './config.js';
+import { Cursors } from './http/pagination.js';
+import { hmacSha256, SecretBox } from './crypto/secrets.js';
+import { MethodNotAllowedError, NotFoundError } from './errors.js';
+import { accessLog, errorHandler, requestId, requireJsonBody } from './http/base-middleware.js';
+import type { AppState } from './http/context.js';
+import { idempotency } from './http/idempotency.js';
+import type { RouteDeps } from './http/route-deps.js';
+import { healthRoutes } from './health/routes.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { Logger } from './logger.js';
+import { organisationRoutes } from './organisations/routes.js';
+import { projectRoutes } from './projects/routes.js';
+import { tokenRoutes } from './tokens/routes.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Knex;
+  log: Logger;
+  /** SHA-256 of the operator token; the token itself is not kept. */
+  operatorTokenHash: Buffer;
+  dataEncryptionKey: Buffer;
+  lifecycle: Lifecycle;
+}
+
+export const BODY_LIMIT = '1mb';
+
+/** The Koa app with its middleware in one list, in order. No listen(): main.ts and tests do that. */
+export function buildApp(deps: AppDeps): Koa<AppState> {
+  const app = new Koa<AppState>({ proxy: false });
+  const router = new Router<AppState>();
+  const routeDeps: RouteDeps = {
+    config: deps.config,
+    authenticate: authenticate(deps.db, deps.operatorTokenHash),
+    idempotent: idempotency(deps.db, deps.config.idempotencyTtlS),
+    // Cursor MACs use a key derived from, never equal to, the data encryption key.
+    cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
+    secretBox: new SecretBox(deps.dataEncryptionKey),
+  };
+
+  healthRoutes(router, deps.db, deps.lifecycle);
+  organisationRoutes(router, routeDeps);
+  projectRoutes(router, routeDeps);
+  tokenRoutes(router, routeDeps);
+
+  const middleware: Array<Koa.Middleware<AppState>> = [
+    requestId(deps.log),
+    accessLog(),
+    errorHandler(),
+    async (ctx, next) => {
+      ctx.state.db = deps.db;
+      await next();
+    },
+    requireJsonBody(),
+    koaBody({
+      json: true,
+      jsonStrict: true,
+      jsonLimit: BODY_LIMIT,
+      multipart: false,
+      urlencoded: false,
+      text: false,
+      includeUnparsed: true,
+      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+    }),
+    router.routes() as Koa.Middleware<AppState>,
+    // Nothing matched: 405 when the path exists with other methods, else 404.
+    (ctx) => {
+      const allowed = [...new Set(router.match(ctx.path, ctx.method).path.flatMap((layer) => layer.methods))];
+      if (allowed.length > 0 && ctx.method === 'OPTIONS') {
+        ctx.set('Allow', [...allowed, 'OPTIONS'].join(', '));
+        ctx.status = 204;
+        return;
+      }
+      if (allowed.length > 0) throw new MethodNotAllowedError(allowed);
+      throw new NotFoundError(`No route for ${ctx.method} ${ctx.path}.`);
+    },
+  ];
+  for (const m of middleware) app.use(m);
+  app.on('error', (err: unknown) => deps.log.error({ err: err instanceof Error ? err.message : String(err) }, 'koa error'));
+  return app;
+}

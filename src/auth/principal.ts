@@ -1,0 +1,16 @@
+export type TokenRole = 'admin' | 'read';
+
+/** Who is calling a management endpoint, resolved from its API token. */
+export type Principal =
+  | { readonly scope: 'operator'; readonly role: 'admin' }
+  | { readonly scope: 'organisation'; readonly role: TokenRole; readonly tokenId: number; readonly organisationId: number }
+  | {
+      readonly scope: 'project';
+      readonly role: TokenRole;
+      readonly tokenId: number;
+      readonly organisationId: number;
+      readonly projectId: number;
+    };
+
+/** A stable name for the caller: what idempotency keys and audit trails are scoped to. */
+export const principalKey = (p: Principal): string => (p.scope === 'operator' ? 'operator' : `token:${p.tokenId}`);

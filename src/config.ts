@@ -1,0 +1,146 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+/** Process roles of section 12. Roles that are not built yet are refused by main.ts. */
+export const ROLES = ['all', 'api', 'worker', 'keyvault', 'migrate'] as const;
+export type Role = (typeof ROLES)[number];
+export const APP_ENVS = ['testnet', 'production'] as const;
+export type AppEnv = (typeof APP_ENVS)[number];
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  readonly role: Role;
+  readonly host: string;
+  readonly port: number;
+  readonly appEnv: AppEnv;
+  /** Unset means: start an embedded PostgreSQL under dataDir (ROLE=all and migrate only). */
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly embeddedPgPort: number;
+  readonly serviceAudience: string;
+  /** Unset means: generated once into dataDir (testnet only). */
+  readonly operatorToken: string | undefined;
+  /** 32 raw bytes; unset means generated into dataDir (testnet only). */
+  readonly dataEncryptionKey: Buffer | undefined;
+  readonly logLevel: LogLevel;
+  readonly shutdownTimeoutMs: number;
+  /** Time between SIGTERM (readyz turns 503) and closing the listener, for load balancers to notice. */
+  readonly shutdownDelayMs: number;
+  readonly dbPoolMax: number;
+  readonly idempotencyTtlS: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the environment once. Every problem is collected, so an operator fixes all of them in
+ * one go instead of one per restart. Secrets may come from `NAME_FILE` (a mounted Secret).
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+
+  const plain = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const secret = (name: string): string | undefined => {
+    const direct = plain(name);
+    const file = plain(`${name}_FILE`);
+    if (direct !== undefined && file !== undefined) {
+      problems.push(`${name} and ${name}_FILE are both set; set only one`);
+      return undefined;
+    }
+    if (file === undefined) return direct;
+    try {
+      // A trailing newline is how editors and `kubectl create secret --from-file` leave files.
+      return readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      problems.push(`${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      return undefined;
+    }
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
+    const v = plain(name);
+    if (v === undefined) return fallback;
+    if ((allowed as readonly string[]).includes(v)) return v as T;
+    problems.push(`${name} must be one of ${allowed.join(', ')} (got "${v}")`);
+    return fallback;
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const v = plain(name);
+    if (v === undefined) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got "${v}")`);
+      return fallback;
+    }
+    return Number(v);
+  };
+
+  const role = oneOf('ROLE', ROLES, 'all');
+  const appEnv = oneOf('APP_ENV', APP_ENVS, 'testnet');
+  const production = appEnv === 'production';
+  const port = int('PORT', 8080, 1, 65535);
+  const embeddedPgPort = int('EMBEDDED_PG_PORT', 54329, 1024, 65535);
+  if (embeddedPgPort === 5432) problems.push('EMBEDDED_PG_PORT must not be 5432, which a system PostgreSQL may hold');
+
+  const databaseUrl = secret('DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  if (databaseUrl === undefined && (role === 'api' || role === 'worker')) {
+    problems.push(`DATABASE_URL is required for ROLE=${role} (the embedded PostgreSQL is only for ROLE=all and ROLE=migrate)`);
+  }
+  if (databaseUrl === undefined && production) {
+    problems.push('DATABASE_URL is required when APP_ENV=production (the embedded PostgreSQL is for development)');
+  }
+
+  const serviceAudience = plain('SERVICE_AUDIENCE') ?? (production ? '' : 'urn:custody:testnet');
+  if (serviceAudience === '') problems.push('SERVICE_AUDIENCE is required when APP_ENV=production');
+
+  const operatorToken = secret('OPERATOR_TOKEN');
+  if (operatorToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(operatorToken)) {
+    problems.push('OPERATOR_TOKEN must be 32 to 256 printable ASCII characters without spaces');
+  }
+  if (operatorToken === undefined && production) problems.push('OPERATOR_TOKEN is required when APP_ENV=production');
+
+  const dekText = secret('DATA_ENCRYPTION_KEY');
+  let dataEncryptionKey: Buffer | undefined;
+  if (dekText !== undefined) {
+    // 32 bytes are exactly 43 base64 characters and one '=' of padding.
+    if (!/^[A-Za-z0-9+/]{43}=$/.test(dekText)) {
+      problems.push('DATA_ENCRYPTION_KEY must be 32 bytes encoded as base64 (e.g. `openssl rand -base64 32`)');
+    } else {
+      dataEncryptionKey = Buffer.from(dekText, 'base64');
+    }
+  } else if (production) {
+    problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
+  }
+
+  const config: Config = {
+    role,
+    host: plain('HOST') ?? '0.0.0.0',
+    port,
+    appEnv,
+    databaseUrl,
+    dataDir: path.resolve(plain('DATA_DIR') ?? '.data'),
+    embeddedPgPort,
+    serviceAudience,
+    operatorToken,
+    dataEncryptionKey,
+    logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
+    shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
+    dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

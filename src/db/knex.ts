@@ -1,0 +1,25 @@
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+
+/** Any place a query can run: the pool or an open transaction. Repositories take one first. */
+export type Executor = Knex | Knex.Transaction;
+export type { Knex };
+
+// bigint ids stay below 2^53 for the life of any deployment; numbers are what the API returns.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+
+export interface DbOptions {
+  url: string;
+  poolMax: number;
+  /** How long a query waits for a pooled connection before the request gets a 503. */
+  acquireTimeoutMs?: number;
+}
+
+export function createDb(options: DbOptions): Knex {
+  return knexFactory({
+    client: 'pg',
+    connection: { connectionString: options.url, connectionTimeoutMillis: 5_000 },
+    pool: { min: 0, max: options.poolMax },
+    acquireConnectionTimeout: options.acquireTimeoutMs ?? 10_000,
+  });
+}

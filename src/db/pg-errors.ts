@@ -1,0 +1,28 @@
+import { ConflictError, DependencyUnavailableError, type AppError } from '../errors.js';
+
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH']);
+
+/**
+ * Maps a database failure to the answer the caller should get, by SQLSTATE or socket error code,
+ * never by message text. Returns undefined for anything that is a bug of ours (a bare 500).
+ */
+export function mapDatabaseError(err: unknown): AppError | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { code?: unknown; name?: unknown; message?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (code === '23505') return new ConflictError('The resource already exists.');
+  // Class 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now;
+  // 53300: too many connections.
+  if (code.startsWith('08') || /^57P0[1-3]$/.test(code) || code === '53300' || UNREACHABLE_CODES.has(code)) {
+    return new DependencyUnavailableError('database');
+  }
+  if (e.name === 'KnexTimeoutError') return new DependencyUnavailableError('database');
+  // node-postgres reports a dropped socket without a code.
+  if (typeof e.message === 'string' && e.message === 'Connection terminated unexpectedly') {
+    return new DependencyUnavailableError('database');
+  }
+  return undefined;
+}
+
+export const isUniqueViolation = (err: unknown): boolean =>
+  typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';

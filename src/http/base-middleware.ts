@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import type { Middleware } from 'koa';
+import type { Logger } from '../logger.js';
+import type { AppState } from './context.js';
+import { INTERNAL_ERROR, sendProblem, toAppError } from './problem.js';
+import { ValidationError } from '../errors.js';
+
+const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echo a caller's well-formed X-Request-Id (for tracing only), else make one. */
+export function requestId(log: Logger): Middleware<AppState> {
+  return async (ctx, next) => {
+    const given = ctx.get('X-Request-Id');
+    const id = CALLER_REQUEST_ID.test(given) ? given : randomUUID();
+    ctx.state.requestId = id;
+    ctx.state.log = log.child({ requestId: id });
+    ctx.set('X-Request-Id', id);
+    await next();
+  };
+}
+
+/** One line per request: method, route path, status, duration. Never headers, query or body. */
+export function accessLog(): Middleware<AppState> {
+  return async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    try {
+      await next();
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      ctx.state.log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+    }
+  };
+}
+
+/** Everything thrown below becomes problem+json; unknown errors are logged and answered as a bare 500. */
+export function errorHandler(): Middleware<AppState> {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      const known = toAppError(err);
+      if (known) {
+        if (known.status >= 500) ctx.state.log.warn({ code: known.code, err: describe(err) }, 'dependency failure');
+        sendProblem(ctx, known, ctx.state.requestId);
+      } else {
+        ctx.state.log.error({ err: describe(err) }, 'unhandled error');
+        sendProblem(ctx, INTERNAL_ERROR, ctx.state.requestId);
+      }
+    }
+  };
+}
+
+/** A log-safe description of an error: name, code and stack, never request data. */
+function describe(err: unknown): Record<string, unknown> {
+  if (err instanceof Error) {
+    return { name: err.name, code: (err as { code?: unknown }).code, message: err.message, stack: err.stack };
+  }
+  return { value: typeof err };
+}
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** A body must be JSON (CONTRACT.md section 2: wrong Content-Type is a 400, never a 500). */
+export function requireJsonBody(): Middleware<AppState> {
+  return async (ctx, next) => {
+    const hasBody = ctx.request.length > 0 || ctx.get('Transfer-Encoding') !== '';
+    if (BODY_METHODS.has(ctx.method) && hasBody && ctx.is('application/json') !== 'application/json') {
+      throw new ValidationError('Request bodies must be JSON with Content-Type: application/json.', undefined, 'unsupported_media_type');
+    }
+    await next();
+  };
+}

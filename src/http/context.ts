@@ -1,0 +1,19 @@
+import type { RouterContext, RouterMiddleware } from '@koa/router';
+import type { Principal } from '../auth/principal.js';
+import type { Executor } from '../db/knex.js';
+import type { Logger } from '../logger.js';
+
+export interface AppState {
+  requestId: string;
+  log: Logger;
+  /** Set by `authenticate`. */
+  principal?: Principal;
+  /**
+   * Where this request's commands run: the pool, or the transaction the idempotency middleware
+   * opened so that the stored answer commits together with the change.
+   */
+  db: Executor;
+}
+
+export type AppContext = RouterContext<AppState>;
+export type AppMiddleware = RouterMiddleware<AppState>;

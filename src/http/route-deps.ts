@@ -1,0 +1,14 @@
+import type { Config } from '../config.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import type { AppMiddleware } from './context.js';
+import type { Cursors } from './pagination.js';
+
+/** What route modules need: the shared middlewares and services, built once in app.ts. */
+export interface RouteDeps {
+  config: Config;
+  authenticate: AppMiddleware;
+  /** Idempotency-Key handling for management POSTs (CONTRACT.md section 2b). */
+  idempotent: AppMiddleware;
+  cursors: Cursors;
+  secretBox: SecretBox;
+}

@@ -1,0 +1,89 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { Static, TSchema } from '@sinclair/typebox';
+import { ValidationError, type FieldProblem } from '../errors.js';
+import type { AppContext, AppMiddleware } from './context.js';
+
+/** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
+const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
+
+export interface Schemas {
+  params?: TSchema;
+  query?: TSchema;
+  body?: TSchema;
+}
+
+type Part<S, K extends keyof Schemas> = S extends Record<K, infer T extends TSchema> ? Static<T> : undefined;
+
+/** The validated input a handler receives, typed from the same schemas ajv checks. */
+export interface Input<S extends Schemas> {
+  params: Part<S, 'params'>;
+  query: Part<S, 'query'>;
+  body: Part<S, 'body'>;
+}
+
+type Location = 'params' | 'query' | 'body';
+
+function problems(location: Location, errors: ErrorObject[] | null | undefined): FieldProblem[] {
+  return (errors ?? []).map((e) => {
+    let path = e.instancePath;
+    if (e.keyword === 'required') path += `/${String(e.params['missingProperty'])}`;
+    if (e.keyword === 'additionalProperties') path += `/${String(e.params['additionalProperty'])}`;
+    const message =
+      e.keyword === 'additionalProperties' ? 'is not a known field' : e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
+    return { in: location, path: path === '' ? '/' : path, message };
+  });
+}
+
+const compiled = new WeakMap<TSchema, ValidateFunction>();
+function compile(schema: TSchema): ValidateFunction {
+  let fn = compiled.get(schema);
+  if (!fn) {
+    fn = ajv.compile(schema);
+    compiled.set(schema, fn);
+  }
+  return fn;
+}
+
+/** Query strings arrive as strings, or as arrays when repeated; only single strings pass. */
+function queryObject(ctx: AppContext): Record<string, unknown> {
+  return { ...ctx.query };
+}
+
+function bodyOf(ctx: AppContext): unknown {
+  // koa-body leaves `body` undefined when nothing was sent.
+  const body: unknown = ctx.request.body;
+  return body;
+}
+
+/**
+ * `endpoint(schemas, handler)` gives the route's last two middlewares: validation of path
+ * parameters, query and body (all problems in one 400), then the handler with typed input.
+ */
+export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): AppMiddleware {
+  const checks: Array<[Location, ValidateFunction | undefined]> = [
+    ['params', schemas.params ? compile(schemas.params) : undefined],
+    ['query', schemas.query ? compile(schemas.query) : undefined],
+    ['body', schemas.body ? compile(schemas.body) : undefined],
+  ];
+  return async (ctx) => {
+    const values: Record<Location, unknown> = { params: { ...ctx.params }, query: queryObject(ctx), body: bodyOf(ctx) };
+    const found: FieldProblem[] = [];
+    for (const [location, check] of checks) {
+      const value = values[location];
+      if (check) {
+        // No body is checked as `{}`: optional-only bodies pass, required fields are named.
+        if (location === 'body' && value === undefined) values.body = {};
+        if (!check(values[location])) found.push(...problems(location, check.errors));
+      } else if (location === 'query' && Object.keys(value as object).length > 0) {
+        found.push(...Object.keys(value as object).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
+      } else if (location === 'body' && value !== undefined && !isEmptyObject(value)) {
+        found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
+      }
+    }
+    if (found.length > 0) throw new ValidationError('The request is invalid; see errors.', found);
+    await handler(ctx, values as unknown as Input<S>);
+  };
+}
+
+const isEmptyObject = (v: unknown): boolean =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;

@@ -1,0 +1,166 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import path from 'node:path';
+import type { Knex } from 'knex';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { hashSecret, newSecret } from './crypto/secrets.js';
+import { startEmbeddedPostgres } from './db/embedded.js';
+import { createDb } from './db/knex.js';
+import { migrateLatest, pendingMigrations } from './db/migrate.js';
+import { deleteExpiredKeys } from './idempotency/repository.js';
+import type { Lifecycle } from './lifecycle.js';
+import { readOrCreateSecretFile } from './local-secrets.js';
+import { createLogger, type Logger } from './logger.js';
+import { apiTokenPrefix } from './projects/keys.js';
+
+/** Composition root: config → dependencies → role → shutdown. */
+
+interface Database {
+  db: Knex;
+  close(): Promise<void>;
+}
+
+async function openDatabase(config: Config, log: Logger): Promise<Database> {
+  const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, log) : undefined;
+  if (embedded) log.info({ port: config.embeddedPgPort, dataDir: config.dataDir }, 'embedded PostgreSQL running (DATABASE_URL unset)');
+  const db = createDb({ url: config.databaseUrl ?? embedded?.url ?? '', poolMax: config.dbPoolMax });
+  return {
+    db,
+    close: async () => {
+      await db.destroy();
+      await embedded?.stop();
+    },
+  };
+}
+
+/** Operator token and data encryption key: from config, or (testnet only) generated once under DATA_DIR. */
+function localSecrets(config: Config, log: Logger): { operatorTokenHash: Buffer; dataEncryptionKey: Buffer } {
+  let operatorToken = config.operatorToken;
+  if (operatorToken === undefined) {
+    const file = path.join(config.dataDir, 'operator-token');
+    operatorToken = readOrCreateSecretFile(file, () => newSecret(apiTokenPrefix(config.appEnv)));
+    log.info({ file }, `operator token (generated, OPERATOR_TOKEN unset) is in ${file}`);
+  } else {
+    log.info('operator token: from OPERATOR_TOKEN');
+  }
+  const dataEncryptionKey =
+    config.dataEncryptionKey ?? Buffer.from(readOrCreateSecretFile(path.join(config.dataDir, 'data-encryption-key'), randomKey), 'base64');
+  return { operatorTokenHash: hashSecret(operatorToken), dataEncryptionKey };
+}
+
+const randomKey = (): string => randomBytes(32).toString('base64');
+
+async function runMigrate(config: Config, log: Logger): Promise<void> {
+  const database = await openDatabase(config, log);
+  try {
+    const applied = await migrateLatest(database.db);
+    log.info({ applied }, applied.length > 0 ? `applied ${applied.length} migration(s)` : 'database schema is up to date');
+  } finally {
+    await database.close();
+  }
+}
+
+async function runApi(config: Config, log: Logger): Promise<void> {
+  const database = await openDatabase(config, log);
+  const { db } = database;
+  if (config.role === 'all') {
+    const applied = await migrateLatest(db);
+    if (applied.length > 0) log.info({ applied }, `applied ${applied.length} migration(s)`);
+  } else {
+    const pending = await pendingMigrations(db);
+    if (pending.length > 0) {
+      await database.close();
+      throw new Error(`the database schema is behind this version (pending: ${pending.join(', ')}); run ROLE=migrate first`);
+    }
+  }
+  const secrets = localSecrets(config, log);
+  const lifecycle: Lifecycle = { draining: false };
+  const app = buildApp({ config, db, log, lifecycle, ...secrets });
+  const handle = app.callback();
+  const server = createServer((req, res) => {
+    void handle(req, res);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+  log.info({ url: `http://${shownHost}:${config.port}`, env: config.appEnv }, `custody API listening on http://${shownHost}:${config.port} (${config.appEnv})`);
+
+  const housekeeping = setInterval(() => {
+    deleteExpiredKeys(db).catch((err: unknown) => log.warn({ err: String(err) }, 'idempotency key cleanup failed'));
+  }, 600_000);
+  housekeeping.unref();
+
+  onShutdown(log, async () => {
+    lifecycle.draining = true;
+    clearInterval(housekeeping);
+    // Let load balancers see /readyz fail before we stop accepting connections.
+    await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
+    await closeServer(server, config.shutdownTimeoutMs);
+    await database.close();
+  });
+}
+
+/** Stops accepting, lets in-flight requests finish (up to `timeoutMs`), then cuts what is left. */
+async function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
+  await closed;
+  clearTimeout(timer);
+}
+
+function onShutdown(log: Logger, drain: () => Promise<void>): void {
+  let started = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (started) return;
+    started = true;
+    log.info({ signal }, 'draining');
+    drain().then(
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        log.error({ err: err instanceof Error ? err.message : String(err) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  switch (config.role) {
+    case 'migrate':
+      await runMigrate(config, log);
+      return;
+    case 'api':
+    case 'all':
+      await runApi(config, log);
+      return;
+    case 'worker':
+    case 'keyvault':
+      process.stderr.write(`ROLE=${config.role} is not available in this version yet; use ROLE=all, api or migrate.\n`);
+      process.exit(2);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`custody: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

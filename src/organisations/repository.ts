@@ -1,0 +1,56 @@
+import type { Executor, Knex } from '../db/knex.js';
+import type { Principal } from '../auth/principal.js';
+import type { Page } from '../http/pagination.js';
+
+export interface OrganisationRow {
+  id: number;
+  name: string;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+/** Every organisation query starts here: the operator sees all, an organisation token its own, a project token none. */
+export function organisationsInScope(db: Executor, p: Principal): Knex.QueryBuilder {
+  const q = db('organisations');
+  if (p.scope === 'organisation') q.where('id', p.organisationId);
+  if (p.scope === 'project') q.whereRaw('false');
+  return q;
+}
+
+export async function findOrganisation(
+  db: Executor,
+  p: Principal,
+  id: number,
+  options: { includeDeleted: boolean; forUpdate?: boolean },
+): Promise<OrganisationRow | undefined> {
+  const q = organisationsInScope(db, p).where('id', id);
+  if (!options.includeDeleted) q.whereNull('deleted_at');
+  if (options.forUpdate) q.forUpdate();
+  return (await q.first()) as OrganisationRow | undefined;
+}
+
+export async function listOrganisations(db: Executor, p: Principal, page: Page, showDeleted: boolean): Promise<OrganisationRow[]> {
+  const q = organisationsInScope(db, p).where('id', '>', page.afterId);
+  if (!showDeleted) q.whereNull('deleted_at');
+  return (await q.orderBy('id').limit(page.limit + 1)) as OrganisationRow[];
+}
+
+export async function insertOrganisation(db: Executor, name: string): Promise<OrganisationRow> {
+  const [row] = await db<OrganisationRow>('organisations').insert({ name }).returning('*');
+  if (!row) throw new Error('insert returned no row');
+  return row;
+}
+
+export async function updateOrganisation(
+  db: Executor,
+  id: number,
+  changes: { name?: string; deleted?: boolean },
+): Promise<OrganisationRow> {
+  const values: Record<string, unknown> = { updated_at: db.fn.now() };
+  if (changes.name !== undefined) values['name'] = changes.name;
+  if (changes.deleted !== undefined) values['deleted_at'] = changes.deleted ? db.fn.now() : null;
+  const [row] = await db<OrganisationRow>('organisations').where('id', id).update(values).returning('*');
+  if (!row) throw new Error('update returned no row');
+  return row;
+}

@@ -1,0 +1,167 @@
+import type { Static } from '@sinclair/typebox';
+import type { AppEnv } from '../config.js';
+import type { Executor } from '../db/knex.js';
+import type { Principal } from '../auth/principal.js';
+import { requireAdmin, requireOrganisationScope } from '../auth/access.js';
+import { hashSecret, type SecretBox } from '../crypto/secrets.js';
+import { NotFoundError, ValidationError, type FieldProblem } from '../errors.js';
+import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
+import { findOrganisation } from '../organisations/repository.js';
+import { newProjectKey, newWebhookSecret } from './keys.js';
+import type { Page } from '../http/pagination.js';
+import {
+  expireProjectKeys,
+  findProject,
+  listProjects,
+  insertProject,
+  insertProjectKey,
+  nextProjectId,
+  updateProject,
+  type ProjectRow,
+} from './repository.js';
+import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
+
+/** The wallet webhook secret is bound to its project row, so a ciphertext moved elsewhere does not open. */
+export const walletSecretAad = (projectId: number): string => `project:${projectId}:wallet-webhook-secret`;
+const PREVIOUS_SECRET_OVERLAP_S = 86_400;
+
+const notFound = () => new NotFoundError('No such project.');
+
+function checkFields(env: AppEnv, body: { issuer?: string; walletWebhookUrl?: string | null; walletWebhookSecret?: string }): void {
+  const problems: FieldProblem[] = [];
+  const add = (path: string, message: string | undefined) => message && problems.push({ in: 'body', path, message });
+  if (body.issuer !== undefined) add('/issuer', issuerProblem(body.issuer));
+  if (typeof body.walletWebhookUrl === 'string') add('/walletWebhookUrl', webhookUrlProblem(body.walletWebhookUrl, env));
+  if (body.walletWebhookSecret !== undefined) add('/walletWebhookSecret', webhookSecretProblem(body.walletWebhookSecret));
+  if (problems.length > 0) throw new ValidationError('The request is invalid; see errors.', problems);
+}
+
+export interface CreatedProject {
+  project: ProjectRow;
+  projectKey: string;
+  /** Only when the service generated it: shown once. */
+  generatedSecret: string | undefined;
+}
+
+export async function createProject(
+  db: Executor,
+  p: Principal,
+  deps: { env: AppEnv; secretBox: SecretBox },
+  organisationId: number,
+  body: Static<typeof CreateProjectBody>,
+): Promise<CreatedProject> {
+  return db.transaction(async (tx) => {
+    if (!(await findOrganisation(tx, p, organisationId, { includeDeleted: false, forUpdate: true }))) {
+      throw new NotFoundError('No such organisation.');
+    }
+    requireOrganisationScope(p);
+    requireAdmin(p);
+    checkFields(deps.env, body);
+    const id = await nextProjectId(tx);
+    const generatedSecret = body.walletWebhookSecret === undefined ? newWebhookSecret() : undefined;
+    const project = await insertProject(tx, {
+      id,
+      organisation_id: organisationId,
+      name: body.name,
+      environment: deps.env,
+      issuer: body.issuer,
+      wallet_webhook_url: body.walletWebhookUrl ?? null,
+      wallet_webhook_secret_enc: deps.secretBox.seal(body.walletWebhookSecret ?? generatedSecret ?? '', walletSecretAad(id)),
+      wallet_webhook_secret_prev_enc: null,
+      wallet_webhook_secret_prev_expires_at: null,
+      require_verified_email: body.requireVerifiedEmail ?? true,
+    });
+    const projectKey = newProjectKey(deps.env);
+    await insertProjectKey(tx, id, hashSecret(projectKey));
+    return { project, projectKey, generatedSecret };
+  });
+}
+
+export async function getProject(db: Executor, p: Principal, id: number): Promise<ProjectRow> {
+  const project = await findProject(db, p, id);
+  if (!project) throw notFound();
+  return project;
+}
+
+export async function changeProject(
+  db: Executor,
+  p: Principal,
+  env: AppEnv,
+  id: number,
+  body: Static<typeof UpdateProjectBody>,
+): Promise<ProjectRow> {
+  return db.transaction(async (tx) => {
+    if (!(await findProject(tx, p, id, true))) throw notFound();
+    requireAdmin(p);
+    checkFields(env, body);
+    const values: Partial<ProjectRow> = {};
+    if (body.name !== undefined) values.name = body.name;
+    if (body.issuer !== undefined) values.issuer = body.issuer;
+    if (body.walletWebhookUrl !== undefined) values.wallet_webhook_url = body.walletWebhookUrl;
+    if (body.requireVerifiedEmail !== undefined) values.require_verified_email = body.requireVerifiedEmail;
+    return updateProject(tx, id, values);
+  });
+}
+
+/** Deleting, rotating keys and secrets is organisation-level work: project tokens get 403. */
+async function lockForManagement(tx: Executor, p: Principal, id: number): Promise<ProjectRow> {
+  const project = await findProject(tx, p, id, true);
+  if (!project) throw notFound();
+  requireOrganisationScope(p);
+  requireAdmin(p);
+  return project;
+}
+
+export async function deleteProject(db: Executor, p: Principal, id: number): Promise<void> {
+  await db.transaction(async (tx) => {
+    await lockForManagement(tx, p, id);
+    await updateProject(tx, id, { deleted_at: new Date() });
+  });
+}
+
+export async function rotateProjectKey(
+  db: Executor,
+  p: Principal,
+  env: AppEnv,
+  id: number,
+  graceSeconds: number,
+): Promise<{ projectKey: string; previousKeysExpireAt: Date }> {
+  return db.transaction(async (tx) => {
+    await lockForManagement(tx, p, id);
+    const previousKeysExpireAt = await expireProjectKeys(tx, id, graceSeconds);
+    const projectKey = newProjectKey(env);
+    await insertProjectKey(tx, id, hashSecret(projectKey));
+    return { projectKey, previousKeysExpireAt };
+  });
+}
+
+/** A new wallet webhook secret; the old one keeps signing beside it for 24 h (CONTRACT.md section 8). */
+export async function rotateWalletWebhookSecret(
+  db: Executor,
+  p: Principal,
+  secretBox: SecretBox,
+  id: number,
+): Promise<{ walletWebhookSecret: string; previousSecretExpiresAt: Date }> {
+  return db.transaction(async (tx) => {
+    const project = await lockForManagement(tx, p, id);
+    const walletWebhookSecret = newWebhookSecret();
+    const previousSecretExpiresAt = new Date(Date.now() + PREVIOUS_SECRET_OVERLAP_S * 1000);
+    await updateProject(tx, id, {
+      wallet_webhook_secret_enc: secretBox.seal(walletWebhookSecret, walletSecretAad(id)),
+      wallet_webhook_secret_prev_enc: project.wallet_webhook_secret_enc,
+      wallet_webhook_secret_prev_expires_at: previousSecretExpiresAt,
+    });
+    return { walletWebhookSecret, previousSecretExpiresAt };
+  });
+}
+
+export async function listOrganisationProjects(
+  db: Executor,
+  p: Principal,
+  organisationId: number,
+  page: Page,
+  showDeleted: boolean,
+): Promise<ProjectRow[]> {
+  if (!(await findOrganisation(db, p, organisationId, { includeDeleted: false }))) throw new NotFoundError('No such organisation.');
+  return listProjects(db, organisationId, page, showDeleted);
+}

@@ -1,0 +1,14 @@
+import type { ProjectRow } from './repository.js';
+
+export const presentProject = (p: ProjectRow) => ({
+  id: p.id,
+  organisationId: p.organisation_id,
+  name: p.name,
+  environment: p.environment,
+  issuer: p.issuer,
+  walletWebhookUrl: p.wallet_webhook_url,
+  requireVerifiedEmail: p.require_verified_email,
+  createdAt: p.created_at.toISOString(),
+  updatedAt: p.updated_at.toISOString(),
+  deletedAt: p.deleted_at ? p.deleted_at.toISOString() : null,
+});

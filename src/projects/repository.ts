@@ -1,0 +1,98 @@
+import type { Executor, Knex } from '../db/knex.js';
+import type { Principal } from '../auth/principal.js';
+import type { AppEnv } from '../config.js';
+import type { Page } from '../http/pagination.js';
+
+export interface ProjectRow {
+  id: number;
+  organisation_id: number;
+  name: string;
+  environment: AppEnv;
+  issuer: string;
+  wallet_webhook_url: string | null;
+  wallet_webhook_secret_enc: string;
+  wallet_webhook_secret_prev_enc: string | null;
+  wallet_webhook_secret_prev_expires_at: Date | null;
+  require_verified_email: boolean;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+/**
+ * Every project query starts here: live projects of live organisations, narrowed to what the
+ * principal may see, so another tenant's project is simply not found (404).
+ */
+export function projectsInScope(db: Executor, p: Principal): Knex.QueryBuilder {
+  const q = db('projects as p').join('organisations as o', 'o.id', 'p.organisation_id').whereNull('o.deleted_at').select('p.*');
+  if (p.scope === 'organisation') q.where('p.organisation_id', p.organisationId);
+  if (p.scope === 'project') q.where('p.id', p.projectId);
+  return q;
+}
+
+export async function findProject(db: Executor, p: Principal, id: number, forUpdate = false): Promise<ProjectRow | undefined> {
+  const q = projectsInScope(db, p).where('p.id', id).whereNull('p.deleted_at');
+  if (forUpdate) q.forUpdate('p');
+  return (await q.first()) as ProjectRow | undefined;
+}
+
+export async function listProjects(db: Executor, organisationId: number, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
+  const q = db('projects').where('organisation_id', organisationId).where('id', '>', page.afterId);
+  if (!showDeleted) q.whereNull('deleted_at');
+  return (await q.orderBy('id').limit(page.limit + 1)) as ProjectRow[];
+}
+
+export async function nextProjectId(db: Executor): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ id: number }> }>(`SELECT nextval(pg_get_serial_sequence('projects', 'id')) AS id`);
+  const id = rows[0]?.id;
+  if (id === undefined) throw new Error('no id from the projects sequence');
+  return id;
+}
+
+export async function insertProject(db: Executor, values: Omit<ProjectRow, 'created_at' | 'updated_at' | 'deleted_at'>): Promise<ProjectRow> {
+  const [row] = await db<ProjectRow>('projects').insert(values).returning('*');
+  if (!row) throw new Error('insert returned no row');
+  return row;
+}
+
+export async function updateProject(db: Executor, id: number, values: Partial<ProjectRow>): Promise<ProjectRow> {
+  const [row] = await db<ProjectRow>('projects')
+    .where('id', id)
+    .update({ ...values, updated_at: db.fn.now() as unknown as Date })
+    .returning('*');
+  if (!row) throw new Error('update returned no row');
+  return row;
+}
+
+export async function insertProjectKey(db: Executor, projectId: number, hash: Buffer): Promise<void> {
+  await db('project_keys').insert({ project_id: projectId, key_hash: hash });
+}
+
+/** Keys still valid now end at `graceSeconds` from now (or earlier, if they already end sooner). */
+export async function expireProjectKeys(db: Executor, projectId: number, graceSeconds: number): Promise<Date> {
+  const { rows } = await db.raw<{ rows: Array<{ until: Date }> }>(`SELECT now() + make_interval(secs => ?) AS until`, [graceSeconds]);
+  const until = rows[0]?.until;
+  if (!until) throw new Error('no time from the database');
+  await db('project_keys')
+    .where('project_id', projectId)
+    .whereRaw('(expires_at IS NULL OR expires_at > ?)', [until])
+    .update({ expires_at: until });
+  return until;
+}
+
+/**
+ * The live project a project key belongs to: key current or within its grace period, project
+ * not deleted, organisation not soft-deleted, project of this deployment's environment.
+ */
+export async function findProjectByKeyHash(db: Executor, hash: Buffer, environment: AppEnv): Promise<ProjectRow | undefined> {
+  const row: unknown = await db('project_keys as k')
+    .join('projects as p', 'p.id', 'k.project_id')
+    .join('organisations as o', 'o.id', 'p.organisation_id')
+    .where('k.key_hash', hash)
+    .whereRaw('(k.expires_at IS NULL OR k.expires_at > now())')
+    .whereNull('p.deleted_at')
+    .whereNull('o.deleted_at')
+    .where('p.environment', environment)
+    .first('p.*');
+  return row as ProjectRow | undefined;
+}

@@ -1,0 +1,64 @@
+import type { Executor } from '../db/knex.js';
+import type { TokenRole } from '../auth/principal.js';
+import type { Page } from '../http/pagination.js';
+
+export interface ApiTokenRow {
+  id: number;
+  organisation_id: number;
+  project_id: number | null;
+  name: string;
+  role: TokenRole;
+  created_by: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const COLUMNS = ['id', 'organisation_id', 'project_id', 'name', 'role', 'created_by', 'created_at', 'revoked_at'];
+
+/**
+ * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
+ * for a project token, its project not deleted (CONTRACT.md section 10: undelete brings it back).
+ */
+export async function findLiveTokenByHash(db: Executor, hash: Buffer): Promise<ApiTokenRow | undefined> {
+  const row: unknown = await db('api_tokens as t')
+    .join('organisations as o', 'o.id', 't.organisation_id')
+    .leftJoin('projects as p', 'p.id', 't.project_id')
+    .where('t.token_hash', hash)
+    .whereNull('t.revoked_at')
+    .whereNull('o.deleted_at')
+    .whereRaw('(t.project_id IS NULL OR p.deleted_at IS NULL)')
+    .first(COLUMNS.map((c) => `t.${c}`));
+  return row as ApiTokenRow | undefined;
+}
+
+export async function insertToken(
+  db: Executor,
+  values: { organisationId: number; projectId: number | null; name: string; role: TokenRole; hash: Buffer; createdBy: string },
+): Promise<ApiTokenRow> {
+  const [row] = await db<ApiTokenRow & { token_hash: Buffer }>('api_tokens')
+    .insert({
+      organisation_id: values.organisationId,
+      project_id: values.projectId,
+      name: values.name,
+      role: values.role,
+      token_hash: values.hash,
+      created_by: values.createdBy,
+    })
+    .returning(COLUMNS as Array<keyof ApiTokenRow>);
+  if (!row) throw new Error('insert returned no row');
+  return row;
+}
+
+export async function listTokens(db: Executor, organisationId: number, page: Page, showRevoked: boolean): Promise<ApiTokenRow[]> {
+  const q = db<ApiTokenRow>('api_tokens').where('organisation_id', organisationId).where('id', '>', page.afterId);
+  if (!showRevoked) q.whereNull('revoked_at');
+  return q.orderBy('id').limit(page.limit + 1).select(COLUMNS as Array<keyof ApiTokenRow>);
+}
+
+/** Revokes at once; revoking a revoked token again leaves its first revocation time. */
+export async function revokeToken(db: Executor, organisationId: number, tokenId: number): Promise<boolean> {
+  const found: unknown = await db('api_tokens').where({ organisation_id: organisationId, id: tokenId }).first('id', 'revoked_at');
+  if (!found) return false;
+  await db('api_tokens').where({ id: tokenId }).whereNull('revoked_at').update({ revoked_at: db.fn.now() });
+  return true;
+}

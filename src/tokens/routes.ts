@@ -1,0 +1,44 @@
+import type Router from '@koa/router';
+import { principalOf } from '../auth/access.js';
+import type { AppState } from '../http/context.js';
+import type { RouteDeps } from '../http/route-deps.js';
+import { queryBool } from '../http/schemas.js';
+import { endpoint } from '../http/validate.js';
+import { createToken, listOrganisationTokens, revokeOrganisationToken } from './commands.js';
+import { presentToken } from './presenter.js';
+import { CreateTokenBody, ListTokensQuery, TokenParams, TokensParams } from './schemas.js';
+
+export function tokenRoutes(router: Router<AppState>, { authenticate, idempotent, cursors, config }: RouteDeps): void {
+  router.post(
+    '/api/v1/organisations/:id/tokens',
+    authenticate,
+    idempotent,
+    endpoint({ params: TokensParams, body: CreateTokenBody }, async (ctx, { params, body }) => {
+      const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
+      ctx.status = 201;
+      ctx.body = { ...presentToken(created.row), token: created.token };
+    }),
+  );
+
+  router.get(
+    '/api/v1/organisations/:id/tokens',
+    authenticate,
+    endpoint({ params: TokensParams, query: ListTokensQuery }, async (ctx, { params, query }) => {
+      const organisationId = Number(params.id);
+      const showRevoked = queryBool(query.showRevoked);
+      const list = `tokens:${organisationId}:${showRevoked}`;
+      const page = cursors.page(list, query);
+      const result = cursors.result(list, page, await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, page, showRevoked));
+      ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
+    }),
+  );
+
+  router.delete(
+    '/api/v1/organisations/:id/tokens/:tokenId',
+    authenticate,
+    endpoint({ params: TokenParams }, async (ctx, { params }) => {
+      await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
+      ctx.status = 204;
+    }),
+  );
+}

@@ -1,0 +1,69 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import type { Knex } from 'knex';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
+import { createLogger } from '../../src/logger.js';
+import type { Lifecycle } from '../../src/lifecycle.js';
+import { Client } from './http.js';
+import { testDatabaseUrl, testDb } from './db.js';
+
+export interface TestApp {
+  url: string;
+  client: Client;
+  operatorToken: string;
+  config: Config;
+  db: Knex;
+  dataEncryptionKey: Buffer;
+  lifecycle: Lifecycle;
+  /** Every log line the app wrote. */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/** The real app on a real port, against the test database (or `db` if given), logs captured. */
+export async function startApp(env: Record<string, string> = {}, db: Knex = testDb()): Promise<TestApp> {
+  const operatorToken = newSecret('sk_test_');
+  const dataEncryptionKey = randomBytes(32);
+  const config = loadConfig({ DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'debug', ROLE: 'api', ...env });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  const lifecycle: Lifecycle = { draining: false };
+  const app = buildApp({
+    config,
+    db,
+    log: createLogger(config.logLevel, sink),
+    operatorTokenHash: hashSecret(operatorToken),
+    dataEncryptionKey,
+    lifecycle,
+  });
+  const handle = app.callback();
+  const server: Server = createServer((req, res) => {
+    void handle(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    client: new Client(url, operatorToken),
+    operatorToken,
+    config,
+    db,
+    dataEncryptionKey,
+    lifecycle,
+    logs,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

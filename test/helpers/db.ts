@@ -1,0 +1,46 @@
+import type { Knex } from 'knex';
+import { createDb } from '../../src/db/knex.js';
+
+/** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
+export const ADMIN_DATABASE_URL = process.env['TEST_ADMIN_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+let current: { url: string; db: Knex } | undefined;
+
+export function setTestDatabase(url: string, db: Knex): void {
+  current = { url, db };
+}
+
+export function testDatabaseUrl(): string {
+  if (!current) throw new Error('the test database is not set up (test/helpers/hooks.ts)');
+  return current.url;
+}
+
+export function testDb(): Knex {
+  if (!current) throw new Error('the test database is not set up (test/helpers/hooks.ts)');
+  return current.db;
+}
+
+export function databaseUrlFor(name: string): string {
+  const url = new URL(ADMIN_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * A fingerprint of every row of every application table: equal before and after a request
+ * means the request changed nothing.
+ */
+export async function snapshot(db: Knex): Promise<Record<string, string>> {
+  const { rows: tables } = await db.raw<{ rows: Array<{ tablename: string }> }>(
+    `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex_migrations%' ORDER BY tablename`,
+  );
+  const result: Record<string, string> = {};
+  for (const { tablename } of tables) {
+    const { rows } = await db.raw<{ rows: Array<{ h: string }> }>(
+      `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS h FROM ?? t`,
+      [tablename],
+    );
+    result[tablename] = rows[0]?.h ?? '';
+  }
+  return result;
+}

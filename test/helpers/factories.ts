@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { Client } from './http.js';
+
+export interface Org {
+  id: number;
+  name: string;
+}
+export interface Project {
+  id: number;
+  organisationId: number;
+  projectKey: string;
+  walletWebhookSecret?: string;
+}
+export interface Token {
+  id: number;
+  token: string;
+}
+
+const unique = (prefix: string) => `${prefix} ${randomUUID().slice(0, 8)}`;
+
+/** Each test makes its own tenants through the API instead of truncating tables. */
+export async function createOrganisation(operator: Client, name = unique('Org')): Promise<Org> {
+  const res = await operator.post<Org>('/api/v1/organisations', { name });
+  expect(res.status, res.text).to.equal(201);
+  return res.body;
+}
+
+export async function createProject(client: Client, organisationId: number, body: Record<string, unknown> = {}): Promise<Project> {
+  const res = await client.post<Project>(`/api/v1/organisations/${organisationId}/projects`, {
+    name: unique('Project'),
+    issuer: 'https://idp.example.com',
+    ...body,
+  });
+  expect(res.status, res.text).to.equal(201);
+  return res.body;
+}
+
+export async function createToken(
+  client: Client,
+  organisationId: number,
+  role: 'admin' | 'read',
+  projectId?: number,
+): Promise<Token> {
+  const res = await client.post<Token>(`/api/v1/organisations/${organisationId}/tokens`, {
+    name: unique('token'),
+    role,
+    ...(projectId === undefined ? {} : { projectId }),
+  });
+  expect(res.status, res.text).to.equal(201);
+  return res.body;
+}
+
+/** An organisation with one project and a token of every scope and role. */
+export async function createTenant(operator: Client) {
+  const org = await createOrganisation(operator);
+  const project = await createProject(operator, org.id);
+  const [orgAdmin, orgRead, projectAdmin, projectRead] = await Promise.all([
+    createToken(operator, org.id, 'admin'),
+    createToken(operator, org.id, 'read'),
+    createToken(operator, org.id, 'admin', project.id),
+    createToken(operator, org.id, 'read', project.id),
+  ]);
+  return {
+    org,
+    project,
+    orgAdmin: operator.withToken(orgAdmin.token),
+    orgRead: operator.withToken(orgRead.token),
+    projectAdmin: operator.withToken(projectAdmin.token),
+    projectRead: operator.withToken(projectRead.token),
+    tokens: { orgAdmin, orgRead, projectAdmin, projectRead },
+  };
+}

@@ -1,0 +1,33 @@
+import pg from 'pg';
+import { createDb } from '../../src/db/knex.js';
+import { migrateLatest } from '../../src/db/migrate.js';
+import { ADMIN_DATABASE_URL, databaseUrlFor, setTestDatabase, testDb } from './db.js';
+
+const name = `custody_test_${Date.now()}_${process.pid}`;
+
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Root hooks: one fresh, migrated database per test run on the machine's PostgreSQL, dropped at the end. */
+export const mochaHooks = {
+  async beforeAll(this: Mocha.Context) {
+    this.timeout(60_000);
+    await admin(`CREATE DATABASE ${name}`);
+    const url = databaseUrlFor(name);
+    const db = createDb({ url, poolMax: 10 });
+    await migrateLatest(db);
+    setTestDatabase(url, db);
+  },
+  async afterAll(this: Mocha.Context) {
+    this.timeout(60_000);
+    await testDb().destroy();
+    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  },
+};
