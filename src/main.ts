@@ -24,7 +24,7 @@ interface Database {
 async function openDatabase(config: Config, log: Logger): Promise<Database> {
   const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, log) : undefined;
   if (embedded) log.info({ port: config.embeddedPgPort, dataDir: config.dataDir }, 'embedded PostgreSQL running (DATABASE_URL unset)');
-  const db = createDb({ url: config.databaseUrl ?? embedded?.url ?? '', poolMax: config.dbPoolMax });
+  const db = createDb({ url: config.databaseUrl ?? embedded?.url ?? '', poolMax: config.dbPoolMax, log });
   return {
     db,
     close: async () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { userInfo } from 'node:os';
@@ -65,7 +65,11 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   // PostgreSQL refuses to run as root; as root the package runs it as a `postgres` user, which
   // must be able to traverse dataDir.
   await mkdir(dataDir, { recursive: true });
-  await chmod(dataDir, 0o755);
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) {
+    await chmod(dataDir, 0o755);
+    assertTraversable(path.dirname(dataDir));
+  }
   const password = readOrCreateSecretFile(path.join(dataDir, 'pg-password'), () => randomPassword());
   const EmbeddedPostgres = await importEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
@@ -75,7 +79,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     password,
     authMethod: 'scram-sha-256',
     persistent: true,
-    createPostgresUser: userInfo().uid === 0,
+    createPostgresUser: asRoot,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
     onLog: (message) => log.debug({ postgres: message.trim() }, 'embedded postgres'),
     onError: (err) => log.warn({ postgres: err instanceof Error ? err.message : String(err) }, 'embedded postgres'),
@@ -102,6 +106,19 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     url: `postgres://custody:${encodeURIComponent(password)}@127.0.0.1:${port}/custody`,
     stop: () => pg.stop(),
   };
+}
+
+/** As root, every parent of DATA_DIR must let others enter, or initdb fails with a bare EACCES. */
+function assertTraversable(dir: string): void {
+  for (let current = dir; ; current = path.dirname(current)) {
+    if ((statSync(current).mode & 0o001) === 0) {
+      throw new Error(
+        `the embedded PostgreSQL runs as the "postgres" user, which cannot enter ${current}; ` +
+          'set DATA_DIR to a directory outside it (e.g. /var/tmp/custody), set DATABASE_URL, or run as a non-root user',
+      );
+    }
+    if (path.dirname(current) === current) return;
+  }
 }
 
 function randomPassword(): string {

@@ -1,5 +1,6 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Logger } from '../logger.js';
 
 /** Any place a query can run: the pool or an open transaction. Repositories take one first. */
 export type Executor = Knex | Knex.Transaction;
@@ -10,6 +11,8 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
 
 export interface DbOptions {
   url: string;
+  /** Where knex's own warnings go (it writes to the console otherwise). */
+  log?: Logger;
   poolMax: number;
   /** How long a query waits for a pooled connection before the request gets a 503. */
   acquireTimeoutMs?: number;
@@ -21,5 +24,11 @@ export function createDb(options: DbOptions): Knex {
     connection: { connectionString: options.url, connectionTimeoutMillis: 5_000 },
     pool: { min: 0, max: options.poolMax },
     acquireConnectionTimeout: options.acquireTimeoutMs ?? 10_000,
+    log: {
+      warn: (m: unknown) => options.log?.warn({ knex: String(m) }, 'database warning'),
+      error: (m: unknown) => options.log?.error({ knex: String(m) }, 'database error'),
+      deprecate: (m: unknown) => options.log?.warn({ knex: String(m) }, 'database deprecation'),
+      debug: (m: unknown) => options.log?.debug({ knex: String(m) }, 'database debug'),
+    },
   });
 }

@@ -64,8 +64,12 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 export function requireJsonBody(): Middleware<AppState> {
   return async (ctx, next) => {
     const hasBody = ctx.request.length > 0 || ctx.get('Transfer-Encoding') !== '';
-    if (BODY_METHODS.has(ctx.method) && hasBody && ctx.is('application/json') !== 'application/json') {
-      throw new ValidationError('Request bodies must be JSON with Content-Type: application/json.', undefined, 'unsupported_media_type');
+    if (BODY_METHODS.has(ctx.method) && hasBody) {
+      // JSON is UTF-8 (RFC 8259); a declared other charset would be decoded wrongly.
+      const charset = /;\s*charset=("?)([^";]*)\1/i.exec(ctx.get('Content-Type'))?.[2]?.toLowerCase();
+      if (ctx.is('application/json') !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+        throw new ValidationError('Request bodies must be UTF-8 JSON with Content-Type: application/json.', undefined, 'unsupported_media_type');
+      }
     }
     await next();
   };

@@ -18,7 +18,7 @@ function bodyParserError(err: unknown): AppError | undefined {
   const e = err as { type?: unknown; status?: unknown; statusCode?: unknown };
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (e.type === 'entity.too.large' || status === 413) return new PayloadTooLargeError('1 MiB');
-  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported' || status === 415) {
     return new ValidationError('The body encoding or charset is not supported; send UTF-8 JSON.', undefined, 'unsupported_media_type');
   }
   if (typeof e.type === 'string' || (status !== undefined && status >= 400 && status < 500)) {

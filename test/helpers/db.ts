@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { createDb } from '../../src/db/knex.js';
 
 /** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
 export const ADMIN_DATABASE_URL = process.env['TEST_ADMIN_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -1,0 +1,196 @@
+import { expect } from 'chai';
+import { startApp, type TestApp } from './helpers/app.js';
+import { snapshot } from './helpers/db.js';
+import { createTenant } from './helpers/factories.js';
+
+interface BadCase {
+  name: string;
+  method: string;
+  path: string;
+  json?: unknown;
+  raw?: string | Buffer;
+  /** Content-Type for `raw`; null sends none. */
+  contentType?: string | null;
+  headers?: Record<string, string>;
+  /** undefined: the operator token; null: no Authorization header. */
+  token?: string | null;
+  status: number;
+  code: string;
+  /** An entry of `errors` must have this path. */
+  errorPath?: string;
+}
+
+type Ids = { org: number; project: number; token: number };
+
+function cases(ids: Ids): BadCase[] {
+  const orgs = '/api/v1/organisations';
+  const org = `${orgs}/${ids.org}`;
+  const projects = `${org}/projects`;
+  const project = `/api/v1/project/${ids.project}`;
+  const tokens = `${org}/tokens`;
+  const vf = (name: string, method: string, path: string, json: unknown, errorPath?: string): BadCase => ({
+    name,
+    method,
+    path,
+    json,
+    status: 400,
+    code: 'validation_failed',
+    ...(errorPath ? { errorPath } : {}),
+  });
+  const validProject = { name: 'p', issuer: 'https://idp.example.com' };
+  return [
+    // Routing
+    { name: 'unknown route', method: 'GET', path: '/api/v1/nope', status: 404, code: 'not_found' },
+    { name: 'unknown version', method: 'POST', path: '/api/v2/organisations', json: { name: 'a' }, status: 404, code: 'not_found' },
+    { name: 'PATCH on a collection', method: 'PATCH', path: orgs, json: { name: 'a' }, status: 405, code: 'method_not_allowed' },
+    { name: 'DELETE on a collection', method: 'DELETE', path: orgs, status: 405, code: 'method_not_allowed' },
+    { name: 'PUT on keys', method: 'PUT', path: `${project}/keys`, json: {}, status: 405, code: 'method_not_allowed' },
+    { name: 'GET on secret rotation', method: 'GET', path: `${project}/walletWebhook/secret`, status: 405, code: 'method_not_allowed' },
+    // Body syntax and type
+    { name: 'truncated JSON', method: 'POST', path: orgs, raw: '{"name":', status: 400, code: 'malformed_json' },
+    { name: 'trailing comma', method: 'POST', path: orgs, raw: '{"name":"a",}', status: 400, code: 'malformed_json' },
+    { name: 'JSON string body', method: 'POST', path: orgs, raw: '"just a string"', status: 400, code: 'malformed_json' },
+    { name: 'JSON number body', method: 'POST', path: orgs, raw: '42', status: 400, code: 'malformed_json' },
+    { name: '__proto__ key', method: 'POST', path: orgs, raw: '{"name":"a","__proto__":{"admin":true}}', status: 400, code: 'malformed_json' },
+    { name: 'text/plain', method: 'POST', path: orgs, raw: '{"name":"a"}', contentType: 'text/plain', status: 400, code: 'unsupported_media_type' },
+    { name: 'form encoded', method: 'POST', path: orgs, raw: 'name=a', contentType: 'application/x-www-form-urlencoded', status: 400, code: 'unsupported_media_type' },
+    { name: 'multipart', method: 'POST', path: orgs, raw: '--x\r\n\r\n--x--', contentType: 'multipart/form-data; boundary=x', status: 400, code: 'unsupported_media_type' },
+    { name: 'no Content-Type', method: 'POST', path: orgs, raw: Buffer.from('{"name":"a"}'), contentType: null, status: 400, code: 'unsupported_media_type' },
+    { name: 'unknown charset', method: 'POST', path: orgs, raw: '{"name":"a"}', contentType: 'application/json; charset=x-unknown', status: 400, code: 'unsupported_media_type' },
+    { name: 'unknown Content-Encoding', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'x-unknown' }, status: 400, code: 'unsupported_media_type' },
+    { name: 'body over 1 MiB', method: 'POST', path: orgs, json: { name: 'a'.repeat(1024 * 1024 + 10) }, status: 413, code: 'payload_too_large' },
+    // Fields
+    vf('unknown field', 'POST', orgs, { name: 'a', extra: 1 }, '/extra'),
+    vf('name of wrong type', 'POST', orgs, { name: 123 }, '/name'),
+    vf('null name', 'POST', orgs, { name: null }, '/name'),
+    vf('empty name', 'POST', orgs, { name: '' }, '/name'),
+    vf('blank name', 'POST', orgs, { name: '   ' }, '/name'),
+    vf('name too long', 'POST', orgs, { name: 'n'.repeat(201) }, '/name'),
+    vf('name as array', 'PUT', org, { name: ['a'] }, '/name'),
+    vf('array body', 'POST', orgs, [], '/'),
+    { name: 'no body where one is required', method: 'POST', path: orgs, status: 400, code: 'validation_failed', errorPath: '/name' },
+    vf('body on undelete', 'POST', `${org}/undelete`, { force: true }, '/'),
+    vf('body on DELETE', 'DELETE', project, { cascade: true }, '/'),
+    // Path and query
+    vf('non-numeric id', 'GET', `${orgs}/abc`, undefined, '/id'),
+    vf('zero id', 'GET', `${orgs}/0`, undefined, '/id'),
+    vf('id beyond bigint', 'GET', `${orgs}/99999999999999999999`, undefined, '/id'),
+    vf('negative token id', 'DELETE', `${tokens}/-1`, undefined, '/tokenId'),
+    vf('showDeleted not a boolean', 'GET', `${orgs}?showDeleted=maybe`, undefined, '/showDeleted'),
+    vf('limit 0', 'GET', `${orgs}?limit=0`, undefined, '/limit'),
+    vf('limit 1001', 'GET', `${projects}?limit=1001`, undefined, '/limit'),
+    vf('limit not a number', 'GET', `${tokens}?limit=ten`, undefined, '/limit'),
+    vf('forged cursor', 'GET', `${orgs}?cursor=1.AAAAAAAAAAAAAAAAAAAAAA`, undefined, '/cursor'),
+    vf('garbage cursor', 'GET', `${orgs}?cursor=%00%01`, undefined, '/cursor'),
+    vf('unknown query parameter', 'GET', `${orgs}?sort=name`, undefined, '/sort'),
+    vf('repeated query parameter', 'GET', `${orgs}?limit=1&limit=2`, undefined, '/limit'),
+    vf('query on a bare GET', 'GET', `${project}?verbose=1`, undefined, '/verbose'),
+    // Projects
+    vf('http issuer', 'POST', projects, { ...validProject, issuer: 'http://idp.example.com' }, '/issuer'),
+    vf('missing issuer', 'POST', projects, { name: 'p' }, '/issuer'),
+    vf('requireVerifiedEmail as string', 'POST', projects, { ...validProject, requireVerifiedEmail: 'yes' }, '/requireVerifiedEmail'),
+    vf('ftp webhook URL', 'POST', projects, { ...validProject, walletWebhookUrl: 'ftp://x.example.com' }, '/walletWebhookUrl'),
+    vf('short webhook secret', 'POST', projects, { ...validProject, walletWebhookSecret: 'short' }, '/walletWebhookSecret'),
+    vf('empty project update', 'PUT', project, {}, '/'),
+    vf('environment is not writable', 'PUT', project, { environment: 'production' }, '/environment'),
+    vf('negative grace', 'POST', `${project}/keys`, { graceSeconds: -1 }, '/graceSeconds'),
+    vf('fractional grace', 'POST', `${project}/keys`, { graceSeconds: 1.5 }, '/graceSeconds'),
+    vf('grace as string', 'POST', `${project}/keys`, { graceSeconds: '60' }, '/graceSeconds'),
+    vf('grace beyond 30 days', 'POST', `${project}/keys`, { graceSeconds: 30 * 86_400 + 1 }, '/graceSeconds'),
+    // Tokens
+    vf('unknown role', 'POST', tokens, { name: 't', role: 'owner' }, '/role'),
+    vf('projectId as string', 'POST', tokens, { name: 't', role: 'read', projectId: String(ids.project) }, '/projectId'),
+    vf('token without name', 'POST', tokens, { role: 'read' }, '/name'),
+    // Headers
+    {
+      name: 'Idempotency-Key too long',
+      method: 'POST',
+      path: orgs,
+      json: { name: 'a' },
+      headers: { 'idempotency-key': 'k'.repeat(256) },
+      status: 400,
+      code: 'validation_failed',
+      errorPath: '/Idempotency-Key',
+    },
+    {
+      name: 'Idempotency-Key with a control character',
+      method: 'POST',
+      path: orgs,
+      json: { name: 'a' },
+      headers: { 'idempotency-key': 'a\tb' },
+      status: 400,
+      code: 'validation_failed',
+    },
+    // Authentication
+    { name: 'no Authorization', method: 'GET', path: orgs, token: null, status: 401, code: 'unauthorized' },
+    { name: 'unknown token', method: 'POST', path: orgs, json: { name: 'a' }, token: 'sk_test_nope', status: 401, code: 'unauthorized' },
+    { name: 'Basic auth', method: 'GET', path: orgs, token: null, headers: { authorization: 'Basic YTpi' }, status: 401, code: 'unauthorized' },
+  ];
+}
+
+describe('bad input: problem+json with a stable code, and no change in the database', () => {
+  let app: TestApp;
+  let ids: Ids;
+  before(async () => {
+    app = await startApp();
+    const t = await createTenant(app.client);
+    ids = { org: t.org.id, project: t.project.id, token: t.tokens.orgRead.id };
+  });
+  after(() => app.close());
+
+  it('covers at least 40 kinds of bad input', () => {
+    expect(cases({ org: 1, project: 1, token: 1 }).length).to.be.at.least(40);
+  });
+
+  // Cases are built once ids exist; mocha needs the titles up front, so each case is looked up by index.
+  const count = cases({ org: 1, project: 1, token: 1 }).length;
+  for (let i = 0; i < count; i++) {
+    const title = cases({ org: 1, project: 1, token: 1 })[i]!.name;
+    it(title, async () => {
+      const c = cases(ids)[i]!;
+      const before = await snapshot(app.db);
+      const res = await app.client.request(c.method, c.path, {
+        ...(c.json === undefined ? {} : { json: c.json }),
+        ...(c.raw === undefined ? {} : { raw: c.raw }),
+        ...(c.contentType === undefined ? {} : { contentType: c.contentType }),
+        ...(c.headers ? { headers: c.headers } : {}),
+        ...(c.token === undefined ? {} : { token: c.token }),
+      });
+      expect(res.status, res.text).to.equal(c.status);
+      expect(res.headers.get('content-type')).to.equal('application/problem+json');
+      expect(res.body).to.include({ status: c.status, code: c.code });
+      expect(res.body.type).to.equal(`urn:custody:problem:${c.code}`);
+      expect(res.body.title).to.be.a('string');
+      expect(res.body.detail).to.be.a('string');
+      expect(res.body.requestId).to.equal(res.headers.get('x-request-id'));
+      if (c.errorPath) {
+        expect(res.body.errors.map((e: { path: string }) => e.path), JSON.stringify(res.body.errors)).to.include(c.errorPath);
+      }
+      if (c.status === 405) expect(res.headers.get('allow')).to.be.a('string');
+      expect(await snapshot(app.db)).to.deep.equal(before);
+    });
+  }
+
+  it('lists every field problem at once', async () => {
+    const res = await app.client.post(`/api/v1/organisations/${ids.org}/projects`, { name: '', issuer: 7, extra: true });
+    expect(res.status).to.equal(400);
+    const paths = (res.body.errors as Array<{ path: string }>).map((e) => e.path);
+    expect(paths).to.include.members(['/name', '/issuer', '/extra']);
+  });
+
+  it('echoes a well-formed X-Request-Id and replaces a malformed one', async () => {
+    const mine = await app.client.get('/healthz', { headers: { 'x-request-id': 'trace-123.abc' } });
+    expect(mine.headers.get('x-request-id')).to.equal('trace-123.abc');
+    const bad = await app.client.get('/healthz', { headers: { 'x-request-id': 'has spaces and ; semicolons' } });
+    expect(bad.headers.get('x-request-id')).to.match(/^[0-9a-f-]{36}$/);
+    const onError = await app.client.get('/api/v1/nope', { headers: { 'x-request-id': 'err-1' } });
+    expect(onError.headers.get('x-request-id')).to.equal('err-1');
+    expect(onError.body.requestId).to.equal('err-1');
+  });
+
+  it('answers OPTIONS with the allowed methods', async () => {
+    const res = await app.client.request('OPTIONS', '/api/v1/organisations');
+    expect(res.status).to.equal(204);
+    expect(res.headers.get('allow')).to.include('POST');
+  });
+});

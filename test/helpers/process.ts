@@ -1,0 +1,80 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { ADMIN_DATABASE_URL, databaseUrlFor } from './db.js';
+
+export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+
+export interface Service {
+  proc: ChildProcess;
+  /** stdout and stderr so far. */
+  output(): string;
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `node dist/src/main.js` as its own process with exactly this environment (plus PATH/HOME). */
+export function spawnService(env: Record<string, string>): Service {
+  const proc = spawn(process.execPath, [MAIN], {
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const waiters: Array<() => void> = [];
+  const onData = (chunk: Buffer) => {
+    out += chunk.toString('utf8');
+    for (const w of waiters.splice(0)) w();
+  };
+  proc.stdout?.on('data', onData);
+  proc.stderr?.on('data', onData);
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  return {
+    proc,
+    output: () => out,
+    exited,
+    waitFor(pattern, timeoutMs = 60_000) {
+      return new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${String(pattern)}; output:\n${out}`)), timeoutMs);
+        const check = () => {
+          if (pattern.test(out)) {
+            clearTimeout(timer);
+            resolve();
+          } else if (proc.exitCode !== null) {
+            clearTimeout(timer);
+            reject(new Error(`process exited (${proc.exitCode}) before ${String(pattern)}; output:\n${out}`));
+          } else {
+            waiters.push(check);
+          }
+        };
+        proc.on('exit', check);
+        check();
+      });
+    },
+  };
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** An empty database on the machine's PostgreSQL for one process test; `drop` removes it. */
+export async function scratchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `custody_scratch_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  return { url: databaseUrlFor(name), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
