@@ -16,6 +16,7 @@ import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { organisationRoutes } from './organisations/routes.js';
 import { projectRoutes } from './projects/routes.js';
+import type { SignerClient } from './signer/client.js';
 import { tokenRoutes } from './tokens/routes.js';
 
 export interface AppDeps {
@@ -26,6 +27,7 @@ export interface AppDeps {
   operatorTokenHash: Buffer;
   dataEncryptionKey: Buffer;
   lifecycle: Lifecycle;
+  signer: SignerClient;
 }
 
 export const BODY_LIMIT = '1mb';
@@ -43,7 +45,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     secretBox: new SecretBox(deps.dataEncryptionKey),
   };
 
-  healthRoutes(router, deps.db, deps.lifecycle);
+  healthRoutes(router, deps.db, deps.signer, deps.lifecycle);
   organisationRoutes(router, routeDeps);
   projectRoutes(router, routeDeps);
   tokenRoutes(router, routeDeps);

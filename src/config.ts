@@ -29,6 +29,11 @@ export interface Config {
   readonly shutdownDelayMs: number;
   readonly dbPoolMax: number;
   readonly idempotencyTtlS: number;
+  /** Where the signer is (`unix:/path` or http(s)://); unset in ROLE=all: the signer it starts. */
+  readonly keyvaultUrl: string | undefined;
+  /** Shared secret for the signer; unset in ROLE=all: generated for the signer it starts. */
+  readonly keyvaultToken: string | undefined;
+  readonly keyvaultTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -124,6 +129,18 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
   }
 
+  const keyvaultUrl = plain('KEYVAULT_URL');
+  if (keyvaultUrl !== undefined && !/^(unix:\/.+|https?:\/\/.+)$/.test(keyvaultUrl)) {
+    problems.push('KEYVAULT_URL must be unix:/absolute/path or an http(s):// URL');
+  }
+  const keyvaultToken = secret('KEYVAULT_TOKEN');
+  if (keyvaultToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(keyvaultToken)) {
+    problems.push('KEYVAULT_TOKEN must be 32 to 256 printable ASCII characters');
+  }
+  if (role === 'api' && (keyvaultUrl === undefined || keyvaultToken === undefined)) {
+    problems.push('KEYVAULT_URL and KEYVAULT_TOKEN are required for ROLE=api (ROLE=all starts its own signer)');
+  }
+
   const config: Config = {
     role,
     host: plain('HOST') ?? '0.0.0.0',
@@ -140,6 +157,9 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
     idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
+    keyvaultUrl,
+    keyvaultToken,
+    keyvaultTimeoutMs: int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

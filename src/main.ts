@@ -13,6 +13,8 @@ import type { Lifecycle } from './lifecycle.js';
 import { readOrCreateSecretFile } from './local-secrets.js';
 import { createLogger, type Logger } from './logger.js';
 import { apiTokenPrefix } from './projects/keys.js';
+import { startSignerChild } from './signer/child.js';
+import { SignerClient } from './signer/client.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
 
@@ -75,8 +77,10 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     }
   }
   const secrets = localSecrets(config, log);
+  const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
+  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
   const lifecycle: Lifecycle = { draining: false };
-  const app = buildApp({ config, db, log, lifecycle, ...secrets });
+  const app = buildApp({ config, db, log, lifecycle, signer, ...secrets });
   const handle = app.callback();
   const server = createServer((req, res) => {
     void handle(req, res);
@@ -99,6 +103,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     // Let load balancers see /readyz fail before we stop accepting connections.
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
+    await child?.stop();
     await database.close();
   });
 }
@@ -153,9 +158,14 @@ async function main(): Promise<void> {
     case 'all':
       await runApi(config, log);
       return;
+    case 'keyvault': {
+      // The signer is its own program with its own configuration; this entry point only selects it.
+      const { runSigner } = await import('../keyvault/main.js');
+      await runSigner();
+      return;
+    }
     case 'worker':
-    case 'keyvault':
-      process.stderr.write(`ROLE=${config.role} is not available in this version yet; use ROLE=all, api or migrate.\n`);
+      process.stderr.write(`ROLE=${config.role} is not available in this version yet; use ROLE=all, api, keyvault or migrate.\n`);
       process.exit(2);
   }
 }

@@ -4,9 +4,10 @@ import { AppError, DependencyUnavailableError } from '../errors.js';
 import { databaseReachable } from '../db/health.js';
 import type { AppState } from '../http/context.js';
 import type { Lifecycle } from '../lifecycle.js';
+import type { SignerClient } from '../signer/client.js';
 
 /** Liveness and readiness, without auth (CONTRACT.md section 12). */
-export function healthRoutes(router: Router<AppState>, db: Knex, lifecycle: Lifecycle): void {
+export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle): void {
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });
@@ -15,7 +16,9 @@ export function healthRoutes(router: Router<AppState>, db: Knex, lifecycle: Life
     if (lifecycle.draining) {
       throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
     }
-    if (!(await databaseReachable(db, 2_000))) throw new DependencyUnavailableError('database');
-    ctx.body = { status: 'ready', checks: { database: 'ok' } };
+    const [database, signerHealth] = await Promise.all([databaseReachable(db, 2_000), signer.health()]);
+    if (!database) throw new DependencyUnavailableError('database');
+    if (!signerHealth.ok) throw new DependencyUnavailableError(signerHealth.sealed ? 'signer (Vault is sealed)' : 'signer');
+    ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok' } };
   });
 }

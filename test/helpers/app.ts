@@ -8,7 +8,9 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
 import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
+import { SignerClient } from '../../src/signer/client.js';
 import { Client } from './http.js';
+import { sharedSigner } from './signer.js';
 import { testDatabaseUrl, testDb } from './db.js';
 
 export interface TestApp {
@@ -28,7 +30,15 @@ export interface TestApp {
 export async function startApp(env: Record<string, string> = {}, db: Knex = testDb()): Promise<TestApp> {
   const operatorToken = newSecret('sk_test_');
   const dataEncryptionKey = randomBytes(32);
-  const config = loadConfig({ DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'debug', ROLE: 'api', ...env });
+  const signer = sharedSigner();
+  const config = loadConfig({
+    DATABASE_URL: testDatabaseUrl(),
+    LOG_LEVEL: 'debug',
+    ROLE: 'api',
+    KEYVAULT_URL: signer.url,
+    KEYVAULT_TOKEN: signer.token,
+    ...env,
+  });
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -44,6 +54,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     operatorTokenHash: hashSecret(operatorToken),
     dataEncryptionKey,
     lifecycle,
+    signer: new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs),
   });
   const handle = app.callback();
   const server: Server = createServer((req, res) => {

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 import { ADMIN_DATABASE_URL, databaseUrlFor, setTestDatabase, testDb } from './db.js';
+import { setSharedSigner, sharedSigner, startSigner } from './signer.js';
 
 const name = `custody_test_${Date.now()}_${process.pid}`;
 
@@ -24,9 +25,11 @@ export const mochaHooks = {
     const db = createDb({ url, poolMax: 10 });
     await migrateLatest(db);
     setTestDatabase(url, db);
+    setSharedSigner(await startSigner());
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(60_000);
+    await sharedSigner().destroy();
     await testDb().destroy();
     await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   },

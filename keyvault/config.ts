@@ -1,0 +1,124 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { VaultAuth, VaultSettings } from './vault/adapter.js';
+import type { VaultPaths } from './stores/vault.js';
+
+/**
+ * The signer's own configuration (it shares nothing with src/, by design). Read once, every
+ * problem listed in one message, `NAME_FILE` for every secret, no secret with a default.
+ */
+export interface SignerConfig {
+  appEnv: 'testnet' | 'production';
+  /** `unix:/path/to.sock` or `host:port`. */
+  listen: { socketPath: string } | { host: string; port: number };
+  token: string;
+  logLevel: string;
+  /** Set: the Vault backend; unset: the local development store in `dataDir`. */
+  vault: (VaultSettings & { paths: VaultPaths }) | undefined;
+  dataDir: string;
+}
+
+export class SignerConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid signer configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+export function loadSignerConfig(env: Readonly<Record<string, string | undefined>> = process.env): SignerConfig {
+  const problems: string[] = [];
+  const plain = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  const secret = (name: string): string | undefined => {
+    const direct = plain(name);
+    const file = plain(`${name}_FILE`);
+    if (direct !== undefined && file !== undefined) problems.push(`${name} and ${name}_FILE are both set; set only one`);
+    if (file === undefined) return direct;
+    try {
+      return readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+    } catch {
+      problems.push(`${name}_FILE: cannot read ${file}`);
+      return undefined;
+    }
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const v = plain(name);
+    if (v === undefined) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max}`);
+      return fallback;
+    }
+    return Number(v);
+  };
+
+  const appEnvRaw = plain('APP_ENV') ?? 'testnet';
+  if (appEnvRaw !== 'testnet' && appEnvRaw !== 'production') problems.push('APP_ENV must be testnet or production');
+  const appEnv = appEnvRaw === 'production' ? 'production' : 'testnet';
+
+  const listenRaw = plain('KEYVAULT_LISTEN') ?? '127.0.0.1:8300';
+  let listen: SignerConfig['listen'] = { host: '127.0.0.1', port: 8300 };
+  if (listenRaw.startsWith('unix:')) listen = { socketPath: path.resolve(listenRaw.slice(5)) };
+  else {
+    const m = /^(.+):(\d{1,5})$/.exec(listenRaw);
+    if (m?.[1] && Number(m[2]) <= 65535) listen = { host: m[1], port: Number(m[2]) };
+    else problems.push('KEYVAULT_LISTEN must be unix:/path or host:port');
+  }
+
+  const token = secret('KEYVAULT_TOKEN');
+  if (token === undefined) problems.push('KEYVAULT_TOKEN is required (the shared secret the API presents)');
+  else if (!/^[\x21-\x7e]{32,256}$/.test(token)) problems.push('KEYVAULT_TOKEN must be 32 to 256 printable ASCII characters');
+
+  const addr = plain('VAULT_ADDR');
+  let vault: SignerConfig['vault'];
+  if (addr === undefined) {
+    if (appEnv === 'production') problems.push('VAULT_ADDR is required when APP_ENV=production: the local development key store is refused');
+  } else {
+    if (!/^https?:\/\//.test(addr)) problems.push('VAULT_ADDR must be an http(s) URL');
+    const vaultToken = secret('VAULT_TOKEN');
+    const roleId = plain('VAULT_ROLE_ID');
+    const secretId = secret('VAULT_SECRET_ID');
+    const k8sRole = plain('VAULT_K8S_ROLE');
+    const methods: VaultAuth[] = [];
+    if (vaultToken !== undefined) methods.push({ kind: 'token', token: vaultToken });
+    if (roleId !== undefined || secretId !== undefined) {
+      if (roleId === undefined || secretId === undefined) problems.push('AppRole auth needs both VAULT_ROLE_ID and VAULT_SECRET_ID');
+      else methods.push({ kind: 'approle', roleId, secretId, mount: plain('VAULT_APPROLE_MOUNT') ?? 'approle' });
+    }
+    if (k8sRole !== undefined) {
+      methods.push({
+        kind: 'kubernetes',
+        role: k8sRole,
+        mount: plain('VAULT_K8S_MOUNT') ?? 'kubernetes',
+        jwtFile: plain('VAULT_K8S_TOKEN_FILE') ?? '/var/run/secrets/kubernetes.io/serviceaccount/token',
+      });
+    }
+    if (methods.length !== 1) {
+      problems.push('set exactly one Vault auth method: VAULT_TOKEN, VAULT_ROLE_ID + VAULT_SECRET_ID, or VAULT_K8S_ROLE');
+    }
+    const auth = methods[0];
+    if (auth) {
+      vault = {
+        addr,
+        namespace: plain('VAULT_NAMESPACE'),
+        caCertFile: plain('VAULT_CACERT'),
+        timeoutMs: int('VAULT_TIMEOUT_MS', 5_000, 100, 120_000),
+        attempts: int('VAULT_ATTEMPTS', 3, 1, 10),
+        auth,
+        paths: {
+          transitMount: plain('VAULT_TRANSIT_MOUNT') ?? 'transit',
+          transitKey: plain('VAULT_TRANSIT_KEY') ?? 'custody-wallets',
+          kvMount: plain('VAULT_KV_MOUNT') ?? 'secret',
+          kvPrefix: plain('VAULT_KV_PREFIX') ?? 'custody/keys',
+        },
+      };
+    }
+  }
+
+  if (problems.length > 0) throw new SignerConfigError(problems);
+  return {
+    appEnv,
+    listen,
+    token: token ?? '',
+    logLevel: plain('LOG_LEVEL') ?? 'info',
+    vault,
+    dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),
+  };
+}

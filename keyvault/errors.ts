@@ -1,0 +1,36 @@
+/** The signer's error codes (SIGNER.md): the API maps retryable ones to 503 with Retry-After. */
+export type SignerErrorCode =
+  | 'vault_sealed'
+  | 'vault_unavailable'
+  | 'auth_failed'
+  | 'misconfigured'
+  | 'invalid_request'
+  | 'unauthorized'
+  | 'not_found'
+  | 'internal';
+
+const STATUS: Record<SignerErrorCode, number> = {
+  vault_sealed: 503,
+  vault_unavailable: 503,
+  auth_failed: 502,
+  misconfigured: 500,
+  invalid_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  internal: 500,
+};
+
+export class SignerError extends Error {
+  constructor(
+    readonly code: SignerErrorCode,
+    message: string,
+    readonly retryable = code === 'vault_sealed' || code === 'vault_unavailable',
+  ) {
+    super(message);
+    this.name = 'SignerError';
+  }
+
+  get status(): number {
+    return STATUS[this.code];
+  }
+}

@@ -1,0 +1,78 @@
+import { chmodSync, rmSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { loadSignerConfig, SignerConfigError, type SignerConfig } from './config.js';
+import { KeyCreator } from './create-key.js';
+import { SignerError } from './errors.js';
+import { createSignerLog } from './log.js';
+import { createSignerServer } from './server.js';
+import { LocalKeyStore } from './stores/local.js';
+import type { KeyStore } from './stores/types.js';
+import { VaultKeyStore } from './stores/vault.js';
+import { VaultAdapter } from './vault/adapter.js';
+
+function openStore(config: SignerConfig, log: ReturnType<typeof createSignerLog>): KeyStore {
+  if (config.vault) return new VaultKeyStore(new VaultAdapter(config.vault, log), config.vault.paths);
+  log.warn({ dir: config.dataDir }, 'DEVELOPMENT key store: keys are encrypted under a local master key file, not Vault (refused in production)');
+  return new LocalKeyStore(config.dataDir);
+}
+
+/** The signer process: config → key store → startup checks → versioned API. */
+export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let config: SignerConfig;
+  try {
+    config = loadSignerConfig(env);
+  } catch (err) {
+    if (err instanceof SignerConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createSignerLog(config.logLevel);
+  const store = openStore(config, log);
+  try {
+    await store.check();
+  } catch (err) {
+    const message = err instanceof SignerError ? err.message : String(err);
+    process.stderr.write(`keyvault: refusing to start: ${message}\n`);
+    process.exit(1);
+  }
+
+  const server = createSignerServer({ token: config.token, creator: new KeyCreator(store), store, log });
+  const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.listen.host}:${config.listen.port}`;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    if ('socketPath' in config.listen) {
+      rmSync(config.listen.socketPath, { force: true });
+      server.listen(config.listen.socketPath, () => {
+        if ('socketPath' in config.listen) chmodSync(config.listen.socketPath, 0o600);
+        resolve();
+      });
+    } else {
+      server.listen(config.listen.port, config.listen.host, () => resolve());
+    }
+  });
+  log.info({ listen: where, backend: store.backend }, `keyvault listening on ${where} (${store.backend} backend)`);
+
+  const stop = () => {
+    server.close(() => {
+      store.close();
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  // Started by ROLE=all with an IPC channel: tell the parent, and die with it.
+  if (process.send) {
+    process.send({ ready: true, listen: where });
+    process.on('disconnect', () => process.exit(0));
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  runSigner().catch((err: unknown) => {
+    process.stderr.write(`keyvault: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,93 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { KeyCreator } from './create-key.js';
+import { SignerError } from './errors.js';
+import { KEY_ID } from './key-id.js';
+import type { SignerLog } from './log.js';
+import type { KeyStore } from './stores/types.js';
+
+const BODY_LIMIT = 4096;
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: SignerError): void {
+  send(res, err.status, { code: err.code, message: err.message, retryable: err.retryable }, err.retryable ? { 'retry-after': '2' } : {});
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  if (!/^application\/json\b/.test(req.headers['content-type'] ?? '')) throw new SignerError('invalid_request', 'Content-Type must be application/json');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > BODY_LIMIT) throw new SignerError('invalid_request', `body over ${BODY_LIMIT} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new SignerError('invalid_request', 'body is not JSON');
+  }
+}
+
+function parseCreate(body: unknown): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new SignerError('invalid_request', 'body must be an object');
+  const { requestId, purpose, ...rest } = body as Record<string, unknown>;
+  if (Object.keys(rest).length > 0) throw new SignerError('invalid_request', `unknown fields: ${Object.keys(rest).join(', ')}`);
+  if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
+  if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
+  return requestId;
+}
+
+/**
+ * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
+ * constant time. Bodies are never logged. `/healthz` (no auth) is for process probes only.
+ */
+export function createSignerServer(deps: { token: string; creator: KeyCreator; store: KeyStore; log: SignerLog }): Server {
+  const expected = createHash('sha256').update(deps.token).digest();
+  const authorised = (req: IncomingMessage) => {
+    const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
+    return m?.[1] !== undefined && timingSafeEqual(createHash('sha256').update(m[1]).digest(), expected);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://signer');
+    if (req.method === 'GET' && url.pathname === '/healthz') return send(res, 200, { status: 'ok' });
+    if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
+    if (req.method === 'POST' && url.pathname === '/v1/keys') {
+      const key = await deps.creator.create(parseCreate(await readJson(req)));
+      return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt });
+    }
+    const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
+    if (req.method === 'GET' && keyPath?.[1] !== undefined) {
+      if (!KEY_ID.test(keyPath[1])) throw new SignerError('invalid_request', 'not a key id');
+      const key = await deps.creator.get(keyPath[1]);
+      if (!key) throw new SignerError('not_found', 'no such key');
+      return send(res, 200, key);
+    }
+    if (req.method === 'GET' && url.pathname === '/v1/health') {
+      const health = await deps.store.health();
+      return send(res, health.ok ? 200 : 503, health, health.ok ? {} : { 'retry-after': '2' });
+    }
+    throw new SignerError('not_found', 'no such route');
+  };
+
+  return createServer((req, res) => {
+    const started = process.hrtime.bigint();
+    handle(req, res)
+      .catch((err: unknown) => {
+        if (err instanceof SignerError) return sendError(res, err);
+        deps.log.error({ err: err instanceof Error ? `${err.name}: ${err.message}` : typeof err }, 'unexpected signer error');
+        return sendError(res, new SignerError('internal', 'internal error'));
+      })
+      .finally(() => {
+        const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        deps.log.info({ method: req.method, path: req.url, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+      });
+  });
+}

@@ -1,0 +1,37 @@
+/** What is stored for each key: only ciphertext, never the secret. */
+export interface KeyRecord {
+  keyId: string;
+  address: string;
+  /** Uncompressed public key, 0x-prefixed hex. */
+  publicKey: string;
+  ciphertext: string;
+  transitKey: string;
+  /** The derivation context the ciphertext is bound to (base64 of the key id). */
+  context: string;
+  createdAt: string;
+  requestId: string;
+}
+
+export interface StoreHealth {
+  backend: 'vault' | 'local';
+  ok: boolean;
+  initialized?: boolean;
+  sealed?: boolean;
+  standby?: boolean;
+  transitKey?: { name: string; latestVersion: number; minDecryptionVersion: number };
+}
+
+/** A key-encryption backend plus a write-once record store. */
+export interface KeyStore {
+  readonly backend: 'vault' | 'local';
+  readonly transitKeyName: string;
+  /** Startup checks: throws a SignerError('misconfigured') that says what to fix. */
+  check(): Promise<void>;
+  health(): Promise<StoreHealth>;
+  encrypt(context: string, secret: Uint8Array): Promise<string>;
+  decrypt(context: string, ciphertext: string): Promise<Uint8Array>;
+  /** Writes once; `exists` when the key id already has a record (never overwritten). */
+  putOnce(record: KeyRecord): Promise<'created' | 'exists'>;
+  get(keyId: string): Promise<KeyRecord | undefined>;
+  close(): void;
+}

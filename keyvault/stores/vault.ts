@@ -1,0 +1,145 @@
+import { SignerError } from '../errors.js';
+import { KEY_ID } from '../key-id.js';
+import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
+import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
+
+export interface VaultPaths {
+  transitMount: string;
+  transitKey: string;
+  kvMount: string;
+  kvPrefix: string;
+}
+
+/** What the transit key must read back as (SIGNER.md startup checks). */
+const REQUIRED_KEY = { type: 'aes256-gcm96', derived: true, exportable: false, allow_plaintext_backup: false, deletion_allowed: false };
+
+/**
+ * Transit is the key-encryption key; KV v2 holds the ciphertext, written once (`cas: 0`) under
+ * a policy with `create` and `read` only.
+ */
+export class VaultKeyStore implements KeyStore {
+  readonly backend = 'vault' as const;
+
+  constructor(
+    private readonly vault: VaultAdapter,
+    private readonly paths: VaultPaths,
+  ) {}
+
+  get transitKeyName(): string {
+    return this.paths.transitKey;
+  }
+
+  #kvPath(keyId: string): string {
+    if (!KEY_ID.test(keyId)) throw new SignerError('invalid_request', 'not a key id');
+    return `${this.paths.kvMount}/data/${this.paths.kvPrefix}/${keyId}`;
+  }
+
+  async check(): Promise<void> {
+    const { transitMount, transitKey, kvMount } = this.paths;
+    const health = await this.vault.health();
+    if (!health.initialized) throw new SignerError('misconfigured', 'Vault is not initialised: run `vault operator init`');
+    if (health.sealed) throw new SignerError('vault_sealed', 'Vault is sealed: unseal it (`vault operator unseal`) and start the signer again');
+    await this.vault.login();
+
+    let key: VaultBody;
+    try {
+      key = await this.vault.read(`${transitMount}/keys/${transitKey}`);
+    } catch (err) {
+      if ((err as SignerError).code === 'not_found' || (err as SignerError).code === 'invalid_request') {
+        throw new SignerError(
+          'misconfigured',
+          `transit key "${transitKey}" not found on mount "${transitMount}": enable the transit engine there and run ` +
+            `\`vault write ${transitMount}/keys/${transitKey} type=aes256-gcm96 derived=true\` (scripts/vault-setup.sh does this)`,
+        );
+      }
+      throw err;
+    }
+    const data = key.data ?? {};
+    const wrong = Object.entries(REQUIRED_KEY)
+      .filter(([name, want]) => data[name] !== want)
+      .map(([name, want]) => `${name} is ${JSON.stringify(data[name])}, must be ${JSON.stringify(want)}`);
+    if (wrong.length > 0) {
+      throw new SignerError(
+        'misconfigured',
+        `transit key "${transitMount}/keys/${transitKey}" is configured wrongly: ${wrong.join('; ')}. ` +
+          'Keys cannot be changed to derived or back to non-exportable: create a new key with the settings of the operations guide and set VAULT_TRANSIT_KEY.',
+      );
+    }
+
+    let mount: VaultBody;
+    try {
+      mount = await this.vault.read(`sys/internal/ui/mounts/${kvMount}`);
+    } catch (err) {
+      const code = (err as SignerError).code;
+      if (code === 'not_found' || code === 'auth_failed' || code === 'invalid_request') {
+        throw new SignerError('misconfigured', `KV mount "${kvMount}" not found or not readable: enable it with \`vault secrets enable -path=${kvMount} kv-v2\``);
+      }
+      throw err;
+    }
+    const options = mount.data?.['options'] as Record<string, unknown> | null | undefined;
+    if (mount.data?.['type'] !== 'kv' || options?.['version'] !== '2') {
+      throw new SignerError('misconfigured', `mount "${kvMount}" is not a KV version 2 engine: enable one with \`vault secrets enable -path=${kvMount} kv-v2\``);
+    }
+  }
+
+  async health(): Promise<StoreHealth> {
+    const h = await this.vault.health();
+    const out: StoreHealth = { backend: 'vault', ok: h.initialized && !h.sealed, ...h };
+    if (out.ok) {
+      const key = await this.vault.read(`${this.paths.transitMount}/keys/${this.paths.transitKey}`);
+      out.transitKey = {
+        name: this.paths.transitKey,
+        latestVersion: Number(key.data?.['latest_version'] ?? 0),
+        minDecryptionVersion: Number(key.data?.['min_decryption_version'] ?? 0),
+      };
+    }
+    return out;
+  }
+
+  async encrypt(context: string, secret: Uint8Array): Promise<string> {
+    const body = await this.vault.write(`${this.paths.transitMount}/encrypt/${this.paths.transitKey}`, {
+      plaintext: Buffer.from(secret).toString('base64'),
+      context,
+    });
+    const ciphertext = body.data?.['ciphertext'];
+    if (typeof ciphertext !== 'string') throw new SignerError('vault_unavailable', 'transit encrypt returned no ciphertext');
+    return ciphertext;
+  }
+
+  async decrypt(context: string, ciphertext: string): Promise<Uint8Array> {
+    const body = await this.vault.write(`${this.paths.transitMount}/decrypt/${this.paths.transitKey}`, { ciphertext, context });
+    const plaintext = body.data?.['plaintext'];
+    if (typeof plaintext !== 'string') throw new SignerError('vault_unavailable', 'transit decrypt returned no plaintext');
+    return new Uint8Array(Buffer.from(plaintext, 'base64'));
+  }
+
+  /** `cas: 0` writes only if nothing is there. An existing path answers 403 (no `update` in the policy) or 400 (CAS mismatch). */
+  async putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
+    try {
+      await this.vault.write(this.#kvPath(record.keyId), { options: { cas: 0 }, data: record });
+      return 'created';
+    } catch (err) {
+      const code = (err as SignerError).code;
+      if (code === 'invalid_request' || code === 'auth_failed') {
+        // Either means "already stored" if the record is there; otherwise it is a real refusal.
+        if (await this.get(record.keyId)) return 'exists';
+      }
+      throw err;
+    }
+  }
+
+  async get(keyId: string): Promise<KeyRecord | undefined> {
+    try {
+      const body = await this.vault.read(this.#kvPath(keyId));
+      const data = (body.data?.['data'] ?? undefined) as KeyRecord | undefined;
+      return data && typeof data.address === 'string' ? data : undefined;
+    } catch (err) {
+      if ((err as SignerError).code === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  close(): void {
+    this.vault.close();
+  }
+}

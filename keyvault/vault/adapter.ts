@@ -1,0 +1,169 @@
+import { readFileSync } from 'node:fs';
+import NodeVault from 'node-vault';
+import { SignerError } from '../errors.js';
+import type { SignerLog } from '../log.js';
+
+export type VaultAuth =
+  | { kind: 'token'; token: string }
+  | { kind: 'approle'; roleId: string; secretId: string; mount: string }
+  | { kind: 'kubernetes'; role: string; mount: string; jwtFile: string };
+
+export interface VaultSettings {
+  addr: string;
+  namespace: string | undefined;
+  caCertFile: string | undefined;
+  timeoutMs: number;
+  /** Attempts for retryable failures (connection errors, 5xx other than sealed). */
+  attempts: number;
+  auth: VaultAuth;
+}
+
+/** Vault answers are JSON objects; the adapter hands them on as such and callers read the fields they need. */
+export type VaultBody = Record<string, unknown> & { data?: Record<string, unknown>; auth?: Record<string, unknown> };
+
+interface ApiError {
+  response?: { statusCode?: number; body?: { errors?: unknown[] } };
+  code?: string;
+  message?: string;
+}
+
+/** Turns a node-vault/axios failure into a SignerError; the original (which may carry request data) is dropped. */
+export function classify(err: unknown): SignerError & { status?: number; vaultStatus?: number } {
+  const e = err as ApiError;
+  const status = e.response?.statusCode;
+  const first = e.response?.body?.errors?.[0];
+  const detail = typeof first === 'string' ? first : '';
+  let out: SignerError;
+  if (status === undefined) out = new SignerError('vault_unavailable', `Vault unreachable (${e.code ?? 'no response'})`);
+  else if (status === 503 && /sealed/i.test(detail)) out = new SignerError('vault_sealed', 'Vault is sealed');
+  else if (status >= 500 || status === 429) out = new SignerError('vault_unavailable', `Vault answered ${status}`);
+  else if (status === 403 || status === 401) out = new SignerError('auth_failed', `Vault refused the request (${status}: ${detail || 'permission denied'})`);
+  else if (status === 404) out = new SignerError('not_found', `Vault has nothing at that path (${detail || 404})`);
+  else out = new SignerError('invalid_request', `Vault answered ${status}${detail ? `: ${detail}` : ''}`);
+  return Object.assign(out, { vaultStatus: status });
+}
+
+/**
+ * The one place that talks to Vault: node-vault with a request timeout, bounded retries with
+ * backoff for retryable failures, and token renewal (or a fresh login for AppRole and
+ * Kubernetes auth) before the token expires.
+ */
+export class VaultAdapter {
+  readonly #client: NodeVault.client;
+  #renewal: NodeJS.Timeout | undefined;
+  #loggingIn: Promise<void> | undefined;
+
+  constructor(
+    private readonly settings: VaultSettings,
+    private readonly log: SignerLog,
+  ) {
+    const ca = settings.caCertFile ? readFileSync(settings.caCertFile, 'utf8') : undefined;
+    this.#client = NodeVault({
+      apiVersion: 'v1',
+      endpoint: settings.addr,
+      ...(settings.namespace ? { namespace: settings.namespace } : {}),
+      ...(settings.auth.kind === 'token' ? { token: settings.auth.token } : {}),
+      requestOptions: { timeout: settings.timeoutMs, ...(ca ? { ca } : {}) },
+    });
+  }
+
+  /** Logs in (AppRole, Kubernetes) or checks the token, and schedules renewal. */
+  async login(): Promise<void> {
+    this.#loggingIn ??= this.#login().finally(() => (this.#loggingIn = undefined));
+    return this.#loggingIn;
+  }
+
+  async #login(): Promise<void> {
+    const auth = this.settings.auth;
+    let ttl: number;
+    let renewable: boolean;
+    if (auth.kind === 'token') {
+      const self = (await this.#raw(() => this.#client.tokenLookupSelf())) as VaultBody;
+      ttl = Number(self.data?.['ttl'] ?? 0);
+      renewable = self.data?.['renewable'] === true;
+    } else {
+      const body =
+        auth.kind === 'approle'
+          ? await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role_id: auth.roleId, secret_id: auth.secretId }))
+          : await this.#raw(() =>
+              this.#client.write(`auth/${auth.mount}/login`, { role: auth.role, jwt: readFileSync(auth.jwtFile, 'utf8').trim() }),
+            );
+      const token = (body as VaultBody).auth?.['client_token'];
+      if (typeof token !== 'string') throw new SignerError('auth_failed', 'Vault login returned no token');
+      this.#client.token = token;
+      ttl = Number((body as VaultBody).auth?.['lease_duration'] ?? 0);
+      renewable = (body as VaultBody).auth?.['renewable'] === true;
+    }
+    this.#schedule(ttl, renewable);
+  }
+
+  /** At two thirds of the TTL: renew a renewable token, else log in again (when we can). */
+  #schedule(ttlS: number, renewable: boolean): void {
+    clearTimeout(this.#renewal);
+    if (ttlS <= 0) return; // a root or non-expiring token
+    this.#renewal = setTimeout(
+      () => {
+        const next =
+          renewable
+            ? this.#raw(() => this.#client.tokenRenewSelf()).then((b) => {
+                const auth = (b as VaultBody).auth;
+                this.#schedule(Number(auth?.['lease_duration'] ?? 0), auth?.['renewable'] === true);
+              })
+            : this.settings.auth.kind === 'token'
+              ? Promise.resolve()
+              : this.login();
+        next.catch((err: unknown) => {
+          this.log.warn({ code: classify(err).code }, 'vault token renewal failed; logging in again');
+          if (this.settings.auth.kind !== 'token') this.login().catch(() => undefined);
+        });
+      },
+      Math.max(1_000, (ttlS * 1000 * 2) / 3),
+    );
+    this.#renewal.unref();
+  }
+
+  async #raw(call: () => Promise<unknown>): Promise<unknown> {
+    try {
+      return await call();
+    } catch (err) {
+      throw classify(err);
+    }
+  }
+
+  /** A call with retries for retryable failures and one fresh login on a 403 with login-based auth. */
+  async #call(call: () => Promise<unknown>): Promise<VaultBody> {
+    let relogged = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await this.#raw(call)) as VaultBody;
+      } catch (err) {
+        const e = err as SignerError;
+        if (e.code === 'auth_failed' && !relogged && this.settings.auth.kind !== 'token') {
+          relogged = true;
+          await this.login();
+          continue;
+        }
+        if (e.code !== 'vault_unavailable' || attempt >= this.settings.attempts) throw e;
+        await new Promise((r) => setTimeout(r, 50 * 4 ** (attempt - 1)));
+      }
+    }
+  }
+
+  read(path: string): Promise<VaultBody> {
+    return this.#call(() => this.#client.read(path));
+  }
+
+  write(path: string, data: Record<string, unknown>): Promise<VaultBody> {
+    return this.#call(() => this.#client.write(path, data));
+  }
+
+  /** sys/health: 200 active, 429 standby, 501 uninitialised, 503 sealed (node-vault returns the body for all). */
+  async health(): Promise<{ initialized: boolean; sealed: boolean; standby: boolean }> {
+    const body = (await this.#raw(() => this.#client.health({ standbyok: true }))) as Record<string, unknown>;
+    return { initialized: body['initialized'] === true, sealed: body['sealed'] === true, standby: body['standby'] === true };
+  }
+
+  close(): void {
+    clearTimeout(this.#renewal);
+  }
+}

@@ -1,0 +1,63 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../config.js';
+import { newSecret } from '../crypto/secrets.js';
+import type { Logger } from '../logger.js';
+
+const SIGNER_MAIN = fileURLToPath(new URL('../../keyvault/main.js', import.meta.url));
+
+/** The API's secrets are none of the signer's business. */
+const NOT_FOR_THE_SIGNER = /^(OPERATOR_TOKEN|DATA_ENCRYPTION_KEY|DATABASE_URL)(_FILE)?$/;
+
+export interface SignerChild {
+  url: string;
+  token: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * ROLE=all: the signer as a child process on a Unix socket under DATA_DIR, with a fresh shared
+ * secret. It has an IPC channel to us and exits when that closes, so it dies with its parent
+ * even on SIGKILL; if it dies first, it is started again.
+ */
+export async function startSignerChild(config: Config, log: Logger): Promise<SignerChild> {
+  const socket = path.join(config.dataDir, 'keyvault.sock');
+  const token = newSecret('kv_');
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!NOT_FOR_THE_SIGNER.test(k)) env[k] = v;
+  Object.assign(env, { KEYVAULT_LISTEN: `unix:${socket}`, KEYVAULT_TOKEN: token, DATA_DIR: config.dataDir, APP_ENV: config.appEnv });
+  delete env['KEYVAULT_TOKEN_FILE'];
+
+  let stopping = false;
+  let child: ChildProcess;
+  const spawnOnce = () =>
+    new Promise<void>((resolve, reject) => {
+      child = fork(SIGNER_MAIN, [], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      child.once('message', () => resolve());
+      child.once('exit', (code) => {
+        reject(new Error(`the signer exited (${code ?? 'signal'}) before it was ready; see its message above`));
+        if (!stopping) {
+          log.error({ code }, 'the signer exited; starting it again in 1 s');
+          setTimeout(() => void spawnOnce().catch(() => undefined), 1_000).unref();
+        }
+      });
+    });
+  try {
+    await spawnOnce();
+  } catch (err) {
+    stopping = true;
+    throw err;
+  }
+  return {
+    url: `unix:${socket}`,
+    token,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        stopping = true;
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

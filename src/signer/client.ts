@@ -1,0 +1,120 @@
+import { request as httpRequest, type RequestOptions } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { DependencyUnavailableError } from '../errors.js';
+
+export interface SignerKey {
+  keyId: string;
+  address: string;
+  createdAt: string;
+  /** True when this call created the key, false when the request id already had one. */
+  created: boolean;
+}
+
+export interface SignerHealth {
+  ok: boolean;
+  backend?: string;
+  sealed?: boolean;
+}
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+interface Reply {
+  status: number;
+  body: unknown;
+  retryAfter: string | undefined;
+}
+
+/**
+ * The API's only way to the signer (SIGNER.md): typed calls over `unix:/path` or http(s), a
+ * bearer secret, a timeout. Answers are checked field by field and only addresses and ids are
+ * passed on, so nothing else the signer might send can reach the API process's callers.
+ */
+export class SignerClient {
+  readonly #base: { socketPath: string } | { url: URL };
+
+  constructor(
+    url: string,
+    private readonly token: string,
+    private readonly timeoutMs: number,
+  ) {
+    this.#base = url.startsWith('unix:') ? { socketPath: url.slice(5) } : { url: new URL(url) };
+  }
+
+  #send(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Reply> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
+    if (payload !== undefined) headers['content-type'] = 'application/json';
+    const base = this.#base;
+    const options: RequestOptions =
+      'socketPath' in base
+        ? { socketPath: base.socketPath, path, method, headers, timeout: this.timeoutMs }
+        : { host: base.url.hostname, port: base.url.port, path: `${base.url.pathname.replace(/\/$/, '')}${path}`, method, headers, timeout: this.timeoutMs };
+    const send = 'url' in base && base.url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise<Reply>((resolve, reject) => {
+      const req = send(options, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            parsed = undefined;
+          }
+          const retryAfter = res.headers['retry-after'];
+          resolve({ status: res.statusCode ?? 0, body: parsed, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined });
+        });
+        res.on('error', reject);
+      });
+      req.on('timeout', () => req.destroy(new Error('signer timeout')));
+      req.on('error', () => reject(new DependencyUnavailableError('signer')));
+      req.end(payload);
+    });
+  }
+
+  #unavailable(reply: Reply): DependencyUnavailableError {
+    const seconds = Number(reply.retryAfter);
+    return new DependencyUnavailableError('signer', Number.isInteger(seconds) && seconds > 0 ? seconds : 2);
+  }
+
+  /** The key for this request id: created once, the same key for every retry. */
+  async createKey(requestId: string): Promise<SignerKey> {
+    const reply = await this.#send('POST', '/v1/keys', { requestId, purpose: 'wallet' });
+    if (reply.status !== 200 && reply.status !== 201) {
+      // A 400 would be a bug of ours; anything else means the signer or Vault cannot serve now.
+      if (reply.status === 400) throw new Error('signer refused the request as invalid');
+      throw this.#unavailable(reply);
+    }
+    const b = (reply.body ?? {}) as Record<string, unknown>;
+    const { keyId, address, createdAt } = b;
+    if (typeof keyId !== 'string' || !KEY_ID.test(keyId) || typeof address !== 'string' || !ADDRESS.test(address) || typeof createdAt !== 'string') {
+      throw new Error('the signer answered with an unexpected body');
+    }
+    return { keyId, address, createdAt, created: reply.status === 201 };
+  }
+
+  async getKey(keyId: string): Promise<{ keyId: string; address: string } | undefined> {
+    const reply = await this.#send('GET', `/v1/keys/${encodeURIComponent(keyId)}`);
+    if (reply.status === 404) return undefined;
+    if (reply.status !== 200) throw this.#unavailable(reply);
+    const b = (reply.body ?? {}) as Record<string, unknown>;
+    if (typeof b['address'] !== 'string' || !ADDRESS.test(b['address'])) throw new Error('the signer answered with an unexpected body');
+    return { keyId, address: b['address'] };
+  }
+
+  /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */
+  async health(): Promise<SignerHealth> {
+    try {
+      const reply = await this.#send('GET', '/v1/health');
+      const b = (reply.body ?? {}) as Record<string, unknown>;
+      return {
+        ok: reply.status === 200 && b['ok'] === true,
+        ...(typeof b['backend'] === 'string' ? { backend: b['backend'] } : {}),
+        ...(typeof b['sealed'] === 'boolean' ? { sealed: b['sealed'] } : {}),
+      };
+    } catch {
+      return { ok: false };
+    }
+  }
+}

@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, spawnService, type Service } from './process.js';
+
+export const SIGNER_MAIN = fileURLToPath(new URL('../../keyvault/main.js', import.meta.url));
+
+export interface RunningSigner {
+  url: string;
+  token: string;
+  service: Service;
+  dataDir: string;
+  /** SIGTERM and wait; keeps the data directory (a restart reuses it). */
+  stop(): Promise<void>;
+  /** stop() and remove the data directory. */
+  destroy(): Promise<void>;
+}
+
+/** The real signer process on a loopback port (local backend unless VAULT_ADDR is given). */
+export async function startSigner(env: Record<string, string> = {}, reuse?: { dataDir: string; token: string }): Promise<RunningSigner> {
+  const dataDir = reuse?.dataDir ?? mkdtempSync(path.join(tmpdir(), 'custody-signer-'));
+  chmodSync(dataDir, 0o700);
+  const token = reuse?.token ?? randomBytes(32).toString('base64url');
+  const port = await freePort();
+  const service = spawnService({ KEYVAULT_LISTEN: `127.0.0.1:${port}`, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: dataDir, ...env }, SIGNER_MAIN);
+  await service.waitFor(/keyvault listening/, 30_000);
+  const stop = async () => {
+    if (service.proc.exitCode === null && service.proc.signalCode === null) {
+      service.proc.kill('SIGTERM');
+      await service.exited;
+    }
+  };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    token,
+    service,
+    dataDir,
+    stop,
+    destroy: async () => {
+      await stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+let shared: RunningSigner | undefined;
+export const setSharedSigner = (s: RunningSigner | undefined) => {
+  shared = s;
+};
+export function sharedSigner(): RunningSigner {
+  if (!shared) throw new Error('the shared signer is not running (test/helpers/hooks.ts)');
+  return shared;
+}

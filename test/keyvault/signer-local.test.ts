@@ -1,0 +1,128 @@
+import { createDecipheriv } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import { computeAddress } from 'ethers';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { SignerClient } from '../../src/signer/client.js';
+import { AppError } from '../../src/errors.js';
+import { spawnService } from '../helpers/process.js';
+import { SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
+
+async function call(s: RunningSigner, method: string, p: string, body?: unknown, token: string | null = s.token) {
+  const headers: Record<string, string> = {};
+  if (token !== null) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${s.url}${p}`, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** Opens a local-backend record with its master key: what only the signer can do. */
+function secretOf(dataDir: string, keyId: string): Buffer {
+  const record = JSON.parse(readFileSync(path.join(dataDir, 'keys', `${keyId}.json`), 'utf8')) as { ciphertext: string; context: string };
+  const master = Buffer.from(readFileSync(path.join(dataDir, 'master.key'), 'utf8'), 'base64');
+  const raw = Buffer.from(record.ciphertext.replace(/^local:v1:/, ''), 'base64');
+  const d = createDecipheriv('aes-256-gcm', master, raw.subarray(0, 12));
+  d.setAAD(Buffer.from(record.context));
+  d.setAuthTag(raw.subarray(raw.length - 16));
+  return Buffer.concat([d.update(raw.subarray(12, raw.length - 16)), d.final()]);
+}
+
+describe('keyvault: the signer process (local backend)', function () {
+  this.timeout(60_000);
+  let signer: RunningSigner;
+  before(async () => {
+    signer = await startSigner();
+  });
+  after(() => signer.destroy());
+
+  it('refuses requests without the bearer secret', async () => {
+    expect((await call(signer, 'POST', '/v1/keys', { requestId: 'a', purpose: 'wallet' }, null)).status).to.equal(401);
+    const wrong = await call(signer, 'POST', '/v1/keys', { requestId: 'a', purpose: 'wallet' }, `${signer.token}x`);
+    expect(wrong.status).to.equal(401);
+    expect(wrong.body).to.deep.include({ code: 'unauthorized', retryable: false });
+    expect((await call(signer, 'GET', '/healthz', undefined, null)).status).to.equal(200);
+  });
+
+  it('creates a key once per request id (201, then 200 with the same body) and serves its public key', async () => {
+    const first = await call(signer, 'POST', '/v1/keys', { requestId: 'wallet:once', purpose: 'wallet' });
+    expect(first.status).to.equal(201);
+    expect(first.body).to.have.all.keys('keyId', 'address', 'createdAt');
+    const again = await call(signer, 'POST', '/v1/keys', { requestId: 'wallet:once', purpose: 'wallet' });
+    expect(again.status).to.equal(200);
+    expect(again.body).to.deep.equal(first.body);
+    const got = await call(signer, 'GET', `/v1/keys/${String(first.body['keyId'])}`);
+    expect(got.status).to.equal(200);
+    expect(computeAddress(String(got.body['publicKey']))).to.equal(first.body['address']);
+    // The stored secret is the key of that address.
+    const secret = secretOf(signer.dataDir, String(first.body['keyId']));
+    expect(computeAddress(`0x${Buffer.from(secp256k1.getPublicKey(secret, false)).toString('hex')}`)).to.equal(first.body['address']);
+    expect((await call(signer, 'GET', '/v1/keys/00000000-0000-5000-8000-000000000000')).status).to.equal(404);
+  });
+
+  it('answers bad requests with 400 invalid_request', async () => {
+    for (const body of [{ requestId: 'x' }, { requestId: 'x', purpose: 'other' }, { requestId: '', purpose: 'wallet' }, { requestId: 'x', purpose: 'wallet', extra: 1 }, 'not json', { requestId: 'x'.repeat(5000), purpose: 'wallet' }]) {
+      const res = await call(signer, 'POST', '/v1/keys', body);
+      expect(res.status, JSON.stringify(body).slice(0, 40)).to.equal(400);
+      expect(res.body['code']).to.equal('invalid_request');
+    }
+    expect((await call(signer, 'GET', '/v1/keys/not-a-key-id')).status).to.equal(400);
+  });
+
+  it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
+    const client = new SignerClient(signer.url, signer.token, 30_000);
+    const before = readdirSync(path.join(signer.dataDir, 'keys')).length;
+    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(`burst:${i % 200}`).then((k) => ({ i, k }))));
+    const byRequest = new Map<number, Set<string>>();
+    for (const { i, k } of results) {
+      const set = byRequest.get(i % 200) ?? new Set<string>();
+      set.add(k.address);
+      byRequest.set(i % 200, set);
+    }
+    expect(byRequest.size).to.equal(200);
+    for (const addresses of byRequest.values()) expect(addresses.size).to.equal(1);
+    expect(results.filter((r) => r.k.created)).to.have.length(200);
+    expect(readdirSync(path.join(signer.dataDir, 'keys')).filter((f) => f.endsWith('.json'))).to.have.length(before + 200);
+    expect(new Set(results.map((r) => r.k.address)).size).to.equal(200);
+  });
+
+  it('still returns every address after a restart, and never logs a secret or a ciphertext', async () => {
+    const client = new SignerClient(signer.url, signer.token, 10_000);
+    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(`restart:${i}`)));
+    const logsBefore = signer.service.output();
+    await signer.stop();
+    signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
+    const after = new SignerClient(signer.url, signer.token, 10_000);
+    for (const [i, key] of made.entries()) {
+      const again = await after.createKey(`restart:${i}`);
+      expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
+      expect((await after.getKey(key.keyId))?.address).to.equal(key.address);
+    }
+    const logs = logsBefore + signer.service.output();
+    for (const key of made) {
+      const record = JSON.parse(readFileSync(path.join(signer.dataDir, 'keys', `${key.keyId}.json`), 'utf8')) as { ciphertext: string };
+      expect(logs.includes(record.ciphertext.slice(9, 40))).to.equal(false);
+      expect(logs.includes(secretOf(signer.dataDir, key.keyId).toString('hex'))).to.equal(false);
+      expect(Object.keys(key).sort()).to.deep.equal(['address', 'created', 'createdAt', 'keyId']);
+    }
+  });
+
+  it('maps an unreachable signer to 503 with Retry-After for the API', async () => {
+    const client = new SignerClient('http://127.0.0.1:9', signer.token, 2_000);
+    try {
+      await client.createKey('nowhere');
+      expect.fail('should have thrown');
+    } catch (err) {
+      expect(err).to.be.instanceOf(AppError);
+      expect((err as AppError).status).to.equal(503);
+      expect((err as AppError).headers['Retry-After']).to.match(/^\d+$/);
+    }
+    expect((await client.health()).ok).to.equal(false);
+  });
+
+  it('refuses the local key store in production, saying why', async () => {
+    const svc = spawnService({ APP_ENV: 'production', KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0' }, SIGNER_MAIN);
+    expect(await svc.exited).to.equal(1);
+    expect(svc.output()).to.include('VAULT_ADDR is required when APP_ENV=production');
+  });
+});
