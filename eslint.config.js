@@ -31,4 +31,9 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-return': 'off',
     },
   },
+  {
+    // Benchmarks print their figures.
+    files: ['bench/**/*.ts'],
+    rules: { 'no-console': 'off' },
+  },
 );

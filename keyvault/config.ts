@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { VaultAuth, VaultSettings } from './vault/adapter.js';
 import type { VaultPaths } from './stores/vault.js';
@@ -16,6 +17,8 @@ export interface SignerConfig {
   /** Set: the Vault backend; unset: the local development store in `dataDir`. */
   vault: (VaultSettings & { paths: VaultPaths }) | undefined;
   dataDir: string;
+  /** Worker threads generating keys; 0 generates on the main thread. */
+  keygenThreads: number;
 }
 
 export class SignerConfigError extends Error {
@@ -112,6 +115,8 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     }
   }
 
+  const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', Math.max(1, availableParallelism() - 1), 0, 64);
+
   if (problems.length > 0) throw new SignerConfigError(problems);
   return {
     appEnv,
@@ -120,5 +125,6 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     logLevel: plain('LOG_LEVEL') ?? 'info',
     vault,
     dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),
+    keygenThreads,
   };
 }

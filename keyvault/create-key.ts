@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { generateKey } from './eth.js';
+import { generateKey, type GeneratedKey } from './eth.js';
 import { SignerError } from './errors.js';
 import { keyIdFor } from './key-id.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
@@ -22,7 +22,10 @@ export class KeyCreator {
   /** Concurrent requests for one key id share one creation (a retry storm costs one key). */
   readonly #inFlight = new Map<string, Promise<CreatedKey>>();
 
-  constructor(private readonly store: KeyStore) {}
+  constructor(
+    private readonly store: KeyStore,
+    private readonly generate: () => Promise<GeneratedKey> = () => Promise.resolve(generateKey()),
+  ) {}
 
   create(requestId: string): Promise<CreatedKey> {
     const keyId = keyIdFor(requestId);
@@ -37,7 +40,7 @@ export class KeyCreator {
     const existing = await this.store.get(keyId);
     if (existing) return present(existing, false);
 
-    const key = generateKey();
+    const key = await this.generate();
     let roundTrip: Uint8Array | undefined;
     try {
       const context = Buffer.from(keyId, 'utf8').toString('base64');

@@ -2,6 +2,7 @@ import { chmodSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { loadSignerConfig, SignerConfigError, type SignerConfig } from './config.js';
 import { KeyCreator } from './create-key.js';
+import { KeygenPool } from './keygen-pool.js';
 import { SignerError } from './errors.js';
 import { createSignerLog } from './log.js';
 import { createSignerServer } from './server.js';
@@ -38,7 +39,8 @@ export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<v
     process.exit(1);
   }
 
-  const server = createSignerServer({ token: config.token, creator: new KeyCreator(store), store, log });
+  const pool = new KeygenPool(config.keygenThreads);
+  const server = createSignerServer({ token: config.token, creator: new KeyCreator(store, () => pool.generate()), store, log });
   const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.listen.host}:${config.listen.port}`;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -57,7 +59,7 @@ export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<v
   const stop = () => {
     server.close(() => {
       store.close();
-      process.exit(0);
+      void pool.close().finally(() => process.exit(0));
     });
     server.closeIdleConnections();
   };

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Prints the path of a real Vault-API server binary for tests and local use, building it from
+# the Go module proxy on first use and caching it under ~/.cache keyed by version.
+#
+# OpenBao first: a tiny Go module of ours whose main calls OpenBao's own command package.
+# If the module proxy does not serve OpenBao (this workplace's proxy answers 403 for
+# github.com/openbao/openbao), HashiCorp Vault is built the same way: same API, same CLI.
+# Progress goes to stderr; stdout is only the path.
+set -euo pipefail
+
+OPENBAO_VERSION=${OPENBAO_VERSION:-v2.4.1}
+VAULT_VERSION=${VAULT_VERSION:-v1.21.4}
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/custody-vault-api
+mkdir -p "$cache"
+
+say() { printf '%s\n' "$*" >&2; }
+
+# build <name> <module> <version> <command package> <binary>
+build() {
+  local name=$1 module=$2 version=$3 pkg=$4 out=$5
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  say "building $name $version from the Go module proxy (first use only; this takes a while)"
+  (
+    cd "$work"
+    cat > go.mod <<MOD
+module custody.local/vaultapi
+
+go 1.25
+MOD
+    cat > main.go <<MAIN
+package main
+
+import (
+	"os"
+
+	"$pkg"
+)
+
+func main() {
+	os.Exit(command.Run(os.Args[1:]))
+}
+MAIN
+    go get "$module@$version" >&2 && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -o "$out.tmp" . >&2
+  ) || return 1
+  mv "$out.tmp" "$out"
+}
+
+bao="$cache/openbao-$OPENBAO_VERSION/bao"
+vault="$cache/vault-$VAULT_VERSION/vault"
+if [ -x "$bao" ]; then echo "$bao"; exit 0; fi
+if [ -x "$vault" ] && [ -z "${REQUIRE_OPENBAO:-}" ]; then echo "$vault"; exit 0; fi
+
+mkdir -p "$(dirname "$bao")"
+started=$(date +%s)
+if build OpenBao github.com/openbao/openbao "$OPENBAO_VERSION" github.com/openbao/openbao/command "$bao"; then
+  say "OpenBao built in $(( $(date +%s) - started )) s"
+  echo "$bao"
+  exit 0
+fi
+say "OpenBao $OPENBAO_VERSION is not available from the Go module proxy ($(( $(date +%s) - started )) s)"
+[ -n "${REQUIRE_OPENBAO:-}" ] && exit 1
+
+mkdir -p "$(dirname "$vault")"
+started=$(date +%s)
+build "HashiCorp Vault" github.com/hashicorp/vault "$VAULT_VERSION" github.com/hashicorp/vault/command "$vault"
+say "Vault built in $(( $(date +%s) - started )) s"
+echo "$vault"

@@ -1,0 +1,194 @@
+import { execFileSync } from 'node:child_process';
+import { expect } from 'chai';
+import { computeAddress } from 'ethers';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { AppError } from '../../src/errors.js';
+import { SignerClient } from '../../src/signer/client.js';
+import { startApp } from '../helpers/app.js';
+import { spawnService } from '../helpers/process.js';
+import { SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
+import { startDevVault, type DevVault } from '../helpers/vault.js';
+
+interface KvRecord {
+  address: string;
+  ciphertext: string;
+  context: string;
+  keyId: string;
+}
+
+describe('keyvault: the signer against a real Vault-API server (server -dev)', function () {
+  // First use builds the server binary from the Go module proxy (scripts/openbao.sh); later runs use the cache.
+  this.timeout(60_000);
+  let vault: DevVault;
+  let approle: { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string };
+  let signer: RunningSigner;
+  let client: SignerClient;
+
+  const signerEnv = () => ({ VAULT_ADDR: vault.addr, ...approle });
+  const kvRecord = (keyId: string): KvRecord =>
+    (JSON.parse(vault.cli(['kv', 'get', '-format=json', `secret/custody/keys/${keyId}`])) as { data: { data: KvRecord } }).data.data;
+  const decrypt = (r: KvRecord): Buffer => {
+    const out = JSON.parse(vault.cli(['write', '-format=json', 'transit/decrypt/custody-wallets', `ciphertext=${r.ciphertext}`, `context=${r.context}`])) as {
+      data: { plaintext: string };
+    };
+    return Buffer.from(out.data.plaintext, 'base64');
+  };
+
+  before(async function () {
+    this.timeout(45 * 60_000);
+    vault = await startDevVault();
+    approle = vault.setup();
+    expect(approle.VAULT_ROLE_ID).to.have.length.greaterThan(10);
+    signer = await startSigner(signerEnv());
+    client = new SignerClient(signer.url, signer.token, 15_000);
+  });
+  after(async () => {
+    await signer?.destroy();
+    await vault?.stop();
+  });
+
+  it('refuses to start with a wrongly configured transit key or KV mount, saying what to fix', async () => {
+    vault.cli(['write', '-f', 'transit/keys/not-derived']);
+    vault.cli(['secrets', 'enable', '-path=kv1', '-version=1', 'kv']);
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ VAULT_TRANSIT_KEY: 'not-derived' }, 'derived is false, must be true'],
+      [{ VAULT_TRANSIT_KEY: 'missing-key' }, 'transit key "missing-key" not found'],
+      [{ VAULT_TRANSIT_MOUNT: 'no-such-mount' }, 'not found on mount "no-such-mount"'],
+      [{ VAULT_KV_MOUNT: 'nokv' }, 'KV mount "nokv" not found'],
+      [{ VAULT_KV_MOUNT: 'kv1' }, 'not a KV version 2 engine'],
+    ];
+    for (const [env, message] of cases) {
+      const svc = spawnService(
+        { KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, ...env },
+        SIGNER_MAIN,
+      );
+      expect(await svc.exited, svc.output()).to.equal(1);
+      expect(svc.output()).to.include(message);
+    }
+    const badToken = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: 'not-a-token' }, SIGNER_MAIN);
+    expect(await badToken.exited).to.equal(1);
+    expect(badToken.output()).to.include('refusing to start');
+  });
+
+  it('stores each key only as transit ciphertext bound to its key id, in KV v2, and answers with its address', async () => {
+    const key = await client.createKey('vault:first');
+    expect(key.created).to.equal(true);
+    const record = kvRecord(key.keyId);
+    expect(record.address).to.equal(key.address);
+    expect(record.ciphertext).to.match(/^vault:v1:/);
+    expect(record).not.to.have.property('secret');
+    const secret = decrypt(record);
+    expect(secret).to.have.length(32);
+    expect(computeAddress(`0x${Buffer.from(secp256k1.getPublicKey(secret, false)).toString('hex')}`)).to.equal(key.address);
+    // The ciphertext does not open under another record's context.
+    expect(() => decrypt({ ...record, context: Buffer.from('another-key-id').toString('base64') })).to.throw();
+    const again = await client.createKey('vault:first');
+    expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
+  });
+
+  it('really prevents overwriting a stored key: the signer policy has create and read only', async () => {
+    const key = await client.createKey('vault:overwrite');
+    const login = JSON.parse(
+      vault.cli(['write', '-format=json', 'auth/approle/login', `role_id=${approle.VAULT_ROLE_ID}`, `secret_id=${approle.VAULT_SECRET_ID}`]),
+    ) as { auth: { client_token: string } };
+    // The CLI with the signer's own token: what a compromised signer could do.
+    const run = (args: string[]) =>
+      execFileSync(vault.bin, args, {
+        env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: vault.addr, VAULT_TOKEN: login.auth.client_token },
+        encoding: 'utf8',
+        stdio: 'pipe',
+      });
+    const path = `secret/custody/keys/${key.keyId}`;
+    expect(() => run(['kv', 'put', path, 'address=0x0000000000000000000000000000000000000000'])).to.throw(/permission denied|403/);
+    expect(() => run(['kv', 'put', '-cas=1', path, 'address=0x0000000000000000000000000000000000000000'])).to.throw(/permission denied|403/);
+    expect(() => run(['kv', 'delete', path])).to.throw(/permission denied|403/);
+    expect(() => run(['kv', 'metadata', 'delete', path])).to.throw(/permission denied|403/);
+    // It may still create new records and read its own.
+    expect(JSON.parse(run(['kv', 'get', '-format=json', path])).data.data.address).to.equal(key.address);
+    const meta = JSON.parse(vault.cli(['kv', 'metadata', 'get', '-format=json', path])) as { data: { current_version: number } };
+    expect(meta.data.current_version).to.equal(1);
+    expect(kvRecord(key.keyId).address).to.equal(key.address);
+  });
+
+  it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
+    const list = () => {
+      try {
+        return JSON.parse(vault.cli(['kv', 'list', '-format=json', 'secret/custody/keys'])) as string[];
+      } catch {
+        return [];
+      }
+    };
+    const before = list().length;
+    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(`vault-burst:${i % 200}`).then((k) => ({ i, k }))));
+    const perId = new Map<number, Set<string>>();
+    for (const { i, k } of results) perId.set(i % 200, (perId.get(i % 200) ?? new Set<string>()).add(k.address));
+    expect([...perId.values()].every((s) => s.size === 1)).to.equal(true);
+    expect(results.filter((r) => r.k.created)).to.have.length(200);
+    expect(list().length - before).to.equal(200);
+  });
+
+  it('returns every address after the signer restarts', async () => {
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(`vault-restart:${i}`)));
+    await signer.stop();
+    signer = await startSigner(signerEnv(), { dataDir: signer.dataDir, token: signer.token });
+    client = new SignerClient(signer.url, signer.token, 15_000);
+    for (const [i, key] of made.entries()) {
+      expect((await client.getKey(key.keyId))?.address).to.equal(key.address);
+      expect((await client.createKey(`vault-restart:${i}`)).address).to.equal(key.address);
+    }
+  });
+
+  it('gives a retryable error while Vault is sealed, and the API answers 503 with Retry-After', async () => {
+    const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+    try {
+      expect((await app.client.get('/readyz', { token: null })).status).to.equal(200);
+      vault.seal();
+      const raw = await fetch(`${signer.url}/v1/keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${signer.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ requestId: 'while-sealed', purpose: 'wallet' }),
+      });
+      expect(raw.status).to.equal(503);
+      expect(await raw.json()).to.deep.include({ code: 'vault_sealed', retryable: true });
+      try {
+        await client.createKey('while-sealed');
+        expect.fail('should have thrown');
+      } catch (err) {
+        expect(err).to.be.instanceOf(AppError);
+        expect((err as AppError).status).to.equal(503);
+        expect((err as AppError).headers['Retry-After']).to.match(/^\d+$/);
+      }
+      const ready = await app.client.get('/readyz', { token: null });
+      expect(ready.status).to.equal(503);
+      expect(ready.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(ready.body.detail).to.include('sealed');
+      vault.unseal();
+      expect((await client.createKey('while-sealed')).created).to.equal(true);
+      expect((await app.client.get('/readyz', { token: null })).status).to.equal(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('never lets a private key or a ciphertext reach the API process or a log', async () => {
+    const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+    try {
+      const keys = await Promise.all(Array.from({ length: 5 }, (_, i) => client.createKey(`vault-leak:${i}`)));
+      await app.client.get('/readyz', { token: null });
+      const logs = signer.service.output() + app.logs.join('');
+      for (const key of keys) {
+        expect(Object.keys(key).sort()).to.deep.equal(['address', 'created', 'createdAt', 'keyId']);
+        const record = kvRecord(key.keyId);
+        const secretHex = decrypt(record).toString('hex');
+        expect(logs.includes(secretHex)).to.equal(false);
+        expect(logs.includes(record.ciphertext)).to.equal(false);
+        expect(logs.includes(record.ciphertext.slice(9))).to.equal(false);
+        expect(JSON.stringify(key).includes(record.ciphertext)).to.equal(false);
+      }
+      expect(logs).not.to.include('vault:v1:');
+    } finally {
+      await app.close();
+    }
+  });
+});
+
