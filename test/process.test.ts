@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -130,6 +131,39 @@ describe('the service as a process', function () {
         expect(s).to.be.a('string').with.length.greaterThan(15);
         expect(out.includes(s), `a secret appears in the logs`).to.equal(false);
       }
+    } finally {
+      svc.proc.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      await db.drop();
+    }
+  });
+
+  it('ROLE=all starts the signer beside the API; the signer dies with its parent, even on SIGKILL', async () => {
+    const db = await scratchDatabase();
+    const dir = dataDir();
+    const port = await freePort();
+    const svc = spawnService({ ROLE: 'all', DATABASE_URL: db.url, DATA_DIR: dir, PORT: String(port) });
+    try {
+      await svc.waitFor(/listening on http:\/\/localhost:\d+/);
+      expect(svc.output()).to.include('keyvault listening on unix:');
+      const ready = await new Client(`http://127.0.0.1:${port}`, null).get('/readyz');
+      expect(ready.status).to.equal(200);
+      expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok' });
+      const children = execFileSync('pgrep', ['-P', String(svc.proc.pid)], { encoding: 'utf8' }).trim().split('\n').map(Number);
+      expect(children).to.have.length(1);
+      const alive = (pid: number) => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      expect(alive(children[0]!)).to.equal(true);
+      svc.proc.kill('SIGKILL');
+      await svc.exited;
+      for (let i = 0; i < 50 && alive(children[0]!); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(alive(children[0]!)).to.equal(false);
     } finally {
       svc.proc.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,163 @@
+import { createLocalJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import { AppError } from '../errors.js';
+import type { EgressPolicy } from '../net/egress.js';
+import { OutboundError, outboundRequest } from '../net/outbound.js';
+
+/** Any failed check of CONTRACT.md section 11: 401 `invalid_token`, with the check named, never the token. */
+export class InvalidTokenError extends AppError {
+  constructor(detail: string) {
+    super(401, 'invalid_token', 'Unauthorized', detail, undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+  }
+}
+
+export interface OidcOptions {
+  audience: string;
+  clockToleranceS: number;
+  /** Lifetime of cached discovery documents and key sets. */
+  cacheTtlS: number;
+  /** Bound on the number of issuers cached. */
+  maxIssuers: number;
+  /** An unknown `kid` re-fetches the key set at most this often per issuer. */
+  refetchIntervalMs: number;
+  fetchTimeoutMs: number;
+  egress: EgressPolicy;
+  extraCa: string | undefined;
+  now?: () => number;
+}
+
+export interface VerifiedUser {
+  email: string;
+  claims: JWTPayload;
+}
+
+interface IssuerKeys {
+  jwks: JSONWebKeySet;
+  fetchedAt: number;
+  lastRefetchAt: number;
+}
+
+const MAX_DOCUMENT_BYTES = 512 * 1024;
+
+/**
+ * Verifies end users' JWTs against the issuer registered for their project: discovery over
+ * HTTPS, the key set it names, RS256 only, `iss`, `aud`, `exp`, `email`, `email_verified`.
+ */
+export class OidcVerifier {
+  readonly #cache = new Map<string, IssuerKeys>();
+  readonly #loading = new Map<string, Promise<IssuerKeys>>();
+  readonly #now: () => number;
+
+  constructor(private readonly options: OidcOptions) {
+    this.#now = options.now ?? Date.now;
+  }
+
+  async #fetchJson(url: string, what: string): Promise<unknown> {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new InvalidTokenError(`${what}: not a URL`);
+    }
+    if (parsed.protocol !== 'https:') throw new InvalidTokenError(`${what}: must be fetched over https`);
+    try {
+      const res = await outboundRequest(parsed, { method: 'GET', headers: { accept: 'application/json' } }, {
+        policy: this.options.egress,
+        connectTimeoutMs: this.options.fetchTimeoutMs,
+        timeoutMs: this.options.fetchTimeoutMs,
+        maxBodyBytes: MAX_DOCUMENT_BYTES,
+        refuseLarger: true,
+        extraCa: this.options.extraCa,
+        userAgent: 'custody-service/oidc',
+      });
+      if (res.status !== 200) throw new InvalidTokenError(`${what}: answered HTTP ${res.status}`);
+      return JSON.parse(res.body.toString('utf8')) as unknown;
+    } catch (err) {
+      if (err instanceof InvalidTokenError) throw err;
+      if (err instanceof OutboundError) throw new InvalidTokenError(`${what}: unreachable (${err.kind}: ${err.message})`);
+      throw new InvalidTokenError(`${what}: not valid JSON`);
+    }
+  }
+
+  async #load(issuer: string): Promise<IssuerKeys> {
+    const discovery = await this.#fetchJson(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, 'discovery document');
+    if (typeof discovery !== 'object' || discovery === null) throw new InvalidTokenError('discovery document: not a JSON object');
+    const doc = discovery as Record<string, unknown>;
+    if (doc['issuer'] !== issuer) throw new InvalidTokenError('discovery document: its issuer does not equal the project issuer');
+    if (typeof doc['jwks_uri'] !== 'string') throw new InvalidTokenError('discovery document: jwks_uri missing');
+    const jwks = await this.#fetchJson(doc['jwks_uri'], 'key set (jwks_uri)');
+    if (typeof jwks !== 'object' || jwks === null || !Array.isArray((jwks as Record<string, unknown>)['keys'])) {
+      throw new InvalidTokenError('key set (jwks_uri): "keys" is not an array');
+    }
+    const now = this.#now();
+    return { jwks: jwks as JSONWebKeySet, fetchedAt: now, lastRefetchAt: now };
+  }
+
+  /** One fetch at a time per issuer; the cache is bounded (oldest entry out first). */
+  async #keys(issuer: string, refresh: boolean): Promise<IssuerKeys> {
+    const cached = this.#cache.get(issuer);
+    if (cached && !refresh && this.#now() - cached.fetchedAt < this.options.cacheTtlS * 1000) return cached;
+    let loading = this.#loading.get(issuer);
+    if (!loading) {
+      loading = this.#load(issuer).finally(() => this.#loading.delete(issuer));
+      this.#loading.set(issuer, loading);
+    }
+    const fresh = await loading;
+    this.#cache.delete(issuer);
+    this.#cache.set(issuer, fresh);
+    while (this.#cache.size > this.options.maxIssuers) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.#cache.delete(oldest);
+    }
+    return fresh;
+  }
+
+  async verify(token: string, project: { issuer: string; requireVerifiedEmail: boolean }): Promise<VerifiedUser> {
+    let header;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      throw new InvalidTokenError('token: not a signed JWT in compact form');
+    }
+    if (header.alg !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(header.alg).slice(0, 20)})`);
+    if (header.crit !== undefined) throw new InvalidTokenError('crit: no critical header extensions are supported');
+
+    let keys = await this.#keys(project.issuer, false);
+    const knows = (k: IssuerKeys) => header.kid === undefined || k.jwks.keys.some((key) => key.kid === header.kid);
+    if (!knows(keys) && this.#now() - keys.lastRefetchAt >= this.options.refetchIntervalMs) {
+      // An unknown kid: the IdP may have rotated its keys. One re-fetch, rate-limited per issuer.
+      keys = await this.#keys(project.issuer, true);
+    }
+    if (!knows(keys)) throw new InvalidTokenError('kid: no key of the issuer has this kid');
+
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, createLocalJWKSet(keys.jwks), {
+        algorithms: ['RS256'],
+        issuer: project.issuer,
+        audience: this.options.audience,
+        clockTolerance: this.options.clockToleranceS,
+        requiredClaims: ['exp', 'iss', 'aud'],
+        currentDate: new Date(this.#now()),
+      }));
+    } catch (err) {
+      throw new InvalidTokenError(describeJoseError(err));
+    }
+    const email = payload['email'];
+    if (typeof email !== 'string' || email.length === 0 || email.length > 320) throw new InvalidTokenError('email: claim missing or not a string');
+    if (project.requireVerifiedEmail && payload['email_verified'] === false) {
+      throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
+    }
+    return { email, claims: payload };
+  }
+}
+
+function describeJoseError(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'exp: the token has expired';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) return `${err.claim}: ${err.reason === 'missing' ? 'claim missing' : 'check failed'}`;
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'signature: verification failed';
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'alg: must be RS256';
+  if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) return 'kid: no usable key of the issuer matches';
+  if (err instanceof joseErrors.JWTInvalid || err instanceof joseErrors.JWSInvalid) return 'token: malformed';
+  return 'token: verification failed';
+}
