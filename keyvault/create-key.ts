@@ -37,9 +37,8 @@ export class KeyCreator {
   }
 
   async #create(keyId: string, requestId: string): Promise<CreatedKey> {
-    const existing = await this.store.get(keyId);
-    if (existing) return present(existing, false);
-
+    // No read first: a retried request id is rare, and the write-once store answers `exists` for
+    // it (then its stored key is the answer), which saves a storage round trip on every new key.
     const key = await this.generate();
     let roundTrip: Uint8Array | undefined;
     try {

@@ -17,6 +17,9 @@ import type { Logger } from './logger.js';
 import { organisationRoutes } from './organisations/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import type { SignerClient } from './signer/client.js';
+import { OidcVerifier } from './auth/oidc.js';
+import { walletRoutes } from './wallets/routes.js';
+import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
 import { tokenRoutes } from './tokens/routes.js';
 
 export interface AppDeps {
@@ -28,6 +31,8 @@ export interface AppDeps {
   dataEncryptionKey: Buffer;
   lifecycle: Lifecycle;
   signer: SignerClient;
+  /** Injectable clock for JWT expiry checks. */
+  now?: () => number;
 }
 
 export const BODY_LIMIT = '1mb';
@@ -49,6 +54,19 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   organisationRoutes(router, routeDeps);
   projectRoutes(router, routeDeps);
   tokenRoutes(router, routeDeps);
+  const oidc = new OidcVerifier({
+    audience: deps.config.serviceAudience,
+    clockToleranceS: deps.config.jwtClockToleranceS,
+    cacheTtlS: deps.config.jwksCacheTtlS,
+    maxIssuers: 10_000,
+    refetchIntervalMs: deps.config.jwksRefetchIntervalMs,
+    fetchTimeoutMs: deps.config.oidcFetchTimeoutMs,
+    egress: { restrict: deps.config.appEnv === 'production', allow: deps.config.egressAllowPrivate },
+    extraCa: deps.config.oidcCa,
+    ...(deps.now ? { now: deps.now } : {}),
+  });
+  walletRoutes(router, { ...routeDeps, wallets: { db: deps.db, signer: deps.signer, oidc, env: deps.config.appEnv } });
+  failedDeliveryRoutes(router, routeDeps);
 
   const middleware: Array<Koa.Middleware<AppState>> = [
     requestId(deps.log),

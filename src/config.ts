@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseCidrs } from './net/egress.js';
 
 /** Process roles of section 12. Roles that are not built yet are refused by main.ts. */
 export const ROLES = ['all', 'api', 'worker', 'keyvault', 'migrate'] as const;
@@ -34,6 +35,23 @@ export interface Config {
   /** Shared secret for the signer; unset in ROLE=all: generated for the signer it starts. */
   readonly keyvaultToken: string | undefined;
   readonly keyvaultTimeoutMs: number;
+  /** Extra CA bundle (PEM text) trusted for issuer discovery and key sets. */
+  readonly oidcCa: string | undefined;
+  readonly jwksCacheTtlS: number;
+  readonly jwtClockToleranceS: number;
+  readonly jwksRefetchIntervalMs: number;
+  readonly oidcFetchTimeoutMs: number;
+  /** Delay before each attempt, in ms (the first is normally 0). */
+  readonly webhookRetrySchedule: number[];
+  readonly webhookConnectTimeoutMs: number;
+  readonly webhookTimeoutMs: number;
+  readonly walletWebhookBackgroundRetry: boolean;
+  /** CIDRs allowed as outbound targets in production although private. */
+  readonly egressAllowPrivate: string[];
+  /** Run the outbox relay inside ROLE=api too (ROLE=all and ROLE=worker always run it). */
+  readonly relayInApi: boolean;
+  readonly relayConcurrency: number;
+  readonly relayPollMs: number;
 }
 
 export class ConfigError extends Error {
@@ -137,9 +155,35 @@ export function loadConfig(env: Env = process.env): Config {
   if (keyvaultToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(keyvaultToken)) {
     problems.push('KEYVAULT_TOKEN must be 32 to 256 printable ASCII characters');
   }
-  if (role === 'api' && (keyvaultUrl === undefined || keyvaultToken === undefined)) {
-    problems.push('KEYVAULT_URL and KEYVAULT_TOKEN are required for ROLE=api (ROLE=all starts its own signer)');
+  if ((role === 'api' || role === 'worker') && (keyvaultUrl === undefined || keyvaultToken === undefined)) {
+    problems.push(`KEYVAULT_URL and KEYVAULT_TOKEN are required for ROLE=${role} (ROLE=all starts its own signer)`);
   }
+
+  const bool = (name: string, fallback: boolean): boolean => {
+    const v = plain(name);
+    if (v === undefined) return fallback;
+    if (v === 'true' || v === '1') return true;
+    if (v === 'false' || v === '0') return false;
+    problems.push(`${name} must be true or false`);
+    return fallback;
+  };
+  let oidcCa: string | undefined;
+  const caFile = plain('OIDC_CA_FILE');
+  if (caFile !== undefined) {
+    try {
+      oidcCa = readFileSync(caFile, 'utf8');
+      if (!oidcCa.includes('-----BEGIN CERTIFICATE-----')) problems.push(`OIDC_CA_FILE: ${caFile} holds no PEM certificate`);
+    } catch {
+      problems.push(`OIDC_CA_FILE: cannot read ${caFile}`);
+    }
+  }
+  const scheduleText = plain('WEBHOOK_RETRY_SCHEDULE') ?? '0,5000,300000,1800000,7200000,18000000,36000000,50400000,72000000,86400000';
+  const webhookRetrySchedule = scheduleText.split(',').map((s) => s.trim());
+  if (webhookRetrySchedule.length === 0 || webhookRetrySchedule.length > 50 || webhookRetrySchedule.some((s) => !/^\d{1,10}$/.test(s))) {
+    problems.push('WEBHOOK_RETRY_SCHEDULE must be 1 to 50 comma-separated delays in ms');
+  }
+  const egress = parseCidrs(plain('EGRESS_ALLOW_PRIVATE') ?? '');
+  if (egress.problems.length > 0) problems.push(`EGRESS_ALLOW_PRIVATE: not CIDRs: ${egress.problems.join(', ')}`);
 
   const config: Config = {
     role,
@@ -160,6 +204,19 @@ export function loadConfig(env: Env = process.env): Config {
     keyvaultUrl,
     keyvaultToken,
     keyvaultTimeoutMs: int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000),
+    oidcCa,
+    jwksCacheTtlS: int('JWKS_CACHE_TTL_S', 600, 1, 86_400),
+    jwtClockToleranceS: int('JWT_CLOCK_TOLERANCE_S', 30, 0, 600),
+    jwksRefetchIntervalMs: int('JWKS_REFETCH_INTERVAL_MS', 10_000, 0, 3_600_000),
+    oidcFetchTimeoutMs: int('OIDC_FETCH_TIMEOUT_MS', 5_000, 100, 60_000),
+    webhookRetrySchedule: webhookRetrySchedule.map(Number),
+    webhookConnectTimeoutMs: int('WEBHOOK_CONNECT_TIMEOUT_MS', 5_000, 10, 60_000),
+    webhookTimeoutMs: int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000),
+    walletWebhookBackgroundRetry: bool('WALLET_WEBHOOK_BACKGROUND_RETRY', true),
+    egressAllowPrivate: egress.cidrs,
+    relayInApi: bool('RELAY_IN_API', false),
+    relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
+    relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -15,20 +15,26 @@ import { createLogger, type Logger } from './logger.js';
 import { apiTokenPrefix } from './projects/keys.js';
 import { startSignerChild } from './signer/child.js';
 import { SignerClient } from './signer/client.js';
+import { SecretBox } from './crypto/secrets.js';
+import { outboxHandler } from './outbox/handlers.js';
+import { OutboxRelay } from './outbox/relay.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
 
 interface Database {
   db: Knex;
+  url: string;
   close(): Promise<void>;
 }
 
 async function openDatabase(config: Config, log: Logger): Promise<Database> {
   const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, log) : undefined;
   if (embedded) log.info({ port: config.embeddedPgPort, dataDir: config.dataDir }, 'embedded PostgreSQL running (DATABASE_URL unset)');
-  const db = createDb({ url: config.databaseUrl ?? embedded?.url ?? '', poolMax: config.dbPoolMax, log });
+  const url = config.databaseUrl ?? embedded?.url ?? '';
+  const db = createDb({ url, poolMax: config.dbPoolMax, log });
   return {
     db,
+    url,
     close: async () => {
       await db.destroy();
       await embedded?.stop();
@@ -46,9 +52,11 @@ function localSecrets(config: Config, log: Logger): { operatorTokenHash: Buffer;
   } else {
     log.info('operator token: from OPERATOR_TOKEN');
   }
-  const dataEncryptionKey =
-    config.dataEncryptionKey ?? Buffer.from(readOrCreateSecretFile(path.join(config.dataDir, 'data-encryption-key'), randomKey), 'base64');
-  return { operatorTokenHash: hashSecret(operatorToken), dataEncryptionKey };
+  return { operatorTokenHash: hashSecret(operatorToken), dataEncryptionKey: dataEncryptionKeyOf(config) };
+}
+
+function dataEncryptionKeyOf(config: Config): Buffer {
+  return config.dataEncryptionKey ?? Buffer.from(readOrCreateSecretFile(path.join(config.dataDir, 'data-encryption-key'), randomKey), 'base64');
 }
 
 const randomKey = (): string => randomBytes(32).toString('base64');
@@ -81,6 +89,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
   const lifecycle: Lifecycle = { draining: false };
   const app = buildApp({ config, db, log, lifecycle, signer, ...secrets });
+  const relay = config.role === 'all' || config.relayInApi ? await startRelay(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
     void handle(req, res);
@@ -103,7 +112,41 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     // Let load balancers see /readyz fail before we stop accepting connections.
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
+    await relay?.stop();
     await child?.stop();
+    await database.close();
+  });
+}
+
+/** The outbox relay: creates wallets queued by createasync and delivers wallet webhooks. */
+async function startRelay(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<OutboxRelay> {
+  const relay = new OutboxRelay({
+    db: database.db,
+    databaseUrl: database.url,
+    handle: outboxHandler({ db: database.db, signer, secretBox: new SecretBox(dataEncryptionKey), config }),
+    log,
+    concurrency: config.relayConcurrency,
+    pollMs: config.relayPollMs,
+    leaseMs: config.webhookTimeoutMs + 30_000,
+  });
+  await relay.start();
+  log.info({ concurrency: config.relayConcurrency }, 'outbox relay running');
+  return relay;
+}
+
+/** ROLE=worker: the outbox relay on its own, beside any number of API processes. */
+async function runWorker(config: Config, log: Logger): Promise<void> {
+  const database = await openDatabase(config, log);
+  const pending = await pendingMigrations(database.db);
+  if (pending.length > 0) {
+    await database.close();
+    throw new Error(`the database schema is behind this version (pending: ${pending.join(', ')}); run ROLE=migrate first`);
+  }
+  const dataEncryptionKey = dataEncryptionKeyOf(config);
+  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
+  const relay = await startRelay(config, database, signer, dataEncryptionKey, log);
+  onShutdown(log, async () => {
+    await relay.stop();
     await database.close();
   });
 }
@@ -165,8 +208,8 @@ async function main(): Promise<void> {
       return;
     }
     case 'worker':
-      process.stderr.write(`ROLE=${config.role} is not available in this version yet; use ROLE=all, api, keyvault or migrate.\n`);
-      process.exit(2);
+      await runWorker(config, log);
+      return;
   }
 }
 

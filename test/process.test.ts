@@ -28,10 +28,10 @@ describe('the service as a process', function () {
     expect(out).to.match(/^Invalid configuration:/);
   });
 
-  it('refuses a role that this version does not have, with a clear message', async () => {
-    const svc = spawnService({ ROLE: 'worker', DATABASE_URL: 'postgres://127.0.0.1:9/none' });
-    expect(await svc.exited).to.equal(2);
-    expect(svc.output()).to.include('ROLE=worker is not available');
+  it('refuses an unknown role, naming the roles there are', async () => {
+    const svc = spawnService({ ROLE: 'web' });
+    expect(await svc.exited).to.equal(1);
+    expect(svc.output()).to.include('ROLE must be one of all, api, worker, keyvault, migrate');
   });
 
   it('ROLE=api refuses a database that is not migrated; ROLE=migrate migrates it', async () => {
@@ -50,7 +50,7 @@ describe('the service as a process', function () {
       expect(api.output()).to.include('run ROLE=migrate first');
       const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: db.url, DATA_DIR: dir });
       expect(await migrate.exited, migrate.output()).to.equal(0);
-      expect(migrate.output()).to.include('applied 1 migration');
+      expect(migrate.output()).to.match(/applied \d+ migration/);
       rmSync(dir, { recursive: true, force: true });
     } finally {
       await db.drop();

@@ -23,6 +23,8 @@ export interface OutboundOptions {
   /** Bodies above this are cut (`truncated`) or refused (`refuseLarger`). */
   maxBodyBytes: number;
   refuseLarger?: boolean;
+  /** True (default): a 3xx with Location is an error. False: it is just a (non-2xx) answer. */
+  rejectRedirects?: boolean;
   /** Extra trusted CA certificates (PEM), added to the system's. */
   extraCa?: string | undefined;
   userAgent: string;
@@ -88,7 +90,7 @@ export function outboundRequest(
     req.on('response', (res) => {
       clearTimeout(connect);
       const status = res.statusCode ?? 0;
-      if (status >= 300 && status < 400 && res.headers.location !== undefined) {
+      if (options.rejectRedirects !== false && status >= 300 && status < 400 && res.headers.location !== undefined) {
         res.resume();
         return fail(new OutboundError('redirect', `answered ${status} with a redirect, which is not followed`));
       }

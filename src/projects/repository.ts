@@ -36,6 +36,11 @@ export async function findProject(db: Executor, p: Principal, id: number, forUpd
   return (await q.first()) as ProjectRow | undefined;
 }
 
+/** By id alone, for the relay's internal work (never for a request: those start from projectsInScope). */
+export async function findProjectById(db: Executor, id: number): Promise<ProjectRow | undefined> {
+  return db<ProjectRow>('projects').where({ id }).first();
+}
+
 export async function listProjects(db: Executor, organisationId: number, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
   const q = db('projects').where('organisation_id', organisationId).where('id', '>', page.afterId);
   if (!showDeleted) q.whereNull('deleted_at');

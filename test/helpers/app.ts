@@ -5,7 +5,9 @@ import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
+import { hashSecret, newSecret, SecretBox } from '../../src/crypto/secrets.js';
+import { outboxHandler } from '../../src/outbox/handlers.js';
+import { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import { SignerClient } from '../../src/signer/client.js';
@@ -23,13 +25,17 @@ export interface TestApp {
   lifecycle: Lifecycle;
   /** Every log line the app wrote. */
   logs: string[];
+  relay: OutboxRelay | undefined;
   close(): Promise<void>;
 }
 
+/** One data encryption key for every app of a run: relays of different apps can open each other's secrets. */
+const DATA_ENCRYPTION_KEY = randomBytes(32);
+
 /** The real app on a real port, against the test database (or `db` if given), logs captured. */
-export async function startApp(env: Record<string, string> = {}, db: Knex = testDb()): Promise<TestApp> {
+export async function startApp(env: Record<string, string> = {}, db: Knex = testDb(), options: { relay?: boolean } = {}): Promise<TestApp> {
   const operatorToken = newSecret('sk_test_');
-  const dataEncryptionKey = randomBytes(32);
+  const dataEncryptionKey = DATA_ENCRYPTION_KEY;
   const signer = sharedSigner();
   const config = loadConfig({
     DATABASE_URL: testDatabaseUrl(),
@@ -47,15 +53,30 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     },
   });
   const lifecycle: Lifecycle = { draining: false };
+  const log = createLogger(config.logLevel, sink);
+  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
   const app = buildApp({
     config,
     db,
-    log: createLogger(config.logLevel, sink),
+    log,
     operatorTokenHash: hashSecret(operatorToken),
     dataEncryptionKey,
     lifecycle,
-    signer: new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs),
+    signer: signerClient,
   });
+  let relay: OutboxRelay | undefined;
+  if (options.relay) {
+    relay = new OutboxRelay({
+      db,
+      databaseUrl: testDatabaseUrl(),
+      handle: outboxHandler({ db, signer: signerClient, secretBox: new SecretBox(dataEncryptionKey), config }),
+      log,
+      concurrency: config.relayConcurrency,
+      pollMs: config.relayPollMs,
+      leaseMs: config.webhookTimeoutMs + 30_000,
+    });
+    await relay.start();
+  }
   const handle = app.callback();
   const server: Server = createServer((req, res) => {
     void handle(req, res);
@@ -71,10 +92,13 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     dataEncryptionKey,
     lifecycle,
     logs,
-    close: () =>
-      new Promise<void>((resolve) => {
+    relay,
+    close: async () => {
+      await relay?.stop();
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
-      }),
+      });
+    },
   };
 }

@@ -1,0 +1,136 @@
+import type { Knex } from 'knex';
+import type { OidcVerifier } from '../auth/oidc.js';
+import type { AppEnv } from '../config.js';
+import type { Executor } from '../db/knex.js';
+import type { Principal } from '../auth/principal.js';
+import { AppError, NotFoundError, ValidationError } from '../errors.js';
+import type { Page } from '../http/pagination.js';
+import { enqueue, newMessageId, resendFailedWalletDeliveries } from '../outbox/repository.js';
+import { projectKeyHash } from '../projects/keys.js';
+import { findProject, findProjectByKeyHash, type ProjectRow } from '../projects/repository.js';
+import type { SignerClient } from '../signer/client.js';
+import { activateWallet, claimWallet, findWallet, listWallets, type WalletRow } from './repository.js';
+
+export interface WalletDeps {
+  db: Knex;
+  signer: SignerClient;
+  oidc: OidcVerifier;
+  env: AppEnv;
+}
+
+export interface WalletCaller {
+  project: ProjectRow;
+  email: string;
+  token: string | null;
+}
+
+const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
+
+/**
+ * CONTRACT.md section 5, in its order: body (already validated) → project key present and
+ * valid for this environment (400) → Authorization present (401) → the JWT against the
+ * project's issuer (401).
+ */
+export async function identifyCaller(
+  deps: WalletDeps,
+  body: { key?: string | undefined; token?: string | undefined; any_other_tokens?: string | undefined },
+  authorization: string,
+): Promise<WalletCaller> {
+  if (body.token !== undefined && body.any_other_tokens !== undefined && body.token !== body.any_other_tokens) {
+    throw new ValidationError('token and any_other_tokens are two names for one value; they differ.', [
+      { in: 'body', path: '/any_other_tokens', message: 'differs from token' },
+    ]);
+  }
+  if (body.key === undefined) throw new ValidationError('The project key is required in the body field `key`.', [{ in: 'body', path: '/key', message: 'is required' }], 'missing_project_key');
+  const hash = projectKeyHash(body.key, deps.env);
+  const project = hash && (await findProjectByKeyHash(deps.db, hash, deps.env));
+  if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
+  const bearer = BEARER.exec(authorization)?.[1];
+  if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
+  const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
+  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null };
+}
+
+/** The wallet-created payload of the interface document; `token` only when one was given. */
+export function walletCreatedPayload(w: WalletRow): Record<string, unknown> {
+  return {
+    walletId: w.id,
+    walletAddress: w.address,
+    emailAddress: w.email,
+    ...(w.creation_token ? { token: w.creation_token } : {}),
+  };
+}
+
+/** In the transaction that activates the wallet: its webhook delivery and its `wallet.created` event. */
+async function recordWalletCreated(tx: Executor, project: ProjectRow, wallet: WalletRow): Promise<void> {
+  const data = walletCreatedPayload(wallet);
+  if (project.wallet_webhook_url) {
+    await enqueue(tx, {
+      project_id: project.id,
+      kind: 'delivery',
+      delivery_kind: 'wallet',
+      wallet_id: wallet.id,
+      event: 'wallet.created',
+      url: project.wallet_webhook_url,
+      payload: JSON.stringify(data),
+    });
+  }
+  const envelope = { id: newMessageId(), type: 'wallet.created', createdAt: new Date().toISOString(), projectId: project.id, data };
+  await enqueue(tx, { project_id: project.id, kind: 'event', wallet_id: wallet.id, event: 'wallet.created', payload: JSON.stringify(envelope) });
+}
+
+/**
+ * Gives a pending wallet its key. The signer's request id is derived from the wallet row, so
+ * every caller for one identity gets the same key; only the caller whose update sets the
+ * address records the wallet-created webhook and event (exactly once).
+ */
+export async function completeWallet(deps: Pick<WalletDeps, 'db' | 'signer'>, project: ProjectRow, row: WalletRow): Promise<{ wallet: WalletRow; isNew: boolean }> {
+  if (row.address !== null) return { wallet: row, isNew: false };
+  const key = await deps.signer.createKey(`wallet:${row.id}`);
+  return deps.db.transaction(async (tx) => {
+    const activated = await activateWallet(tx, row.id, key.address, key.keyId);
+    if (activated) {
+      await recordWalletCreated(tx, project, activated);
+      return { wallet: activated, isNew: true };
+    }
+    const current = await findWallet(tx, row.id);
+    if (!current) throw new Error('wallet row vanished');
+    return { wallet: current, isNew: false };
+  });
+}
+
+/** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
+export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: WalletRow; isNew: boolean }> {
+  const { row } = await claimWallet(deps.db, caller.project.id, caller.email, caller.token);
+  const result = await completeWallet(deps, caller.project, row);
+  // Committed before the answer; the relay is woken by the NOTIFY.
+  await resendFailedWalletDeliveries(deps.db, result.wallet.id);
+  return result;
+}
+
+/** `POST /wallets/createasync`: answered once the request is committed; the relay creates the key. */
+export async function createWalletAsync(deps: WalletDeps, caller: WalletCaller): Promise<void> {
+  await deps.db.transaction(async (tx) => {
+    const { row } = await claimWallet(tx, caller.project.id, caller.email, caller.token);
+    if (row.address === null) await enqueue(tx, { project_id: caller.project.id, kind: 'wallet.create', wallet_id: row.id });
+  });
+}
+
+/** Back-office lookup: the wallets of a project the principal can see (404 otherwise). */
+export async function listProjectWallets(
+  db: Executor,
+  p: Principal,
+  projectId: number,
+  filter: { email?: string | undefined; address?: string | undefined },
+  page: Page,
+): Promise<WalletRow[]> {
+  if (!(await findProject(db, p, projectId))) throw new NotFoundError('No such project.');
+  return listWallets(db, projectId, filter, page);
+}
+
+export async function getProjectWallet(db: Executor, p: Principal, projectId: number, walletId: number): Promise<WalletRow> {
+  const project = await findProject(db, p, projectId);
+  const wallet = project && (await findWallet(db, walletId));
+  if (!project || !wallet || wallet.project_id !== project.id || wallet.address === null) throw new NotFoundError('No such wallet.');
+  return wallet;
+}

@@ -1,0 +1,57 @@
+import type { Executor } from '../db/knex.js';
+
+export interface WalletRow {
+  id: number;
+  project_id: number;
+  email: string;
+  email_lower: string;
+  address: string | null;
+  key_id: string | null;
+  creation_token: string | null;
+  created_at: Date;
+  activated_at: Date | null;
+}
+
+/** The wallet row of this identity, inserting a pending one if none exists (the unique constraint decides). */
+export async function claimWallet(
+  db: Executor,
+  projectId: number,
+  email: string,
+  token: string | null,
+): Promise<{ row: WalletRow; inserted: boolean }> {
+  const { rows } = await db.raw<{ rows: WalletRow[] }>(
+    `INSERT INTO wallets (project_id, email, email_lower, creation_token) VALUES (?, ?, ?, ?)
+     ON CONFLICT (project_id, email_lower) DO NOTHING RETURNING *`,
+    [projectId, email, email.toLowerCase(), token],
+  );
+  if (rows[0]) return { row: rows[0], inserted: true };
+  const row = await db<WalletRow>('wallets').where({ project_id: projectId, email_lower: email.toLowerCase() }).first();
+  if (!row) throw new Error('wallet row vanished after a conflict');
+  return { row, inserted: false };
+}
+
+/** Sets the address once: only the caller whose update matched gets the row back. */
+export async function activateWallet(db: Executor, walletId: number, address: string, keyId: string): Promise<WalletRow | undefined> {
+  const [row] = await db<WalletRow>('wallets')
+    .where({ id: walletId })
+    .whereNull('address')
+    .update({ address, key_id: keyId, activated_at: db.fn.now() as unknown as Date })
+    .returning('*');
+  return row;
+}
+
+export async function findWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
+  return db<WalletRow>('wallets').where({ id: walletId }).first();
+}
+
+export async function listWallets(
+  db: Executor,
+  projectId: number,
+  filter: { email?: string | undefined; address?: string | undefined },
+  page: { afterId: number; limit: number },
+): Promise<WalletRow[]> {
+  const q = db<WalletRow>('wallets').where('project_id', projectId).whereNotNull('address').where('id', '>', page.afterId);
+  if (filter.email !== undefined) q.where('email_lower', filter.email.toLowerCase());
+  if (filter.address !== undefined) q.whereRaw('lower(address) = ?', [filter.address.toLowerCase()]);
+  return q.orderBy('id').limit(page.limit + 1);
+}

@@ -1,0 +1,58 @@
+import type Router from '@koa/router';
+import { principalOf } from '../auth/access.js';
+import type { Principal } from '../auth/principal.js';
+import type { Executor } from '../db/knex.js';
+import { NotFoundError } from '../errors.js';
+import type { AppState } from '../http/context.js';
+import type { Page } from '../http/pagination.js';
+import type { RouteDeps } from '../http/route-deps.js';
+import { PageQuery, strictObject, Id } from '../http/schemas.js';
+import { endpoint } from '../http/validate.js';
+import { listFailedDeliveries, type OutboxRow } from '../outbox/repository.js';
+import { findProject } from '../projects/repository.js';
+
+const Params = strictObject({ projectId: Id });
+const Query = strictObject({ ...PageQuery });
+
+function parsePayload(text: string | null): unknown {
+  try {
+    return text === null ? null : (JSON.parse(text) as unknown);
+  } catch {
+    return text;
+  }
+}
+
+/** The failed-delivery record of CONTRACT.md section 8. */
+export const presentFailedDelivery = (r: OutboxRow) => ({
+  id: r.id,
+  kind: r.delivery_kind ?? 'wallet',
+  webhookId: null,
+  event: r.event,
+  url: r.url,
+  payload: parsePayload(r.payload),
+  attempts: r.attempts,
+  lastStatus: r.last_status,
+  lastError: r.last_error,
+  lastResponseBody: r.last_response_body,
+  lastAttemptAt: r.last_attempt_at ? r.last_attempt_at.toISOString() : null,
+  createdAt: r.created_at.toISOString(),
+});
+
+export async function failedDeliveriesOf(db: Executor, p: Principal, projectId: number, page: Page): Promise<OutboxRow[]> {
+  if (!(await findProject(db, p, projectId))) throw new NotFoundError('No such project.');
+  return listFailedDeliveries(db, projectId, page);
+}
+
+export function failedDeliveryRoutes(router: Router<AppState>, { authenticate, cursors }: RouteDeps): void {
+  router.get(
+    '/api/v1/project/:projectId/webhooks/failedDeliveries',
+    authenticate,
+    endpoint({ params: Params, query: Query }, async (ctx, { params, query }) => {
+      const projectId = Number(params.projectId);
+      const list = `failedDeliveries:${projectId}`;
+      const page = cursors.page(list, query);
+      const result = cursors.result(list, page, await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, page));
+      ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
+    }),
+  );
+}

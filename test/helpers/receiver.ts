@@ -1,0 +1,59 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+/** A real webhook receiver on loopback that records every request and answers as told. */
+export class Receiver {
+  readonly received: Received[] = [];
+  /** Status to answer with. */
+  status = 204;
+  readonly #waiters: Array<() => void> = [];
+
+  private constructor(
+    readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<Receiver> {
+    const holder: { r?: Receiver } = {};
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const r = holder.r;
+        if (!r) return;
+        r.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
+        res.writeHead(r.status, { 'content-type': 'text/plain' }).end(r.status >= 300 ? 'receiver says no' : '');
+        for (const w of r.#waiters.splice(0)) w();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    holder.r = new Receiver(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`);
+    return holder.r;
+  }
+
+  /** Resolves once `count` requests in all have arrived. */
+  async waitFor(count: number, timeoutMs = 20_000): Promise<Received[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.received.length < count) {
+      if (Date.now() > deadline) throw new Error(`receiver got ${this.received.length} of ${count} requests`);
+      await new Promise<void>((resolve) => {
+        this.#waiters.push(resolve);
+        setTimeout(resolve, 200);
+      });
+    }
+    return this.received;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+}
