@@ -37,19 +37,23 @@ async function measure(env: Record<string, string>, label: string, keys: number)
 
 const fmt = (r: Run) => `${r.perSecond.toFixed(0)} keys/s, p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms`;
 
-const top = ceiling(3);
-console.log(`ceiling (one thread, no I/O): ${top.perSecond.toFixed(0)} keys/s`);
+// The machines are noisy: the ceiling is measured right before each backend, and each ratio uses its own.
+const topLocal = ceiling(3);
+console.log(`ceiling (one thread, no I/O): ${topLocal.perSecond.toFixed(0)} keys/s`);
 const local = await measure({}, 'local', KEYS);
-console.log(`local backend @${CONCURRENCY}: ${fmt(local)}  ratio ${(local.perSecond / top.perSecond).toFixed(2)} (goal >= 0.7)`);
+console.log(`local backend @${CONCURRENCY}: ${fmt(local)}  ratio ${(local.perSecond / topLocal.perSecond).toFixed(2)} (goal >= 0.7)`);
 
 let vault: Run | undefined;
 let vaultError: string | undefined;
+let topVault = topLocal;
 try {
   const dev = await startDevVault();
   try {
     const approle = dev.setup();
-    vault = await measure({ VAULT_ADDR: dev.addr, ...approle }, 'vault', Math.min(KEYS, 2000));
-    console.log(`vault backend @${CONCURRENCY} (${dev.bin}): ${fmt(vault)}  ratio ${(vault.perSecond / top.perSecond).toFixed(2)} (goal >= 0.4)`);
+    topVault = ceiling(3);
+    console.log(`ceiling (one thread, no I/O): ${topVault.perSecond.toFixed(0)} keys/s`);
+    vault = await measure({ VAULT_ADDR: dev.addr, ...approle }, 'vault', KEYS);
+    console.log(`vault backend @${CONCURRENCY} (${dev.bin}): ${fmt(vault)}  ratio ${(vault.perSecond / topVault.perSecond).toFixed(2)} (goal >= 0.4)`);
   } finally {
     await dev.stop();
   }
@@ -60,8 +64,7 @@ try {
 
 const file = writeResult('keyvault', {
   concurrency: CONCURRENCY,
-  ceiling: top,
-  local: { ...local, ratio: local.perSecond / top.perSecond, goal: 0.7 },
-  vault: vault ? { ...vault, ratio: vault.perSecond / top.perSecond, goal: 0.4 } : { error: vaultError },
+  local: { ...local, ceiling: topLocal.perSecond, ratio: local.perSecond / topLocal.perSecond, goal: 0.7 },
+  vault: vault ? { ...vault, ceiling: topVault.perSecond, ratio: vault.perSecond / topVault.perSecond, goal: 0.4 } : { error: vaultError },
 });
 console.log(`results: ${file}`);

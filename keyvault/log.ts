@@ -5,5 +5,10 @@ export type SignerLog = Logger;
 
 export function createSignerLog(level: string, destination?: DestinationStream): SignerLog {
   const options = { level, base: { service: 'custody-keyvault' } };
-  return destination ? pino(options, destination) : pino(options);
+  if (destination) return pino(options, destination);
+  // Asynchronous writes: a blocking write per request line costs the signer's main thread
+  // more than the key it serves. Flushed on exit.
+  const stdout = pino.destination({ sync: false });
+  process.on('exit', () => stdout.flushSync());
+  return pino(options, stdout);
 }

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { link, open, readFile, rm } from 'node:fs/promises';
+import { link, readFile, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SignerError } from '../errors.js';
 import { KEY_ID } from '../key-id.js';
@@ -61,17 +61,14 @@ export class LocalKeyStore implements KeyStore {
     return path.join(this.#keysDir, `${keyId}.json`);
   }
 
-  /** Written to a temporary file, synced, then hard-linked into place: link() never overwrites. */
+  /**
+   * Written to a temporary file and flushed to disk, then hard-linked into place: link() never
+   * overwrites, so the first writer wins and a crash never leaves a half-written record.
+   */
   async putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
     const target = this.#file(record.keyId);
     const tmp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-    const fh = await open(tmp, 'wx', 0o600);
-    try {
-      await fh.writeFile(JSON.stringify(record));
-      await fh.datasync();
-    } finally {
-      await fh.close();
-    }
+    await writeFile(tmp, JSON.stringify(record), { mode: 0o600, flag: 'wx', flush: true });
     try {
       await link(tmp, target);
       return 'created';
@@ -79,7 +76,7 @@ export class LocalKeyStore implements KeyStore {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'exists';
       throw err;
     } finally {
-      await rm(tmp, { force: true });
+      await unlink(tmp).catch(() => undefined);
     }
   }
 

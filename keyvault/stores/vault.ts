@@ -2,6 +2,19 @@ import { SignerError } from '../errors.js';
 import { KEY_ID } from '../key-id.js';
 import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
 import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
+import { Batcher } from '../batcher.js';
+
+/** One answer per batch item: the named field, or an Error for an item Vault refused. */
+function batchResults(body: VaultBody, count: number, field: 'ciphertext' | 'plaintext'): Array<string | Error> {
+  const results = body.data?.['batch_results'];
+  if (!Array.isArray(results) || results.length !== count) throw new SignerError('vault_unavailable', `transit answered no batch results for ${field}`);
+  return results.map((r: unknown) => {
+    const value = (r as Record<string, unknown> | null)?.[field];
+    if (typeof value === 'string') return value;
+    const error = (r as Record<string, unknown> | null)?.['error'];
+    return new SignerError('invalid_request', `transit refused an item: ${typeof error === 'string' ? error : 'no result'}`);
+  });
+}
 
 export interface VaultPaths {
   transitMount: string;
@@ -19,11 +32,22 @@ const REQUIRED_KEY = { type: 'aes256-gcm96', derived: true, exportable: false, a
  */
 export class VaultKeyStore implements KeyStore {
   readonly backend = 'vault' as const;
+  // Transit takes batches: concurrent creations share encrypt and decrypt round trips.
+  readonly #encrypts: Batcher<{ context: string; plaintext: string }, string>;
+  readonly #decrypts: Batcher<{ context: string; ciphertext: string }, string>;
 
   constructor(
     private readonly vault: VaultAdapter,
     private readonly paths: VaultPaths,
-  ) {}
+  ) {
+    const { transitMount, transitKey } = paths;
+    this.#encrypts = new Batcher(async (items) =>
+      batchResults(await vault.write(`${transitMount}/encrypt/${transitKey}`, { batch_input: items }), items.length, 'ciphertext'),
+    );
+    this.#decrypts = new Batcher(async (items) =>
+      batchResults(await vault.write(`${transitMount}/decrypt/${transitKey}`, { batch_input: items }), items.length, 'plaintext'),
+    );
+  }
 
   get transitKeyName(): string {
     return this.paths.transitKey;
@@ -96,21 +120,12 @@ export class VaultKeyStore implements KeyStore {
     return out;
   }
 
-  async encrypt(context: string, secret: Uint8Array): Promise<string> {
-    const body = await this.vault.write(`${this.paths.transitMount}/encrypt/${this.paths.transitKey}`, {
-      plaintext: Buffer.from(secret).toString('base64'),
-      context,
-    });
-    const ciphertext = body.data?.['ciphertext'];
-    if (typeof ciphertext !== 'string') throw new SignerError('vault_unavailable', 'transit encrypt returned no ciphertext');
-    return ciphertext;
+  encrypt(context: string, secret: Uint8Array): Promise<string> {
+    return this.#encrypts.add({ context, plaintext: Buffer.from(secret).toString('base64') });
   }
 
   async decrypt(context: string, ciphertext: string): Promise<Uint8Array> {
-    const body = await this.vault.write(`${this.paths.transitMount}/decrypt/${this.paths.transitKey}`, { ciphertext, context });
-    const plaintext = body.data?.['plaintext'];
-    if (typeof plaintext !== 'string') throw new SignerError('vault_unavailable', 'transit decrypt returned no plaintext');
-    return new Uint8Array(Buffer.from(plaintext, 'base64'));
+    return new Uint8Array(Buffer.from(await this.#decrypts.add({ context, ciphertext }), 'base64'));
   }
 
   /** `cas: 0` writes only if nothing is there. An existing path answers 403 (no `update` in the policy) or 400 (CAS mismatch). */
