@@ -15,7 +15,9 @@ POLICY=${KEYVAULT_POLICY:-custody-keyvault}
 ROLE=${KEYVAULT_APPROLE:-custody-keyvault}
 
 v() { "$BIN" "$@"; }
-mounted() { v secrets list -format=json | grep -q "\"$1/\""; }
+# Whole outputs first: `grep -q` closing a pipe early would fail the listing under pipefail.
+mounted() { local list; list=$(v secrets list -format=json); [[ "$list" == *"\"$1/\""* ]]; }
+auth_enabled() { local list; list=$(v auth list -format=json); [[ "$list" == *"\"$1/\""* ]]; }
 
 # 1. Transit, with a derived, non-exportable key that cannot be deleted; no implicit key creation.
 mounted "$TRANSIT_MOUNT" || v secrets enable -path="$TRANSIT_MOUNT" transit >&2
@@ -38,7 +40,7 @@ path "sys/internal/ui/mounts/$KV_MOUNT" { capabilities = ["read"] }
 POLICY
 
 # 4. AppRole for the signer (the chart can use Kubernetes auth instead; see docs/operations.md).
-v auth list -format=json | grep -q '"approle/"' || v auth enable approle >&2
+auth_enabled approle || v auth enable approle >&2
 v write "auth/approle/role/$ROLE" token_policies="$POLICY" token_ttl=1h token_max_ttl=24h secret_id_ttl=0 >&2
 
 if [ "${1:-}" = "--print-approle" ]; then

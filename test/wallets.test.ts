@@ -258,3 +258,103 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     void org;
   });
 });
+
+describe('wallets: issuer check, SSRF and dependency failures', function () {
+  this.timeout(60_000);
+  let idp: TestIdp;
+  let caDir: string;
+  before(async () => {
+    idp = await TestIdp.start();
+    caDir = mkdtempSync(path.join(tmpdir(), 'custody-ca-'));
+    writeFileSync(path.join(caDir, 'ca.pem'), idp.caPem);
+  });
+  after(async () => {
+    await idp.close();
+    rmSync(caDir, { recursive: true, force: true });
+  });
+
+  it('reports every JWT check for a sample token without creating anything', async () => {
+    const app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem') });
+    try {
+      const iss = await idp.issuer();
+      const org = await createOrganisation(app.client);
+      const project = await createProject(app.client, org.id, { issuer: iss.issuer });
+      const good = await app.client.post(`/api/v1/project/${project.id}/issuer/check`, { token: await iss.sign({}, { audience: AUDIENCE }) });
+      expect(good.status).to.equal(200);
+      expect(good.body.ok).to.equal(true);
+      expect(good.body.checks.map((c: { name: string }) => c.name)).to.deep.equal(['discovery', 'jwks', 'alg', 'kid', 'signature', 'iss', 'aud', 'exp', 'email', 'email_verified']);
+      const bad = await app.client.post(`/api/v1/project/${project.id}/issuer/check`, {
+        token: await iss.sign({ email: undefined }, { audience: 'urn:wrong', expiresIn: Math.floor(Date.now() / 1000) - 3600 }),
+      });
+      expect(bad.body.ok).to.equal(false);
+      const outcome = Object.fromEntries(bad.body.checks.map((c: { name: string; outcome: string }) => [c.name, c.outcome]));
+      expect(outcome).to.include({ discovery: 'passed', signature: 'passed', aud: 'failed', exp: 'failed', email: 'failed', iss: 'passed' });
+      expect(await app.db('wallets').where({ project_id: project.id })).to.have.length(0);
+      const t = await createTenant(app.client);
+      expect((await t.orgAdmin.post(`/api/v1/project/${project.id}/issuer/check`, { token: 'x' })).status).to.equal(404);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('refuses a wallet webhook to a private address in production, at connect time (ssrf_blocked)', async () => {
+    // Another loopback address than the IdP's: only the IdP's is allowed.
+    const receiver = await Receiver.start('127.0.0.2');
+    const app = await startApp(
+      {
+        APP_ENV: 'production',
+        OPERATOR_TOKEN: 'o'.repeat(40),
+        DATA_ENCRYPTION_KEY: Buffer.alloc(32, 3).toString('base64'),
+        SERVICE_AUDIENCE: AUDIENCE,
+        OIDC_CA_FILE: path.join(caDir, 'ca.pem'),
+        EGRESS_ALLOW_PRIVATE: '127.0.0.1/32',
+        WALLET_WEBHOOK_BACKGROUND_RETRY: 'false',
+        RELAY_POLL_MS: '100',
+      },
+      undefined,
+      { relay: true },
+    );
+    try {
+      const iss = await idp.issuer();
+      const org = await createOrganisation(app.client);
+      // https is required in production.
+      const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: receiver.url.replace('http://', 'https://') });
+      const res = await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) });
+      expect(res.status, res.text).to.equal(200);
+      let record: Record<string, unknown> | undefined;
+      for (let i = 0; i < 100 && !record; i++) {
+        record = (await app.client.get(`/api/v1/project/${project.id}/webhooks/failedDeliveries`)).body.failedDeliveries[0];
+        if (!record) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(record).to.include({ kind: 'wallet', lastError: 'ssrf_blocked', lastStatus: null });
+      expect(receiver.received).to.have.length(0);
+    } finally {
+      await app.close();
+      await receiver.close();
+    }
+  });
+
+  it('answers 503 with Retry-After when the signer is down, and the next sign-in completes the same wallet', async () => {
+    const app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), KEYVAULT_URL: 'http://127.0.0.1:9', KEYVAULT_TIMEOUT_MS: '2000' });
+    const iss = await idp.issuer();
+    const jwt = await iss.sign({ email: 'patient@example.com' }, { audience: AUDIENCE });
+    const org = await createOrganisation(app.client);
+    const { projectKey } = await createProject(app.client, org.id, { issuer: iss.issuer });
+    try {
+      const res = await app.client.post('/api/v1/signin', { key: projectKey }, { token: jwt });
+      expect(res.status).to.equal(503);
+      expect(res.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(res.body.code).to.equal('dependency_unavailable');
+    } finally {
+      await app.close();
+    }
+    const healthy = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem') });
+    try {
+      const res = await healthy.client.post('/api/v1/signin', { key: projectKey }, { token: jwt });
+      expect(res.status).to.equal(200);
+      expect(res.body.isNew).to.equal(true);
+    } finally {
+      await healthy.close();
+    }
+  });
+});

@@ -1,4 +1,13 @@
-import { createLocalJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import {
+  compactVerify,
+  createLocalJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  errors as joseErrors,
+  jwtVerify,
+  type JSONWebKeySet,
+  type JWTPayload,
+} from 'jose';
 import { AppError } from '../errors.js';
 import type { EgressPolicy } from '../net/egress.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
@@ -23,6 +32,12 @@ export interface OidcOptions {
   egress: EgressPolicy;
   extraCa: string | undefined;
   now?: () => number;
+}
+
+export interface IssuerCheck {
+  name: string;
+  outcome: 'passed' | 'failed' | 'skipped';
+  detail?: string;
 }
 
 export interface VerifiedUser {
@@ -78,18 +93,93 @@ export class OidcVerifier {
     }
   }
 
-  async #load(issuer: string): Promise<IssuerKeys> {
+  /** The discovery document's `jwks_uri`, after checking the document names the project's issuer. */
+  async #discover(issuer: string): Promise<string> {
     const discovery = await this.#fetchJson(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, 'discovery document');
     if (typeof discovery !== 'object' || discovery === null) throw new InvalidTokenError('discovery document: not a JSON object');
     const doc = discovery as Record<string, unknown>;
     if (doc['issuer'] !== issuer) throw new InvalidTokenError('discovery document: its issuer does not equal the project issuer');
     if (typeof doc['jwks_uri'] !== 'string') throw new InvalidTokenError('discovery document: jwks_uri missing');
-    const jwks = await this.#fetchJson(doc['jwks_uri'], 'key set (jwks_uri)');
+    return doc['jwks_uri'];
+  }
+
+  async #keySet(jwksUri: string): Promise<JSONWebKeySet> {
+    const jwks = await this.#fetchJson(jwksUri, 'key set (jwks_uri)');
     if (typeof jwks !== 'object' || jwks === null || !Array.isArray((jwks as Record<string, unknown>)['keys'])) {
       throw new InvalidTokenError('key set (jwks_uri): "keys" is not an array');
     }
+    return jwks as JSONWebKeySet;
+  }
+
+  async #load(issuer: string): Promise<IssuerKeys> {
+    const jwks = await this.#keySet(await this.#discover(issuer));
     const now = this.#now();
-    return { jwks: jwks as JSONWebKeySet, fetchedAt: now, lastRefetchAt: now };
+    return { jwks, fetchedAt: now, lastRefetchAt: now };
+  }
+
+  /**
+   * Every check of section 11 for a sample token, each with its outcome, fetched afresh and
+   * without creating anything (`POST /project/{id}/issuer/check`). A check whose input is
+   * missing because an earlier one failed is reported as skipped.
+   */
+  async diagnose(token: string, project: { issuer: string; requireVerifiedEmail: boolean }): Promise<IssuerCheck[]> {
+    const checks: IssuerCheck[] = [];
+    const run = async <T>(name: string, fn: () => Promise<T> | T): Promise<T | undefined> => {
+      try {
+        const value = await fn();
+        checks.push({ name, outcome: 'passed' });
+        return value;
+      } catch (err) {
+        checks.push({ name, outcome: 'failed', detail: err instanceof InvalidTokenError ? err.detail : describeJoseError(err) });
+        return undefined;
+      }
+    };
+    const skip = (...names: string[]) => names.forEach((name) => checks.push({ name, outcome: 'skipped' }));
+
+    const jwksUri = await run('discovery', () => this.#discover(project.issuer));
+    const jwks = jwksUri === undefined ? undefined : await run('jwks', () => this.#keySet(jwksUri));
+    if (jwksUri === undefined) skip('jwks');
+    const header = await run('alg', () => {
+      const h = decodeProtectedHeader(token);
+      if (h.alg !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(h.alg).slice(0, 20)})`);
+      return h;
+    });
+    if (jwks === undefined || header === undefined) {
+      skip('kid', 'signature');
+    } else {
+      const known = await run('kid', () => {
+        if (header.kid !== undefined && !jwks.keys.some((k) => k.kid === header.kid)) throw new InvalidTokenError('kid: no key of the issuer has this kid');
+        return true;
+      });
+      if (known) await run('signature', async () => compactVerify(token, createLocalJWKSet(jwks), { algorithms: ['RS256'] }));
+      else skip('signature');
+    }
+    let claims: JWTPayload | undefined;
+    try {
+      claims = decodeJwt(token);
+    } catch {
+      skip('iss', 'aud', 'exp', 'email', 'email_verified');
+      return checks;
+    }
+    const nowS = this.#now() / 1000;
+    await run('iss', () => {
+      if (claims.iss !== project.issuer) throw new InvalidTokenError('iss: does not equal the project issuer');
+    });
+    await run('aud', () => {
+      const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+      if (!aud.includes(this.options.audience)) throw new InvalidTokenError(`aud: must include ${this.options.audience}`);
+    });
+    await run('exp', () => {
+      if (typeof claims.exp !== 'number') throw new InvalidTokenError('exp: claim missing');
+      if (claims.exp + this.options.clockToleranceS <= nowS) throw new InvalidTokenError('exp: the token has expired');
+    });
+    await run('email', () => {
+      if (typeof claims['email'] !== 'string' || claims['email'] === '') throw new InvalidTokenError('email: claim missing or not a string');
+    });
+    await run('email_verified', () => {
+      if (project.requireVerifiedEmail && claims['email_verified'] === false) throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
+    });
+    return checks;
   }
 
   /** One fetch at a time per issuer; the cache is bounded (oldest entry out first). */

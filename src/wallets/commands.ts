@@ -134,3 +134,11 @@ export async function getProjectWallet(db: Executor, p: Principal, projectId: nu
   if (!project || !wallet || wallet.project_id !== project.id || wallet.address === null) throw new NotFoundError('No such wallet.');
   return wallet;
 }
+
+/** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */
+export async function checkIssuer(deps: WalletDeps, p: Principal, projectId: number, token: string) {
+  const project = await findProject(deps.db, p, projectId);
+  if (!project) throw new NotFoundError('No such project.');
+  const checks = await deps.oidc.diagnose(token, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
+  return { ok: checks.every((c) => c.outcome === 'passed'), issuer: project.issuer, checks };
+}

@@ -3,9 +3,9 @@ import { principalOf } from '../auth/access.js';
 import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { endpoint } from '../http/validate.js';
-import { createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
+import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
-import { ListWalletsQuery, WalletParams, WalletRequestBody, WalletsParams } from './schemas.js';
+import { IssuerCheckBody, ListWalletsQuery, WalletParams, WalletRequestBody, WalletsParams } from './schemas.js';
 
 export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { wallets: WalletDeps }): void {
   const { wallets, authenticate, cursors } = deps;
@@ -26,6 +26,15 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
       await createWalletAsync(wallets, caller);
       ctx.status = 202;
       ctx.body = { status: 'accepted' };
+    }),
+  );
+
+  // A diagnostic: reads only, so read tokens may use it too.
+  router.post(
+    '/api/v1/project/:projectId/issuer/check',
+    authenticate,
+    endpoint({ params: WalletsParams, body: IssuerCheckBody }, async (ctx, { params, body }) => {
+      ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
     }),
   );
 

@@ -8,6 +8,8 @@ export const WalletRequestBody = strictObject({
   any_other_tokens: Type.Optional(Type.String({ maxLength: 256 })),
 });
 
+export const IssuerCheckBody = strictObject({ token: Type.String({ minLength: 1, maxLength: 16_384 }) });
+
 export const WalletsParams = strictObject({ projectId: Id });
 export const WalletParams = strictObject({ projectId: Id, walletId: Id });
 export const ListWalletsQuery = strictObject({

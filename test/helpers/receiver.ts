@@ -19,7 +19,7 @@ export class Receiver {
     readonly url: string,
   ) {}
 
-  static async start(): Promise<Receiver> {
+  static async start(host = '127.0.0.1'): Promise<Receiver> {
     const holder: { r?: Receiver } = {};
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -32,8 +32,8 @@ export class Receiver {
         for (const w of r.#waiters.splice(0)) w();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    holder.r = new Receiver(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`);
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    holder.r = new Receiver(server, `http://${host}:${(server.address() as AddressInfo).port}/hooks`);
     return holder.r;
   }
 
