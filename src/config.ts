@@ -52,6 +52,8 @@ export interface Config {
   readonly relayInApi: boolean;
   readonly relayConcurrency: number;
   readonly relayPollMs: number;
+  /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
+  readonly relayLeaseMs: number;
 }
 
 export class ConfigError extends Error {
@@ -185,6 +187,9 @@ export function loadConfig(env: Env = process.env): Config {
   const egress = parseCidrs(plain('EGRESS_ALLOW_PRIVATE') ?? '');
   if (egress.problems.length > 0) problems.push(`EGRESS_ALLOW_PRIVATE: not CIDRs: ${egress.problems.join(', ')}`);
 
+  const webhookTimeoutMs = int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000);
+  const keyvaultTimeoutMs = int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000);
+
   const config: Config = {
     role,
     host: plain('HOST') ?? '0.0.0.0',
@@ -203,7 +208,7 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
     keyvaultUrl,
     keyvaultToken,
-    keyvaultTimeoutMs: int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000),
+    keyvaultTimeoutMs,
     oidcCa,
     jwksCacheTtlS: int('JWKS_CACHE_TTL_S', 600, 1, 86_400),
     jwtClockToleranceS: int('JWT_CLOCK_TOLERANCE_S', 30, 0, 600),
@@ -211,12 +216,13 @@ export function loadConfig(env: Env = process.env): Config {
     oidcFetchTimeoutMs: int('OIDC_FETCH_TIMEOUT_MS', 5_000, 100, 60_000),
     webhookRetrySchedule: webhookRetrySchedule.map(Number),
     webhookConnectTimeoutMs: int('WEBHOOK_CONNECT_TIMEOUT_MS', 5_000, 10, 60_000),
-    webhookTimeoutMs: int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000),
+    webhookTimeoutMs,
     walletWebhookBackgroundRetry: bool('WALLET_WEBHOOK_BACKGROUND_RETRY', true),
     egressAllowPrivate: egress.cidrs,
     relayInApi: bool('RELAY_IN_API', false),
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
+    relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -127,7 +127,7 @@ async function startRelay(config: Config, database: Database, signer: SignerClie
     log,
     concurrency: config.relayConcurrency,
     pollMs: config.relayPollMs,
-    leaseMs: config.webhookTimeoutMs + 30_000,
+    leaseMs: config.relayLeaseMs,
   });
   await relay.start();
   log.info({ concurrency: config.relayConcurrency }, 'outbox relay running');

@@ -73,7 +73,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
       log,
       concurrency: config.relayConcurrency,
       pollMs: config.relayPollMs,
-      leaseMs: config.webhookTimeoutMs + 30_000,
+      leaseMs: config.relayLeaseMs,
     });
     await relay.start();
   }
