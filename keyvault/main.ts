@@ -62,6 +62,9 @@ export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<v
       void pool.close().finally(() => process.exit(0));
     });
     server.closeIdleConnections();
+    // Keep-alive connections of a busy client would hold close() open; in-flight creations are
+    // crash-safe (write-once), so after a grace period the rest is cut.
+    setTimeout(() => server.closeAllConnections(), 5_000).unref();
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

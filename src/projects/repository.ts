@@ -90,14 +90,14 @@ export async function expireProjectKeys(db: Executor, projectId: number, graceSe
  * not deleted, organisation not soft-deleted, project of this deployment's environment.
  */
 export async function findProjectByKeyHash(db: Executor, hash: Buffer, environment: AppEnv): Promise<ProjectRow | undefined> {
-  const row: unknown = await db('project_keys as k')
-    .join('projects as p', 'p.id', 'k.project_id')
-    .join('organisations as o', 'o.id', 'p.organisation_id')
-    .where('k.key_hash', hash)
-    .whereRaw('(k.expires_at IS NULL OR k.expires_at > now())')
-    .whereNull('p.deleted_at')
-    .whereNull('o.deleted_at')
-    .where('p.environment', environment)
-    .first('p.*');
-  return row as ProjectRow | undefined;
+  // Raw SQL: this runs on every wallet request.
+  const { rows } = await db.raw<{ rows: ProjectRow[] }>(
+    `SELECT p.* FROM project_keys k
+       JOIN projects p ON p.id = k.project_id
+       JOIN organisations o ON o.id = p.organisation_id
+      WHERE k.key_hash = ? AND (k.expires_at IS NULL OR k.expires_at > now())
+        AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = ?`,
+    [hash, environment],
+  );
+  return rows[0];
 }

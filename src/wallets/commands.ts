@@ -9,7 +9,7 @@ import { enqueue, newMessageId, resendFailedWalletDeliveries } from '../outbox/r
 import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectByKeyHash, type ProjectRow } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
-import { activateWallet, claimWallet, findWallet, listWallets, type WalletRow } from './repository.js';
+import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
@@ -101,6 +101,11 @@ export async function completeWallet(deps: Pick<WalletDeps, 'db' | 'signer'>, pr
 
 /** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
 export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: WalletRow; isNew: boolean }> {
+  const known = await findWalletForSignin(deps.db, caller.project.id, caller.email);
+  if (known?.address) {
+    if (known.has_failed) await resendFailedWalletDeliveries(deps.db, known.id);
+    return { wallet: known, isNew: false };
+  }
   const { row } = await claimWallet(deps.db, caller.project.id, caller.email, caller.token);
   const result = await completeWallet(deps, caller.project, row);
   // Committed before the answer; the relay is woken by the NOTIFY.

@@ -30,6 +30,19 @@ export async function claimWallet(
   return { row, inserted: false };
 }
 
+/**
+ * The sign-in fast path for a known user: the wallet and whether it has failed wallet
+ * deliveries to re-send, in one query.
+ */
+export async function findWalletForSignin(db: Executor, projectId: number, email: string): Promise<(WalletRow & { has_failed: boolean }) | undefined> {
+  const { rows } = await db.raw<{ rows: Array<WalletRow & { has_failed: boolean }> }>(
+    `SELECT w.*, EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
+       FROM wallets w WHERE w.project_id = ? AND w.email_lower = ?`,
+    [projectId, email.toLowerCase()],
+  );
+  return rows[0];
+}
+
 /** Sets the address once: only the caller whose update matched gets the row back. */
 export async function activateWallet(db: Executor, walletId: number, address: string, keyId: string): Promise<WalletRow | undefined> {
   const [row] = await db<WalletRow>('wallets')

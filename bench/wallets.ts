@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '../test/helpers/http.js';
+import { TestIdp } from '../test/helpers/idp.js';
+import { freePort, scratchDatabase, spawnService } from '../test/helpers/process.js';
+import { Receiver } from '../test/helpers/receiver.js';
+import { closedLoop, percentile, writeResult } from './stats.js';
+
+/**
+ * Wallet endpoints with the local signer: existing-user sign-in at saturation beside a bare
+ * node:http + pg + jose server doing the same per-request work, then latency at fixed rates.
+ */
+const AUDIENCE = 'urn:custody:testnet';
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
+
+/** Open loop: `rate` requests per second for `seconds`, whatever the answers take. */
+async function fixedRate(rate: number, seconds: number, op: (i: number) => Promise<unknown>) {
+  const latencies: number[] = [];
+  const total = rate * seconds;
+  const started = Date.now();
+  const inFlight: Array<Promise<void>> = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / rate;
+    const wait = due - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t = process.hrtime.bigint();
+    inFlight.push(op(i).then(() => void latencies.push(Number(process.hrtime.bigint() - t) / 1e6)));
+  }
+  await Promise.all(inFlight);
+  latencies.sort((a, b) => a - b);
+  return { rate, seconds, requests: total, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
+}
+
+const idp = await TestIdp.start();
+const receiver = await Receiver.start();
+const db = await scratchDatabase();
+const dir = mkdtempSync(path.join(tmpdir(), 'custody-bench-'));
+chmodSync(dir, 0o755);
+writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
+const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+const port = await freePort();
+const svc = spawnService({
+  ROLE: 'all',
+  DATABASE_URL: db.url,
+  DATA_DIR: dir,
+  PORT: String(port),
+  OPERATOR_TOKEN: operatorToken,
+  OIDC_CA_FILE: path.join(dir, 'ca.pem'),
+  DB_POOL_MAX: '20',
+  RELAY_POLL_MS: '200',
+});
+const barePort = await freePort();
+let bare: ReturnType<typeof spawnService> | undefined;
+try {
+  await svc.waitFor(/listening on http/, 60_000);
+  const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
+  const iss = await idp.issuer();
+  const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
+  const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer, walletWebhookUrl: receiver.url });
+  const key = project.body.projectKey;
+  const existing = await iss.sign({ email: 'existing@bench.example.com' }, { audience: AUDIENCE, expiresIn: '1h' });
+  const signin = (client: Client, jwt: string) =>
+    client.post('/api/v1/signin', { key }, { token: jwt }).then((r) => {
+      if (r.status !== 200) throw new Error(`signin answered ${r.status}: ${r.text}`);
+    });
+  await signin(api, existing);
+
+  bare = spawnService(
+    { DATABASE_URL: db.url, PORT: String(barePort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
+    fileURLToPath(new URL('./bare-signin-server.js', import.meta.url)),
+  );
+  await bare.waitFor(/bare server listening/);
+  const bareClient = new Client(`http://127.0.0.1:${barePort}`, null);
+
+  const saturation = async (client: Client) => {
+    await closedLoop(500, 64, () => signin(client, existing));
+    return closedLoop(Math.round(SECONDS * 1500), 64, () => signin(client, existing));
+  };
+  const bareRun = await saturation(bareClient);
+  console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms`);
+  const service = await saturation(api);
+  const ratio = service.perSecond / bareRun.perSecond;
+  console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)`);
+
+  const existing200 = await fixedRate(200, SECONDS, () => signin(api, existing));
+  console.log(`existing-user signin at 200/s: p50 ${existing200.p50Ms.toFixed(1)} ms, p99 ${existing200.p99Ms.toFixed(1)} ms (goal p99 <= 25 ms)`);
+
+  const newJwts = await Promise.all(Array.from({ length: 20 * SECONDS }, (_, i) => iss.sign({ email: `new${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })));
+  const new20 = await fixedRate(20, SECONDS, (i) => signin(api, newJwts[i]!));
+  console.log(`new-user signin at 20/s: p50 ${new20.p50Ms.toFixed(1)} ms, p99 ${new20.p99Ms.toFixed(1)} ms (goal p99 <= 100 ms)`);
+
+  // createasync → webhook received, at 50/s.
+  const asyncJwts = await Promise.all(Array.from({ length: 50 * SECONDS }, (_, i) => iss.sign({ email: `async${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })));
+  const sentAt = new Map<string, number>();
+  const before = receiver.received.length;
+  await fixedRate(50, SECONDS, async (i) => {
+    sentAt.set(`async${i}@bench.example.com`, Date.now());
+    const r = await api.post('/api/v1/wallets/createasync', { key }, { token: asyncJwts[i]! });
+    if (r.status !== 202) throw new Error(`createasync answered ${r.status}`);
+  });
+  const arrivals = new Map<string, number>();
+  const deadline = Date.now() + 120_000;
+  while (arrivals.size < asyncJwts.length && Date.now() < deadline) {
+    for (const r of receiver.received.slice(before)) {
+      const email = (JSON.parse(r.body) as { emailAddress: string }).emailAddress;
+      if (sentAt.has(email) && !arrivals.has(email)) arrivals.set(email, r.at);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const webhookLatencies = [...arrivals].map(([email, at]) => at - (sentAt.get(email) ?? at)).sort((x, y) => x - y);
+  const toWebhook = { rate: 50, seconds: SECONDS, sent: asyncJwts.length, received: webhookLatencies.length, p50Ms: percentile(webhookLatencies, 50), p99Ms: percentile(webhookLatencies, 99) };
+  console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
+
+  const file = writeResult('wallets', {
+    saturation: { bare: bareRun, service, ratio, goal: 0.6 },
+    existingSignin200: { ...existing200, goalP99Ms: 25 },
+    newSignin20: { ...new20, goalP99Ms: 100 },
+    createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },
+  });
+  console.log(`results: ${file}`);
+} finally {
+  bare?.proc.kill('SIGTERM');
+  svc.proc.kill('SIGTERM');
+  await svc.exited;
+  await receiver.close();
+  await idp.close();
+  rmSync(dir, { recursive: true, force: true });
+  await db.drop();
+}
