@@ -70,7 +70,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
 
   const middleware: Array<Koa.Middleware<AppState>> = [
     requestId(deps.log),
-    accessLog(),
+    accessLog(deps.log),
     errorHandler(),
     async (ctx, next) => {
       ctx.state.db = deps.db;

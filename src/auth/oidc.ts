@@ -47,6 +47,8 @@ export interface VerifiedUser {
 
 interface IssuerKeys {
   jwks: JSONWebKeySet;
+  /** Built once per fetched key set: jose caches imported keys inside it, so verifying does not re-import RSA keys. */
+  getKey: ReturnType<typeof createLocalJWKSet>;
   fetchedAt: number;
   lastRefetchAt: number;
 }
@@ -114,7 +116,7 @@ export class OidcVerifier {
   async #load(issuer: string): Promise<IssuerKeys> {
     const jwks = await this.#keySet(await this.#discover(issuer));
     const now = this.#now();
-    return { jwks, fetchedAt: now, lastRefetchAt: now };
+    return { jwks, getKey: createLocalJWKSet(jwks), fetchedAt: now, lastRefetchAt: now };
   }
 
   /**
@@ -222,7 +224,7 @@ export class OidcVerifier {
 
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, createLocalJWKSet(keys.jwks), {
+      ({ payload } = await jwtVerify(token, keys.getKey, {
         algorithms: ['RS256'],
         issuer: project.issuer,
         audience: this.options.audience,

@@ -13,21 +13,24 @@ export function requestId(log: Logger): Middleware<AppState> {
     const given = ctx.get('X-Request-Id');
     const id = CALLER_REQUEST_ID.test(given) ? given : randomUUID();
     ctx.state.requestId = id;
-    ctx.state.log = log.child({ requestId: id });
+    // A child logger costs a serialisation per request; most requests never log beyond the
+    // access line, so it is made on first use only.
+    let child: Logger | undefined;
+    Object.defineProperty(ctx.state, 'log', { get: () => (child ??= log.child({ requestId: id })), configurable: true });
     ctx.set('X-Request-Id', id);
     await next();
   };
 }
 
 /** One line per request: method, route path, status, duration. Never headers, query or body. */
-export function accessLog(): Middleware<AppState> {
+export function accessLog(log: Logger): Middleware<AppState> {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     try {
       await next();
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      ctx.state.log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+      log.info({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
     }
   };
 }
