@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -328,6 +329,66 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
       }
       expect(record).to.include({ kind: 'wallet', lastError: 'ssrf_blocked', lastStatus: null });
       expect(receiver.received).to.have.length(0);
+    } finally {
+      await app.close();
+      await receiver.close();
+    }
+  });
+
+  it('marks a wallet webhook failed at once on a refused connection or a timeout, classified', async () => {
+    const hang = createNetServer(() => undefined);
+    await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
+    const hangPort = (hang.address() as AddressInfo).port;
+    const app = await startApp(
+      { OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WEBHOOK_TIMEOUT_MS: '500', WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', RELAY_POLL_MS: '100' },
+      undefined,
+      { relay: true },
+    );
+    try {
+      const cases: Array<[string, string]> = [
+        ['http://127.0.0.1:9/refused', 'connection'],
+        [`http://127.0.0.1:${hangPort}/hangs`, 'timeout'],
+      ];
+      for (const [url, lastError] of cases) {
+        const iss = await idp.issuer();
+        const org = await createOrganisation(app.client);
+        const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: url });
+        expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(200);
+        let record: Record<string, unknown> | undefined;
+        for (let i = 0; i < 100 && !record; i++) {
+          record = (await app.client.get(`/api/v1/project/${project.id}/webhooks/failedDeliveries`)).body.failedDeliveries[0];
+          if (!record) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(record, url).to.include({ kind: 'wallet', attempts: 1, lastError, lastStatus: null, url });
+      }
+    } finally {
+      await app.close();
+      hang.close();
+    }
+  });
+
+  it('retries a failed wallet webhook in the background on the configured schedule', async () => {
+    const receiver = await Receiver.start();
+    receiver.status = 503;
+    const app = await startApp(
+      { OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WEBHOOK_RETRY_SCHEDULE: '0,300,300,300', RELAY_POLL_MS: '50' },
+      undefined,
+      { relay: true },
+    );
+    try {
+      const iss = await idp.issuer();
+      const org = await createOrganisation(app.client);
+      const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: receiver.url });
+      expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(200);
+      await receiver.waitFor(2);
+      receiver.status = 200;
+      const got = await receiver.waitFor(3);
+      expect(new Set(got.map((r) => r.headers['webhook-id'])).size).to.equal(1);
+      for (let i = 0; i < 50; i++) {
+        if ((await app.client.get(`/api/v1/project/${project.id}/webhooks/failedDeliveries`)).body.failedDeliveries.length === 0) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect.fail('the delivered webhook is still listed as failed');
     } finally {
       await app.close();
       await receiver.close();
