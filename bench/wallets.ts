@@ -1,12 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '../test/helpers/http.js';
-import { TestIdp } from '../test/helpers/idp.js';
-import { freePort, scratchDatabase, spawnService } from '../test/helpers/process.js';
-import { Receiver } from '../test/helpers/receiver.js';
+import { freePort, spawnService } from '../test/helpers/process.js';
+import { startStack } from '../test/helpers/stack.js';
 import { closedLoop, percentile, writeResult } from './stats.js';
 
 /**
@@ -34,13 +29,8 @@ async function fixedRate(rate: number, seconds: number, op: (i: number) => Promi
   return { rate, seconds, requests: total, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
 }
 
-const idp = await TestIdp.start();
-const receiver = await Receiver.start();
-const db = await scratchDatabase();
-const dir = mkdtempSync(path.join(tmpdir(), 'custody-bench-'));
-chmodSync(dir, 0o755);
-writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+const stack = await startStack('bench');
+const { idp, receiver, db, dir, operatorToken } = stack;
 const port = await freePort();
 const svc = spawnService({
   ROLE: 'all',
@@ -48,7 +38,7 @@ const svc = spawnService({
   DATA_DIR: dir,
   PORT: String(port),
   OPERATOR_TOKEN: operatorToken,
-  OIDC_CA_FILE: path.join(dir, 'ca.pem'),
+  OIDC_CA_FILE: stack.caFile,
   DB_POOL_MAX: '20',
   RELAY_POLL_MS: '200',
 });
@@ -125,8 +115,5 @@ try {
   bare?.proc.kill('SIGTERM');
   svc.proc.kill('SIGTERM');
   await svc.exited;
-  await receiver.close();
-  await idp.close();
-  rmSync(dir, { recursive: true, force: true });
-  await db.drop();
+  await stack.teardown();
 }

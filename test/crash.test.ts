@@ -1,13 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
 import { Client } from './helpers/http.js';
-import { TestIdp } from './helpers/idp.js';
-import { freePort, scratchDatabase, spawnService } from './helpers/process.js';
-import { Receiver } from './helpers/receiver.js';
+import { freePort, spawnService } from './helpers/process.js';
+import { startStack } from './helpers/stack.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 
@@ -15,13 +12,8 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
   this.timeout(240_000);
 
   it('ends every accepted request with exactly one wallet and a delivered webhook, no duplicate wallet, no orphan key', async () => {
-    const idp = await TestIdp.start();
-    const receiver = await Receiver.start();
-    const db = await scratchDatabase();
-    const dir = mkdtempSync(path.join(tmpdir(), 'custody-crash-'));
-    chmodSync(dir, 0o755);
-    writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-    const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+    const stack = await startStack('crash');
+    const { idp, receiver, db, dir, operatorToken } = stack;
     const port = await freePort();
     const env = {
       ROLE: 'all',
@@ -29,7 +21,7 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
       DATA_DIR: dir,
       PORT: String(port),
       OPERATOR_TOKEN: operatorToken,
-      OIDC_CA_FILE: path.join(dir, 'ca.pem'),
+      OIDC_CA_FILE: stack.caFile,
       WEBHOOK_TIMEOUT_MS: '3000',
       KEYVAULT_TIMEOUT_MS: '3000',
       RELAY_POLL_MS: '100',
@@ -103,10 +95,7 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
     } finally {
       svc.proc.kill('SIGKILL');
       await sql.end().catch(() => undefined);
-      await receiver.close();
-      await idp.close();
-      rmSync(dir, { recursive: true, force: true });
-      await db.drop();
+      await stack.teardown();
     }
   });
 });

@@ -1,34 +1,26 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
 import { Client } from './helpers/http.js';
-import { TestIdp } from './helpers/idp.js';
-import { freePort, scratchDatabase, spawnService } from './helpers/process.js';
-import { Receiver } from './helpers/receiver.js';
+import { freePort, spawnService } from './helpers/process.js';
 import { startSigner } from './helpers/signer.js';
+import { startStack } from './helpers/stack.js';
 
 describe('roles: api, worker and keyvault as separate processes', function () {
   this.timeout(120_000);
 
   it('creates a wallet accepted by ROLE=api in ROLE=worker and delivers its webhook', async () => {
-    const idp = await TestIdp.start();
-    const receiver = await Receiver.start();
-    const db = await scratchDatabase();
+    const stack = await startStack('roles');
+    const { idp, receiver } = stack;
     const signer = await startSigner();
-    const dir = mkdtempSync(path.join(tmpdir(), 'custody-roles-'));
-    chmodSync(dir, 0o755);
-    writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
     const common = {
-      DATABASE_URL: db.url,
-      DATA_DIR: dir,
+      DATABASE_URL: stack.db.url,
+      DATA_DIR: stack.dir,
       KEYVAULT_URL: signer.url,
       KEYVAULT_TOKEN: signer.token,
-      OPERATOR_TOKEN: `op_${randomBytes(24).toString('hex')}`,
+      OPERATOR_TOKEN: stack.operatorToken,
       DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-      OIDC_CA_FILE: path.join(dir, 'ca.pem'),
+      OIDC_CA_FILE: stack.caFile,
       RELAY_POLL_MS: '100',
     };
     const migrate = spawnService({ ...common, ROLE: 'migrate' });
@@ -55,10 +47,7 @@ describe('roles: api, worker and keyvault as separate processes', function () {
       api.proc.kill('SIGKILL');
       worker.proc.kill('SIGKILL');
       await signer.destroy();
-      await receiver.close();
-      await idp.close();
-      rmSync(dir, { recursive: true, force: true });
-      await db.drop();
+      await stack.teardown();
     }
   });
 });

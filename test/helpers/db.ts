@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import pg from 'pg';
 
 /** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
 export const ADMIN_DATABASE_URL = process.env['TEST_ADMIN_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -17,6 +18,17 @@ export function testDatabaseUrl(): string {
 export function testDb(): Knex {
   if (!current) throw new Error('the test database is not set up (test/helpers/hooks.ts)');
   return current.db;
+}
+
+/** One statement on the admin database (CREATE/DROP DATABASE). */
+export async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
 }
 
 export function databaseUrlFor(name: string): string {

@@ -1,20 +1,10 @@
-import pg from 'pg';
 import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
-import { ADMIN_DATABASE_URL, databaseUrlFor, setTestDatabase, testDb } from './db.js';
+import { adminQuery as admin, databaseUrlFor, setTestDatabase, testDb } from './db.js';
 import { setSharedSigner, sharedSigner, startSigner } from './signer.js';
 
 const name = `custody_test_${Date.now()}_${process.pid}`;
 
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 /** Root hooks: one fresh, migrated database per test run on the machine's PostgreSQL, dropped at the end. */
 export const mochaHooks = {

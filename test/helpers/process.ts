@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { ADMIN_DATABASE_URL, databaseUrlFor } from './db.js';
+import { adminQuery, databaseUrlFor } from './db.js';
 
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
@@ -66,15 +65,6 @@ export async function freePort(): Promise<number> {
 /** An empty database on the machine's PostgreSQL for one process test; `drop` removes it. */
 export async function scratchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `custody_scratch_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
-  const admin = async (sql: string) => {
-    const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`CREATE DATABASE ${name}`);
-  return { url: databaseUrlFor(name), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+  await adminQuery(`CREATE DATABASE ${name}`);
+  return { url: databaseUrlFor(name), drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
 }

@@ -1,0 +1,43 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { TestIdp } from './idp.js';
+import { scratchDatabase } from './process.js';
+import { Receiver } from './receiver.js';
+
+/** What a test or benchmark of the service as processes needs around it, made and removed together. */
+export interface Stack {
+  idp: TestIdp;
+  receiver: Receiver;
+  db: { url: string; drop(): Promise<void> };
+  /** A data directory the embedded PostgreSQL's user could enter, holding the IdP's CA. */
+  dir: string;
+  caFile: string;
+  operatorToken: string;
+  teardown(): Promise<void>;
+}
+
+export async function startStack(prefix: string): Promise<Stack> {
+  const idp = await TestIdp.start();
+  const receiver = await Receiver.start();
+  const db = await scratchDatabase();
+  const dir = mkdtempSync(path.join(tmpdir(), `custody-${prefix}-`));
+  chmodSync(dir, 0o755);
+  const caFile = path.join(dir, 'ca.pem');
+  writeFileSync(caFile, idp.caPem);
+  return {
+    idp,
+    receiver,
+    db,
+    dir,
+    caFile,
+    operatorToken: `op_${randomBytes(24).toString('hex')}`,
+    teardown: async () => {
+      await receiver.close();
+      await idp.close();
+      rmSync(dir, { recursive: true, force: true });
+      await db.drop();
+    },
+  };
+}
