@@ -30,15 +30,10 @@ async function fixedRate(rate: number, seconds: number, op: (i: number) => Promi
 }
 
 const stack = await startStack('bench');
-const { idp, receiver, db, dir, operatorToken } = stack;
+const { idp, receiver, db, operatorToken } = stack;
 const port = await freePort();
 const svc = spawnService({
-  ROLE: 'all',
-  DATABASE_URL: db.url,
-  DATA_DIR: dir,
-  PORT: String(port),
-  OPERATOR_TOKEN: operatorToken,
-  OIDC_CA_FILE: stack.caFile,
+  ...stack.serviceEnv(port),
   DB_POOL_MAX: '20',
   RELAY_POLL_MS: '200',
 });

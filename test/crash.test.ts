@@ -16,12 +16,7 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
     const { idp, receiver, db, dir, operatorToken } = stack;
     const port = await freePort();
     const env = {
-      ROLE: 'all',
-      DATABASE_URL: db.url,
-      DATA_DIR: dir,
-      PORT: String(port),
-      OPERATOR_TOKEN: operatorToken,
-      OIDC_CA_FILE: stack.caFile,
+      ...stack.serviceEnv(port),
       WEBHOOK_TIMEOUT_MS: '3000',
       KEYVAULT_TIMEOUT_MS: '3000',
       RELAY_POLL_MS: '100',

@@ -44,17 +44,6 @@ function compile(schema: TSchema): ValidateFunction {
   return fn;
 }
 
-/** Query strings arrive as strings, or as arrays when repeated; only single strings pass. */
-function queryObject(ctx: AppContext): Record<string, unknown> {
-  return { ...ctx.query };
-}
-
-function bodyOf(ctx: AppContext): unknown {
-  // koa-body leaves `body` undefined when nothing was sent.
-  const body: unknown = ctx.request.body;
-  return body;
-}
-
 /**
  * `endpoint(schemas, handler)` gives the route's last two middlewares: validation of path
  * parameters, query and body (all problems in one 400), then the handler with typed input.
@@ -66,7 +55,9 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
     ['body', schemas.body ? compile(schemas.body) : undefined],
   ];
   return async (ctx) => {
-    const values: Record<Location, unknown> = { params: { ...ctx.params }, query: queryObject(ctx), body: bodyOf(ctx) };
+    // Query values arrive as strings, or arrays when repeated (which the string schemas refuse);
+    // koa-body leaves `body` undefined when nothing was sent.
+    const values: Record<Location, unknown> = { params: { ...ctx.params }, query: { ...ctx.query }, body: ctx.request.body };
     const found: FieldProblem[] = [];
     for (const [location, check] of checks) {
       const value = values[location];

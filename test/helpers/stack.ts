@@ -15,6 +15,8 @@ export interface Stack {
   dir: string;
   caFile: string;
   operatorToken: string;
+  /** The environment of `ROLE=all` on `port` against this stack. */
+  serviceEnv(port: number): Record<string, string>;
   teardown(): Promise<void>;
 }
 
@@ -26,13 +28,15 @@ export async function startStack(prefix: string): Promise<Stack> {
   chmodSync(dir, 0o755);
   const caFile = path.join(dir, 'ca.pem');
   writeFileSync(caFile, idp.caPem);
+  const operatorToken = `op_${randomBytes(24).toString('hex')}`;
   return {
     idp,
     receiver,
     db,
     dir,
     caFile,
-    operatorToken: `op_${randomBytes(24).toString('hex')}`,
+    operatorToken,
+    serviceEnv: (port) => ({ ROLE: 'all', DATABASE_URL: db.url, DATA_DIR: dir, PORT: String(port), OPERATOR_TOKEN: operatorToken, OIDC_CA_FILE: caFile }),
     teardown: async () => {
       await receiver.close();
       await idp.close();
