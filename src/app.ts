@@ -21,6 +21,7 @@ import { OidcVerifier } from './auth/oidc.js';
 import { walletRoutes } from './wallets/routes.js';
 import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
 import { tokenRoutes } from './tokens/routes.js';
+import { membershipRoutes } from './memberships/routes.js';
 
 export interface AppDeps {
   config: Config;
@@ -31,7 +32,7 @@ export interface AppDeps {
   dataEncryptionKey: Buffer;
   lifecycle: Lifecycle;
   signer: SignerClient;
-  /** Injectable clock for JWT expiry checks. */
+  /** Injectable clock (ms): JWT expiry checks, membership expiry. */
   now?: () => number;
 }
 
@@ -48,6 +49,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
     secretBox: new SecretBox(deps.dataEncryptionKey),
+    now: deps.now ?? Date.now,
   };
 
   healthRoutes(router, deps.db, deps.signer, deps.lifecycle);
@@ -66,6 +68,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...(deps.now ? { now: deps.now } : {}),
   });
   walletRoutes(router, { ...routeDeps, wallets: { db: deps.db, signer: deps.signer, oidc, env: deps.config.appEnv } });
+  membershipRoutes(router, routeDeps);
   failedDeliveryRoutes(router, routeDeps);
 
   const middleware: Array<Koa.Middleware<AppState>> = [

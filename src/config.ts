@@ -52,6 +52,8 @@ export interface Config {
   readonly relayInApi: boolean;
   readonly relayConcurrency: number;
   readonly relayPollMs: number;
+  /** How often the worker looks for memberships whose expiration passed (section 9: within a minute). */
+  readonly schedulerIntervalMs: number;
   /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
   readonly relayLeaseMs: number;
 }
@@ -222,6 +224,7 @@ export function loadConfig(env: Env = process.env): Config {
     relayInApi: bool('RELAY_IN_API', false),
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
+    schedulerIntervalMs: int('SCHEDULER_INTERVAL_MS', 10_000, 10, 60_000),
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -18,6 +18,7 @@ import { SignerClient } from './signer/client.js';
 import { SecretBox } from './crypto/secrets.js';
 import { outboxHandler } from './outbox/handlers.js';
 import { OutboxRelay } from './outbox/relay.js';
+import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
 
@@ -89,7 +90,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
   const lifecycle: Lifecycle = { draining: false };
   const app = buildApp({ config, db, log, lifecycle, signer, ...secrets });
-  const relay = config.role === 'all' || config.relayInApi ? await startRelay(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
+  const background = config.role === 'all' || config.relayInApi ? await startBackground(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
     void handle(req, res);
@@ -112,14 +113,21 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     // Let load balancers see /readyz fail before we stop accepting connections.
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
-    await relay?.stop();
+    await background?.stop();
     await child?.stop();
     await database.close();
   });
 }
 
-/** The outbox relay: creates wallets queued by createasync and delivers wallet webhooks. */
-async function startRelay(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<OutboxRelay> {
+interface Background {
+  stop(): Promise<void>;
+}
+
+/**
+ * The background work of ROLE=worker (and ROLE=all, or the API with RELAY_IN_API): the outbox
+ * relay (creates wallets queued by createasync, delivers webhooks) and the membership expiry scheduler.
+ */
+async function startBackground(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<Background> {
   const relay = new OutboxRelay({
     db: database.db,
     databaseUrl: database.url,
@@ -130,11 +138,18 @@ async function startRelay(config: Config, database: Database, signer: SignerClie
     leaseMs: config.relayLeaseMs,
   });
   await relay.start();
-  log.info({ concurrency: config.relayConcurrency }, 'outbox relay running');
-  return relay;
+  const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });
+  scheduler.start();
+  log.info({ concurrency: config.relayConcurrency, schedulerIntervalMs: config.schedulerIntervalMs }, 'outbox relay and expiry scheduler running');
+  return {
+    stop: async () => {
+      await scheduler.stop();
+      await relay.stop();
+    },
+  };
 }
 
-/** ROLE=worker: the outbox relay on its own, beside any number of API processes. */
+/** ROLE=worker: the outbox relay and the scheduler on their own, beside any number of API processes. */
 async function runWorker(config: Config, log: Logger): Promise<void> {
   const database = await openDatabase(config, log);
   const pending = await pendingMigrations(database.db);
@@ -144,9 +159,9 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   }
   const dataEncryptionKey = dataEncryptionKeyOf(config);
   const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
-  const relay = await startRelay(config, database, signer, dataEncryptionKey, log);
+  const background = await startBackground(config, database, signer, dataEncryptionKey, log);
   onShutdown(log, async () => {
-    await relay.stop();
+    await background.stop();
     await database.close();
   });
 }

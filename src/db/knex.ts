@@ -32,3 +32,9 @@ export function createDb(options: DbOptions): Knex {
     },
   });
 }
+
+/**
+ * A JS array as one bind parameter: node-postgres sends it as a PostgreSQL array literal (nulls
+ * included) for `unnest(?::text[])`; knex's types only know arrays without nulls.
+ */
+export const pgArray = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;

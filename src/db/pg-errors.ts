@@ -1,4 +1,4 @@
-import { ConflictError, DependencyUnavailableError, type AppError } from '../errors.js';
+import { AppError, ConflictError, DependencyUnavailableError } from '../errors.js';
 
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH']);
 
@@ -11,6 +11,12 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   const e = err as { code?: unknown; name?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (code === '23505') return new ConflictError('The resource already exists.');
+  // Deadlock or serialization failure: the database aborted this request in favour of a concurrent one.
+  if (isTransientConflict(err)) {
+    return new AppError(503, 'dependency_unavailable', 'Service Unavailable', 'The request collided with a concurrent one and was rolled back; retry.', undefined, {
+      'Retry-After': '1',
+    });
+  }
   // Class 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now;
   // 53300: too many connections.
   if (code.startsWith('08') || /^57P0[1-3]$/.test(code) || code === '53300' || UNREACHABLE_CODES.has(code)) {
@@ -26,3 +32,9 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
 
 export const isUniqueViolation = (err: unknown): boolean =>
   typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
+
+/** 40P01 deadlock, 40001 serialization failure: safe to run the whole transaction again. */
+export const isTransientConflict = (err: unknown): boolean => {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return code === '40P01' || code === '40001';
+};

@@ -11,4 +11,6 @@ export interface RouteDeps {
   idempotent: AppMiddleware;
   cursors: Cursors;
   secretBox: SecretBox;
+  /** The clock (ms since the epoch); tests inject one. */
+  now: () => number;
 }

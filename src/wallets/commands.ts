@@ -5,7 +5,8 @@ import type { Executor } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
 import { AppError, NotFoundError, ValidationError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
-import { enqueue, newMessageId, resendFailedWalletDeliveries } from '../outbox/repository.js';
+import { recordEvents } from '../events/record.js';
+import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectByKeyHash, type ProjectRow } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
@@ -75,8 +76,7 @@ async function recordWalletCreated(tx: Executor, project: ProjectRow, wallet: Wa
       payload: JSON.stringify(data),
     });
   }
-  const envelope = { id: newMessageId(), type: 'wallet.created', createdAt: new Date().toISOString(), projectId: project.id, data };
-  await enqueue(tx, { project_id: project.id, kind: 'event', wallet_id: wallet.id, event: 'wallet.created', payload: JSON.stringify(envelope) });
+  await recordEvents(tx, project.id, [{ type: 'wallet.created', data, walletId: wallet.id }]);
 }
 
 /**

@@ -33,7 +33,7 @@ export interface TestApp {
 const DATA_ENCRYPTION_KEY = randomBytes(32);
 
 /** The real app on a real port, against the test database (or `db` if given), logs captured. */
-export async function startApp(env: Record<string, string> = {}, db: Knex = testDb(), options: { relay?: boolean } = {}): Promise<TestApp> {
+export async function startApp(env: Record<string, string> = {}, db: Knex = testDb(), options: { relay?: boolean; now?: () => number } = {}): Promise<TestApp> {
   const operatorToken = newSecret('sk_test_');
   const dataEncryptionKey = DATA_ENCRYPTION_KEY;
   const signer = sharedSigner();
@@ -63,6 +63,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     dataEncryptionKey,
     lifecycle,
     signer: signerClient,
+    ...(options.now ? { now: options.now } : {}),
   });
   let relay: OutboxRelay | undefined;
   if (options.relay) {
