@@ -140,7 +140,7 @@ async function startBackground(config: Config, database: Database, signer: Signe
   await relay.start();
   const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });
   scheduler.start();
-  log.info({ concurrency: config.relayConcurrency, schedulerIntervalMs: config.schedulerIntervalMs }, 'outbox relay and expiry scheduler running');
+  log.info({ concurrency: config.relayConcurrency, schedulerIntervalMs: config.schedulerIntervalMs }, 'outbox relay running, expiry scheduler running');
   return {
     stop: async () => {
       await scheduler.stop();
