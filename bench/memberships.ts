@@ -6,7 +6,7 @@ import { seedMemberships, seedWallets } from '../scripts/seed-memberships.js';
 import { Client } from '../test/helpers/http.js';
 import { freePort, spawnService } from '../test/helpers/process.js';
 import { startStack } from '../test/helpers/stack.js';
-import { closedLoop, percentile, writeResult } from './stats.js';
+import { closedLoop, writeResult } from './stats.js';
 
 /**
  * Memberships against ROLE=all on a scratch database: issuing 1,000 items in one call, and the
@@ -69,8 +69,8 @@ try {
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   };
   const nowS = Math.floor(Date.now() / 1000);
-  const viewSql = viewQuery(db, projectId, { walletLower: wallets[0], includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toString();
-  const typeSql = viewQuery(db, projectId, { membershipType: 'seed:3', includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toString();
+  const viewSql = viewQuery(db, projectId, { walletLower: wallets[0], includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toQuery();
+  const typeSql = viewQuery(db, projectId, { membershipType: 'seed:3', includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toQuery();
   const pairs = await seedWallets(pgClient, Array.from({ length: 1_000 }, (_, i) => i * 37));
   await pgClient.query('BEGIN');
   let n = 0;
