@@ -20,6 +20,7 @@ import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
 import { walletRoutes } from './wallets/routes.js';
 import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
+import { webhookRoutes } from './webhooks/routes.js';
 import { tokenRoutes } from './tokens/routes.js';
 import { membershipRoutes } from './memberships/routes.js';
 
@@ -70,6 +71,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   walletRoutes(router, { ...routeDeps, wallets: { db: deps.db, signer: deps.signer, oidc, env: deps.config.appEnv } });
   membershipRoutes(router, routeDeps);
   failedDeliveryRoutes(router, routeDeps);
+  webhookRoutes(router, routeDeps);
 
   const middleware: Array<Koa.Middleware<AppState>> = [
     requestId(deps.log),

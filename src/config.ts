@@ -46,6 +46,10 @@ export interface Config {
   readonly webhookConnectTimeoutMs: number;
   readonly webhookTimeoutMs: number;
   readonly walletWebhookBackgroundRetry: boolean;
+  /** A subscription failing every attempt for this long is disabled (section 8: five days). */
+  readonly webhookDisableAfterMs: number;
+  /** Attempts in flight per endpoint (a subscription, or a project's wallet webhook) in one relay. */
+  readonly webhookEndpointConcurrency: number;
   /** CIDRs allowed as outbound targets in production although private. */
   readonly egressAllowPrivate: string[];
   /** Run the outbox relay inside ROLE=api too (ROLE=all and ROLE=worker always run it). */
@@ -220,6 +224,8 @@ export function loadConfig(env: Env = process.env): Config {
     webhookConnectTimeoutMs: int('WEBHOOK_CONNECT_TIMEOUT_MS', 5_000, 10, 60_000),
     webhookTimeoutMs,
     walletWebhookBackgroundRetry: bool('WALLET_WEBHOOK_BACKGROUND_RETRY', true),
+    webhookDisableAfterMs: int('WEBHOOK_DISABLE_AFTER_MS', 5 * 86_400_000, 0, 365 * 86_400_000),
+    webhookEndpointConcurrency: int('WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
     egressAllowPrivate: egress.cidrs,
     relayInApi: bool('RELAY_IN_API', false),
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),

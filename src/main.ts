@@ -136,6 +136,7 @@ async function startBackground(config: Config, database: Database, signer: Signe
     concurrency: config.relayConcurrency,
     pollMs: config.relayPollMs,
     leaseMs: config.relayLeaseMs,
+    endpointConcurrency: config.webhookEndpointConcurrency,
   });
   await relay.start();
   const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
+import { lookup as dnsLookupAll } from 'node:dns/promises';
 
 /**
  * Where outbound requests (webhooks, OIDC discovery and key sets) may go. In production,
@@ -104,4 +105,18 @@ export function egressLookup(policy: EgressPolicy) {
 export function literalHostAllowed(policy: EgressPolicy, hostname: string): boolean {
   const host = hostname.replace(/^\[|\]$/g, '');
   return isIP(host) === 0 || addressAllowed(policy, host);
+}
+
+/**
+ * For a target given at creation (a webhook URL): in production, refuses a host whose addresses
+ * the policy does not allow. A host that does not resolve yet is let through: it is checked
+ * again at connect time, every time.
+ */
+export async function targetProblem(policy: EgressPolicy, hostname: string): Promise<string | undefined> {
+  if (!policy.restrict) return undefined;
+  const host = hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host) !== 0) return addressAllowed(policy, host) ? undefined : `points to ${host}, which is not a public address`;
+  const addresses = await dnsLookupAll(host, { all: true }).catch((): LookupAddress[] => []);
+  const bad = addresses.find((a) => !addressAllowed(policy, a.address));
+  return bad ? `resolves to ${bad.address}, which is not a public address` : undefined;
 }

@@ -6,6 +6,8 @@ import { walletSecretAad } from '../projects/commands.js';
 import { findProjectById, type ProjectRow } from '../projects/repository.js';
 import { signatureHeaders } from '../webhooks/signing.js';
 import type { Outcome, OutboxRow } from './repository.js';
+import { subscriptionSecretAad } from '../webhooks/commands.js';
+import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy, type SubscriptionRow } from '../webhooks/repository.js';
 
 export const RESPONSE_BODY_LIMIT = 16 * 1024;
 const USER_AGENT = 'custody-service-webhooks/1';
@@ -34,24 +36,29 @@ function walletSecrets(project: ProjectRow, box: SecretBox, now: number): string
   return secrets;
 }
 
-/**
- * One attempt of a wallet-created webhook (CONTRACT.md section 6): the stored bytes, signed
- * afresh, to the project's current wallet webhook URL. Any non-2xx, timeout or refused
- * connection marks it failed at once; background retries follow the schedule when enabled.
- */
-export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): Promise<Outcome> {
-  const project = await findProjectById(deps.db, row.project_id);
-  const url = project?.wallet_webhook_url;
-  if (!project || !url || project.deleted_at) {
-    return { status: 'done', nextAttemptAt: null, attempted: false, lastError: 'no wallet webhook URL any more' };
-  }
+interface Attempt {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  responseBody: string | null;
+  /** From a 429/503 answer's Retry-After, in ms. */
+  retryAfterMs: number | null;
+}
+
+/** Retry-After as seconds or an HTTP date, in ms from now; null when absent or unreadable. */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | null {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined) return null;
+  if (/^\d{1,10}$/.test(text.trim())) return Number(text.trim()) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** One signed POST of the stored bytes (section 8: the exact bytes, a fresh timestamp, one signature per live secret). */
+async function attempt(row: OutboxRow, url: string, secrets: string[], deps: DeliveryDeps): Promise<Attempt> {
   const now = deps.now();
   const body = row.payload ?? '';
-  const headers = { 'content-type': 'application/json', ...signatureHeaders(row.message_id, Math.floor(now / 1000), body, walletSecrets(project, deps.secretBox, now)) };
-  const failed = (fields: Partial<Outcome>): Outcome => {
-    const delay = deps.config.walletWebhookBackgroundRetry ? scheduledDelay(deps.config.webhookRetrySchedule, row.attempts + 1) : null;
-    return { status: 'failed', nextAttemptAt: delay === null ? null : new Date(deps.now() + delay), attempted: true, url, ...fields };
-  };
+  const headers = { 'content-type': 'application/json', ...signatureHeaders(row.message_id, Math.floor(now / 1000), body, secrets) };
   try {
     const res = await outboundRequest(new URL(url), { method: 'POST', headers, body }, {
       policy: { restrict: deps.config.appEnv === 'production', allow: deps.config.egressAllowPrivate },
@@ -62,12 +69,81 @@ export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): 
       userAgent: USER_AGENT,
     });
     const responseBody = res.body.toString('utf8');
-    if (res.status >= 200 && res.status < 300) {
-      return { status: 'done', nextAttemptAt: null, attempted: true, lastStatus: res.status, lastError: null, lastResponseBody: responseBody, url };
-    }
-    return failed({ lastStatus: res.status, lastError: 'http_status', lastResponseBody: responseBody });
+    const ok = res.status >= 200 && res.status < 300;
+    const honoured = res.status === 429 || res.status === 503 ? retryAfterMs(res.headers['retry-after'], deps.now()) : null;
+    return { ok, status: res.status, error: ok ? null : 'http_status', responseBody, retryAfterMs: honoured };
   } catch (err) {
     const kind = err instanceof OutboundError ? err.kind : 'connection';
-    return failed({ lastStatus: null, lastError: kind === 'redirect' || kind === 'too_large' ? 'http_status' : kind, lastResponseBody: null });
+    return { ok: false, status: null, error: kind === 'redirect' || kind === 'too_large' ? 'http_status' : kind, responseBody: null, retryAfterMs: null };
   }
+}
+
+const attemptFields = (a: Attempt, url: string): Partial<Outcome> => ({ lastStatus: a.status, lastError: a.error, lastResponseBody: a.responseBody, url });
+
+/**
+ * One attempt of a wallet-created webhook (CONTRACT.md section 6): the stored bytes, signed
+ * afresh, to the project's current wallet webhook URL. Any non-2xx, timeout or refused
+ * connection marks it failed at once; background retries follow the schedule when enabled.
+ */
+export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): Promise<Outcome> {
+  const project = await findProjectById(deps.db, row.project_id);
+  const url = project?.wallet_webhook_url;
+  if (!project || !url || project.deleted_at) {
+    return { status: 'done', retryInMs: null, attempted: false, lastError: 'no wallet webhook URL any more' };
+  }
+  const result = await attempt(row, url, walletSecrets(project, deps.secretBox, deps.now()), deps);
+  if (result.ok) return { status: 'done', retryInMs: null, attempted: true, ...attemptFields(result, url) };
+  const delay = deps.config.walletWebhookBackgroundRetry && !row.manual_retry ? nextDelay(deps.config.webhookRetrySchedule, row.attempts + 1, result.retryAfterMs) : null;
+  return { status: 'failed', retryInMs: delay, attempted: true, ...attemptFields(result, url) };
+}
+
+/** Retry-After is honoured up to this (or the schedule's longest step, if longer): an endpoint cannot park a delivery for ever. */
+const RETRY_AFTER_CAP_MS = 86_400_000;
+
+/**
+ * The delay before the next attempt: the schedule's (with jitter), or later when the endpoint
+ * asked so with Retry-After (capped); the number of attempts stays the schedule's. Null: no
+ * attempts left.
+ */
+export function nextDelay(schedule: number[], attempt: number, retryAfter: number | null): number | null {
+  const scheduled = scheduledDelay(schedule, attempt);
+  if (scheduled === null) return null;
+  if (retryAfter === null) return scheduled;
+  return Math.max(scheduled, Math.min(retryAfter, Math.max(RETRY_AFTER_CAP_MS, ...schedule)));
+}
+
+/** The subscription's live signing secrets: the current one, and the previous one during its 24 h overlap. */
+function subscriptionSecrets(sub: SubscriptionRow, box: SecretBox, now: number): string[] {
+  const aad = subscriptionSecretAad(sub.id);
+  const secrets = [box.open(sub.secret_enc, aad)];
+  if (sub.secret_prev_enc && sub.secret_prev_expires_at && sub.secret_prev_expires_at.getTime() > now) secrets.push(box.open(sub.secret_prev_enc, aad));
+  return secrets;
+}
+
+/**
+ * One attempt of a subscription delivery (section 8): to the subscription's current URL; retried
+ * on the schedule (Retry-After honoured), failed after the last attempt; `410` disables the
+ * subscription at once, and so does a run of failures as long as WEBHOOK_DISABLE_AFTER_MS.
+ * A deleted subscription's deliveries are dropped; a disabled one's are failed unsent, so that
+ * they can be retried once it is enabled again.
+ */
+export async function deliverSubscriptionWebhook(row: OutboxRow, deps: DeliveryDeps): Promise<Outcome> {
+  const sub = row.subscription_id === null ? undefined : await findSubscriptionById(deps.db, row.subscription_id);
+  if (!sub || sub.deleted_at) return { status: 'done', retryInMs: null, attempted: false };
+  if (sub.disabled_at) return { status: 'failed', retryInMs: null, attempted: false, lastError: 'subscription_disabled' };
+  const result = await attempt(row, sub.url, subscriptionSecrets(sub, deps.secretBox, deps.now()), deps);
+  const fields = attemptFields(result, sub.url);
+  if (result.ok) {
+    await markSubscriptionHealthy(deps.db, sub.id);
+    return { status: 'done', retryInMs: null, attempted: true, ...fields };
+  }
+  if (result.status === 410) {
+    await disableSubscription(deps.db, sub.id, 'the endpoint answered 410 Gone');
+    return { status: 'failed', retryInMs: null, attempted: true, ...fields };
+  }
+  const disabled = await markSubscriptionFailing(deps.db, sub.id, deps.now(), deps.config.webhookDisableAfterMs);
+  const delay = disabled || row.manual_retry ? null : nextDelay(deps.config.webhookRetrySchedule, row.attempts + 1, result.retryAfterMs);
+  return delay === null
+    ? { status: 'failed', retryInMs: null, attempted: true, ...fields }
+    : { status: 'pending', retryInMs: delay, attempted: true, ...fields };
 }

@@ -6,12 +6,12 @@ import { findProjectById } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { completeWallet } from '../wallets/commands.js';
 import { findWallet } from '../wallets/repository.js';
-import { deliverWalletWebhook } from './deliver.js';
+import { deliverSubscriptionWebhook, deliverWalletWebhook } from './deliver.js';
 import type { OutboxHandler } from './relay.js';
 import type { Outcome } from './repository.js';
 
 /** Back-off for work that waits on a dependency (the signer, Vault): 1 s doubling to 1 min. */
-const backoff = (attempts: number, now: number): Date => new Date(now + Math.min(60_000, 1_000 * 2 ** attempts));
+const backoff = (attempts: number): number => Math.min(60_000, 1_000 * 2 ** attempts);
 
 export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox: SecretBox; config: Config; now?: () => number }): OutboxHandler {
   const now = deps.now ?? Date.now;
@@ -20,19 +20,21 @@ export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox:
       case 'wallet.create': {
         const wallet = row.wallet_id === null ? undefined : await findWallet(deps.db, row.wallet_id);
         const project = await findProjectById(deps.db, row.project_id);
-        if (!wallet || !project) return { status: 'done', nextAttemptAt: null, attempted: false, lastError: 'wallet or project gone' };
+        if (!wallet || !project) return { status: 'done', retryInMs: null, attempted: false, lastError: 'wallet or project gone' };
         try {
           await completeWallet(deps, project, wallet);
-          return { status: 'done', nextAttemptAt: null, attempted: true };
+          return { status: 'done', retryInMs: null, attempted: true };
         } catch (err) {
           const reason = err instanceof AppError ? err.code : 'internal_error';
-          return { status: 'pending', nextAttemptAt: backoff(row.attempts, now()), attempted: true, lastError: reason };
+          return { status: 'pending', retryInMs: backoff(row.attempts), attempted: true, lastError: reason };
         }
       }
-      case 'delivery':
-        return deliverWalletWebhook(row, { db: deps.db, config: deps.config, secretBox: deps.secretBox, now });
+      case 'delivery': {
+        const delivery = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now };
+        return row.delivery_kind === 'subscription' ? deliverSubscriptionWebhook(row, delivery) : deliverWalletWebhook(row, delivery);
+      }
       case 'event':
-        throw new Error('event rows are not claimed by this relay');
+        throw new Error('event rows are fanned out, never claimed');
     }
   };
 }

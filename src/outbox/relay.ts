@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../logger.js';
-import { claimDue, OUTBOX_CHANNEL, settle, type Outcome, type OutboxRow } from './repository.js';
+import { claimDue, fanOutEvents, laneOf, OUTBOX_CHANNEL, release, settle, type Outcome, type OutboxRow } from './repository.js';
 import type { Knex } from 'knex';
 
 export type OutboxHandler = (row: OutboxRow) => Promise<Outcome>;
@@ -15,6 +15,10 @@ export interface RelayOptions {
   pollMs: number;
   /** How long a claimed row stays ours; longer than any attempt can take. */
   leaseMs: number;
+  /** Attempts in flight per endpoint, so that a slow endpoint never holds every slot. */
+  endpointConcurrency: number;
+  /** Events fanned out per statement. */
+  fanOutBatch?: number;
 }
 
 /**
@@ -24,6 +28,7 @@ export interface RelayOptions {
  */
 export class OutboxRelay {
   #inFlight = 0;
+  readonly #lanes = new Map<number, number>();
   #stopping = false;
   #pumping = false;
   #again = false;
@@ -77,23 +82,42 @@ export class OutboxRelay {
   }
 
   async #pump(): Promise<void> {
+    const batch = this.options.fanOutBatch ?? 500;
+    try {
+      while ((await fanOutEvents(this.options.db, batch)).events === batch && !this.#stopping);
+    } catch (err) {
+      this.options.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'event fan-out failed');
+    }
     for (;;) {
       const free = this.options.concurrency - this.#inFlight;
       if (free <= 0 || this.#stopping) return;
+      const busy = [...this.#lanes].filter(([, n]) => n >= this.options.endpointConcurrency).map(([lane]) => lane);
       let rows: OutboxRow[];
       try {
-        rows = await claimDue(this.options.db, free, this.options.leaseMs);
+        rows = await claimDue(this.options.db, free, this.options.leaseMs, busy);
       } catch (err) {
         this.options.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'outbox poll failed');
         return;
       }
-      for (const row of rows) this.#run(row);
+      const extra: number[] = [];
+      for (const row of rows) {
+        const lane = laneOf(row);
+        if (lane !== null && (this.#lanes.get(lane) ?? 0) >= this.options.endpointConcurrency) extra.push(row.id);
+        else this.#run(row, lane);
+      }
+      if (extra.length > 0) {
+        await release(this.options.db, extra).catch(() => undefined);
+        // Those endpoints are full now; the next pass leaves them out.
+        if (extra.length === rows.length) return;
+        continue;
+      }
       if (rows.length < free) return;
     }
   }
 
-  #run(row: OutboxRow): void {
+  #run(row: OutboxRow, lane: number | null): void {
     this.#inFlight++;
+    if (lane !== null) this.#lanes.set(lane, (this.#lanes.get(lane) ?? 0) + 1);
     void (async () => {
       try {
         const outcome = await this.options.handle(row);
@@ -103,6 +127,11 @@ export class OutboxRelay {
         this.options.log.warn({ outboxId: row.id, kind: row.kind, err: err instanceof Error ? err.message : String(err) }, 'outbox row not settled');
       } finally {
         this.#inFlight--;
+        if (lane !== null) {
+          const left = (this.#lanes.get(lane) ?? 1) - 1;
+          if (left === 0) this.#lanes.delete(lane);
+          else this.#lanes.set(lane, left);
+        }
         if (this.#inFlight === 0) for (const done of this.#idle.splice(0)) done();
         this.wake();
       }

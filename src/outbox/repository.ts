@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Executor } from '../db/knex.js';
+import { pgArray, type Executor } from '../db/knex.js';
 
 export const OUTBOX_CHANNEL = 'custody_outbox';
 
@@ -9,7 +9,10 @@ export interface OutboxRow {
   kind: 'wallet.create' | 'delivery' | 'event';
   delivery_kind: 'wallet' | 'subscription' | null;
   wallet_id: number | null;
+  subscription_id: number | null;
   event: string | null;
+  /** For subscription deliveries: the id of the event (envelope) they carry. */
+  event_id: string | null;
   url: string | null;
   payload: string | null;
   message_id: string;
@@ -20,6 +23,8 @@ export interface OutboxRow {
   last_error: string | null;
   last_response_body: string | null;
   last_attempt_at: Date | null;
+  /** One manual attempt (failedDeliveries/{id}/retry): a failure goes straight back to failed. */
+  manual_retry: boolean;
   created_at: Date;
 }
 
@@ -30,42 +35,101 @@ export async function notifyOutbox(db: Executor): Promise<void> {
   await db.raw('SELECT pg_notify(?, ?)', [OUTBOX_CHANNEL, '']);
 }
 
-export async function enqueue(
-  db: Executor,
-  row: Pick<OutboxRow, 'project_id' | 'kind'> & Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'event' | 'url' | 'payload'>>,
-): Promise<boolean> {
-  const { rowCount } = await db.raw<{ rowCount: number }>(
-    `INSERT INTO outbox (project_id, kind, delivery_kind, wallet_id, event, url, payload, message_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-    [row.project_id, row.kind, row.delivery_kind ?? null, row.wallet_id ?? null, row.event ?? null, row.url ?? null, row.payload ?? null, newMessageId()],
+type NewOutboxRow = Pick<OutboxRow, 'project_id' | 'kind'> &
+  Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'subscription_id' | 'event' | 'event_id' | 'url' | 'payload'>>;
+
+/** Queues one row (unless a unique rule says it is already queued: then undefined) and wakes the relays on commit. */
+export async function enqueue(db: Executor, row: NewOutboxRow): Promise<OutboxRow | undefined> {
+  const { rows } = await db.raw<{ rows: OutboxRow[] }>(
+    `INSERT INTO outbox (project_id, kind, delivery_kind, wallet_id, subscription_id, event, event_id, url, payload, message_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+    [
+      row.project_id,
+      row.kind,
+      row.delivery_kind ?? null,
+      row.wallet_id ?? null,
+      row.subscription_id ?? null,
+      row.event ?? null,
+      row.event_id ?? null,
+      row.url ?? null,
+      row.payload ?? null,
+      newMessageId(),
+    ],
   );
   await notifyOutbox(db);
-  return rowCount > 0;
+  return rows[0];
 }
 
 /**
- * Takes up to `limit` due rows for this relay (`event` rows wait for the subscriptions' fan-out): SKIP LOCKED so relays side by side never take the
- * same row, and a lease so that a row whose relay died is taken again once the lease runs out.
+ * Fans recorded events out to the subscriptions of their project that name them (or `*`): one
+ * delivery row per subscription, carrying the event's stored bytes and a `webhook-id` of its own,
+ * and the event marked done, all in one statement. SKIP LOCKED lets relays side by side share
+ * the work; each event fans out once.
  */
-export async function claimDue(db: Executor, limit: number, leaseMs: number): Promise<OutboxRow[]> {
+export async function fanOutEvents(db: Executor, limit: number): Promise<{ events: number; deliveries: number }> {
+  const { rows } = await db.raw<{ rows: Array<{ events: number; deliveries: number }> }>(
+    `WITH ev AS (
+       SELECT id, project_id, event, payload, message_id FROM outbox
+        WHERE kind = 'event' AND status = 'pending'
+        ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
+     ), deliveries AS (
+       INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id)
+       SELECT ev.project_id, 'delivery', 'subscription', s.id, ev.event, ev.message_id, s.url, ev.payload,
+              'msg_' || replace(gen_random_uuid()::text, '-', '')
+         FROM ev JOIN webhook_subscriptions s
+           ON s.project_id = ev.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
+          AND (s.events @> ARRAY[ev.event] OR s.events @> ARRAY['*'])
+        ORDER BY ev.id, s.id
+       RETURNING 1
+     ), done AS (
+       UPDATE outbox SET status = 'done' FROM ev WHERE outbox.id = ev.id RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM done)::int AS events, (SELECT count(*) FROM deliveries)::int AS deliveries`,
+    [limit],
+  );
+  const result = rows[0] ?? { events: 0, deliveries: 0 };
+  if (result.deliveries > 0) await notifyOutbox(db);
+  return result;
+}
+
+/**
+ * The endpoint a row's attempts go to, for per-endpoint concurrency: its subscription, or (as a
+ * negative number) its project's wallet webhook; null for work that is not a delivery.
+ */
+export const laneOf = (row: Pick<OutboxRow, 'kind' | 'subscription_id' | 'project_id'>): number | null =>
+  row.kind === 'delivery' ? (row.subscription_id ?? -row.project_id) : null;
+
+/**
+ * Takes up to `limit` due rows for this relay (`event` rows are fanned out by `fanOutEvents`):
+ * SKIP LOCKED so relays side by side never take the same row, and a lease so that a row whose
+ * relay died is taken again once the lease runs out. Deliveries to `busyLanes` (endpoints that
+ * have all the attempts in flight they may have) are left for later.
+ */
+export async function claimDue(db: Executor, limit: number, leaseMs: number, busyLanes: readonly number[] = []): Promise<OutboxRow[]> {
   const { rows } = await db.raw<{ rows: OutboxRow[] }>(
     `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
       WHERE id IN (
         SELECT id FROM outbox
          WHERE status IN ('pending', 'failed') AND next_attempt_at <= now() AND kind <> 'event'
            AND (locked_until IS NULL OR locked_until < now())
+           AND (kind <> 'delivery' OR coalesce(subscription_id, -project_id) <> ALL(?::bigint[]))
          ORDER BY next_attempt_at, id
          LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING *`,
-    [leaseMs / 1000, limit],
+    [leaseMs / 1000, pgArray([...busyLanes]), limit],
   );
-  return rows;
+  return rows.sort((a, b) => a.id - b.id);
+}
+
+/** Gives claimed rows back at once (more were claimed for an endpoint than it may have in flight). */
+export async function release(db: Executor, ids: readonly number[]): Promise<void> {
+  if (ids.length > 0) await db('outbox').whereIn('id', ids).update({ locked_until: null });
 }
 
 export interface Outcome {
   status: 'pending' | 'done' | 'failed';
-  /** When to try again; null: never by itself. */
-  nextAttemptAt: Date | null;
+  /** Try again this long after now (the database's clock, which every relay shares); null: never by itself. */
+  retryInMs: number | null;
   attempted: boolean;
   lastStatus?: number | null;
   lastError?: string | null;
@@ -76,8 +140,9 @@ export interface Outcome {
 export async function settle(db: Executor, id: number, outcome: Outcome): Promise<void> {
   const values: Record<string, unknown> = {
     status: outcome.status,
-    next_attempt_at: outcome.nextAttemptAt,
+    next_attempt_at: outcome.retryInMs === null ? null : db.raw('now() + make_interval(secs => ?)', [outcome.retryInMs / 1000]),
     locked_until: null,
+    manual_retry: false,
   };
   if (outcome.attempted) {
     values['attempts'] = db.raw('attempts + 1');

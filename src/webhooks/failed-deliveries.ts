@@ -22,11 +22,11 @@ function parsePayload(text: string | null): unknown {
   }
 }
 
-/** The failed-delivery record of CONTRACT.md section 8. */
+/** The failed-delivery record of CONTRACT.md section 8; `webhookId` is the subscription's id (null for wallet webhooks). */
 export const presentFailedDelivery = (r: OutboxRow) => ({
   id: r.id,
   kind: r.delivery_kind ?? 'wallet',
-  webhookId: null,
+  webhookId: r.subscription_id,
   event: r.event,
   url: r.url,
   payload: parsePayload(r.payload),

@@ -70,11 +70,12 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     relay = new OutboxRelay({
       db,
       databaseUrl: testDatabaseUrl(),
-      handle: outboxHandler({ db, signer: signerClient, secretBox: new SecretBox(dataEncryptionKey), config }),
+      handle: outboxHandler({ db, signer: signerClient, secretBox: new SecretBox(dataEncryptionKey), config, ...(options.now ? { now: options.now } : {}) }),
       log,
       concurrency: config.relayConcurrency,
       pollMs: config.relayPollMs,
       leaseMs: config.relayLeaseMs,
+      endpointConcurrency: config.webhookEndpointConcurrency,
     });
     await relay.start();
   }

@@ -7,11 +7,18 @@ export interface Received {
   at: number;
 }
 
+/** How to answer one request; `hang` never answers (the connection stays open until close()). */
+export type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'hang';
+
 /** A real webhook receiver on loopback that records every request and answers as told. */
 export class Receiver {
   readonly received: Received[] = [];
   /** Status to answer with. */
   status = 204;
+  /** When set, decides each answer instead of `status`. */
+  respond: ((r: Received) => Answer) | undefined;
+  /** Requests received and not answered (yet). */
+  open = 0;
   readonly #waiters: Array<() => void> = [];
 
   private constructor(
@@ -27,8 +34,15 @@ export class Receiver {
       req.on('end', () => {
         const r = holder.r;
         if (!r) return;
-        r.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
-        res.writeHead(r.status, { 'content-type': 'text/plain' }).end(r.status >= 300 ? 'receiver says no' : '');
+        const received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+        r.received.push(received);
+        const answer: Answer = r.respond ? r.respond(received) : { status: r.status, body: r.status >= 300 ? 'receiver says no' : '' };
+        if (answer === 'hang') {
+          r.open++;
+          res.on('close', () => r.open--);
+        } else {
+          res.writeHead(answer.status, { 'content-type': 'text/plain', ...answer.headers }).end(answer.body ?? '');
+        }
         for (const w of r.#waiters.splice(0)) w();
       });
     });

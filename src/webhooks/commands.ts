@@ -1,0 +1,188 @@
+import type { Static } from '@sinclair/typebox';
+import { requireAdmin } from '../auth/access.js';
+import type { Principal } from '../auth/principal.js';
+import type { AppEnv } from '../config.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import type { Executor } from '../db/knex.js';
+import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from '../errors.js';
+import { newEventId } from '../events/record.js';
+import type { Page } from '../http/pagination.js';
+import { targetProblem, type EgressPolicy } from '../net/egress.js';
+import { webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
+import { enqueue, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
+import { newWebhookSecret } from '../projects/keys.js';
+import { findProject, type ProjectRow } from '../projects/repository.js';
+import {
+  findSubscription,
+  insertSubscription,
+  listSubscriptions,
+  nextSubscriptionId,
+  updateSubscription,
+  type SubscriptionRow,
+} from './repository.js';
+import type { CreateWebhookBody, UpdateWebhookBody } from './schemas.js';
+
+export interface WebhookDeps {
+  env: AppEnv;
+  egress: EgressPolicy;
+  secretBox: SecretBox;
+}
+
+/** A subscription secret is bound to its row, so a ciphertext moved elsewhere does not open. */
+export const subscriptionSecretAad = (id: number): string => `webhook-subscription:${id}:secret`;
+const PREVIOUS_SECRET_OVERLAP_MS = 86_400_000;
+
+/** Section 3: the project must be in the principal's scope (404 otherwise); writes need admin (403). */
+async function projectFor(db: Executor, p: Principal, projectId: number, write: boolean): Promise<ProjectRow> {
+  const project = await findProject(db, p, projectId);
+  if (!project) throw new NotFoundError('No such project.');
+  if (write) requireAdmin(p);
+  return project;
+}
+
+async function subscriptionFor(db: Executor, project: ProjectRow, id: number, options: { includeDeleted?: boolean; forUpdate?: boolean } = {}) {
+  const sub = await findSubscription(db, project.id, id, options);
+  if (!sub) throw new NotFoundError('No such webhook.');
+  return sub;
+}
+
+/** URL and secret rules of section 8, and in production the SSRF rule at creation. */
+async function checkFields(deps: WebhookDeps, body: { url?: string | undefined; secret?: string | undefined }): Promise<void> {
+  const problems: FieldProblem[] = [];
+  const add = (path: string, message: string | undefined) => message && problems.push({ in: 'body', path, message });
+  if (body.url !== undefined) {
+    const urlProblem = webhookUrlProblem(body.url, deps.env);
+    add('/url', urlProblem ?? (await targetProblem(deps.egress, new URL(body.url).hostname)));
+  }
+  if (body.secret !== undefined) add('/secret', webhookSecretProblem(body.secret));
+  if (problems.length > 0) throw new ValidationError('The request is invalid; see errors.', problems);
+}
+
+export async function createSubscription(
+  db: Executor,
+  p: Principal,
+  deps: WebhookDeps,
+  projectId: number,
+  body: Static<typeof CreateWebhookBody>,
+): Promise<{ subscription: SubscriptionRow; generatedSecret: string | undefined }> {
+  const project = await projectFor(db, p, projectId, true);
+  await checkFields(deps, body);
+  return db.transaction(async (tx) => {
+    const id = await nextSubscriptionId(tx);
+    const generatedSecret = body.secret === undefined ? newWebhookSecret() : undefined;
+    const subscription = await insertSubscription(tx, {
+      id,
+      project_id: project.id,
+      url: body.url,
+      events: body.events,
+      secret_enc: deps.secretBox.seal(body.secret ?? generatedSecret ?? '', subscriptionSecretAad(id)),
+    });
+    return { subscription, generatedSecret };
+  });
+}
+
+export async function listProjectSubscriptions(db: Executor, p: Principal, projectId: number, page: Page, showDeleted: boolean): Promise<SubscriptionRow[]> {
+  const project = await projectFor(db, p, projectId, false);
+  return listSubscriptions(db, project.id, page, showDeleted);
+}
+
+export async function getSubscription(db: Executor, p: Principal, projectId: number, id: number): Promise<SubscriptionRow> {
+  return subscriptionFor(db, await projectFor(db, p, projectId, false), id, { includeDeleted: true });
+}
+
+/** PUT: new url and/or events; any PUT re-enables a disabled subscription and forgets its failures. */
+export async function changeSubscription(
+  db: Executor,
+  p: Principal,
+  deps: WebhookDeps,
+  projectId: number,
+  id: number,
+  body: Static<typeof UpdateWebhookBody>,
+): Promise<SubscriptionRow> {
+  const project = await projectFor(db, p, projectId, true);
+  await checkFields(deps, body);
+  return db.transaction(async (tx) => {
+    await subscriptionFor(tx, project, id, { forUpdate: true });
+    return updateSubscription(tx, id, {
+      ...(body.url === undefined ? {} : { url: body.url }),
+      ...(body.events === undefined ? {} : { events: body.events }),
+      disabled_at: null,
+      disabled_reason: null,
+      failing_since: null,
+    });
+  });
+}
+
+/** Soft delete: no more deliveries (pending ones are dropped when their turn comes). */
+export async function deleteSubscription(db: Executor, p: Principal, projectId: number, id: number): Promise<void> {
+  const project = await projectFor(db, p, projectId, true);
+  await db.transaction(async (tx) => {
+    await subscriptionFor(tx, project, id, { forUpdate: true });
+    await updateSubscription(tx, id, { deleted_at: new Date() });
+  });
+}
+
+/** A new secret; the previous one keeps signing (as a second signature) for 24 hours. */
+export async function rotateSubscriptionSecret(
+  db: Executor,
+  p: Principal,
+  deps: WebhookDeps,
+  projectId: number,
+  id: number,
+  body: { secret?: string | undefined },
+  nowMs: number,
+): Promise<string> {
+  const project = await projectFor(db, p, projectId, true);
+  await checkFields(deps, body);
+  return db.transaction(async (tx) => {
+    const sub = await subscriptionFor(tx, project, id, { forUpdate: true });
+    const secret = body.secret ?? newWebhookSecret();
+    await updateSubscription(tx, id, {
+      secret_enc: deps.secretBox.seal(secret, subscriptionSecretAad(id)),
+      secret_prev_enc: sub.secret_enc,
+      secret_prev_expires_at: new Date(nowMs + PREVIOUS_SECRET_OVERLAP_MS),
+    });
+    return secret;
+  });
+}
+
+/** `POST …/{webhookId}/test`: a `webhook.test` event delivered to this subscription only. */
+export async function testSubscription(db: Executor, p: Principal, projectId: number, id: number, nowMs: number): Promise<{ deliveryId: number; webhookId: string }> {
+  const project = await projectFor(db, p, projectId, true);
+  return db.transaction(async (tx) => {
+    const sub = await subscriptionFor(tx, project, id);
+    const eventId = newEventId();
+    const payload = JSON.stringify({ id: eventId, type: 'webhook.test', createdAt: new Date(nowMs).toISOString(), projectId: project.id, data: {} });
+    const row = await enqueue(tx, {
+      project_id: project.id,
+      kind: 'delivery',
+      delivery_kind: 'subscription',
+      subscription_id: sub.id,
+      event: 'webhook.test',
+      event_id: eventId,
+      url: sub.url,
+      payload,
+    });
+    if (!row) throw new Error('test delivery not recorded');
+    return { deliveryId: row.id, webhookId: row.message_id };
+  });
+}
+
+/** `POST …/failedDeliveries/{id}/retry`: one attempt now; if it fails, the delivery is failed again. */
+export async function retryFailedDelivery(db: Executor, p: Principal, projectId: number, deliveryId: number): Promise<OutboxRow> {
+  const project = await projectFor(db, p, projectId, true);
+  return db.transaction(async (tx) => {
+    const row = await tx<OutboxRow>('outbox').where({ id: deliveryId, project_id: project.id, kind: 'delivery' }).forUpdate().first();
+    if (!row) throw new NotFoundError('No such delivery.');
+    if (row.status !== 'failed') throw new ConflictError(`The delivery is ${row.status === 'done' ? 'delivered' : 'pending'}; only failed deliveries can be retried.`);
+    const [updated] = await tx<OutboxRow>('outbox')
+      .where({ id: row.id })
+      .update({ status: 'pending', next_attempt_at: tx.fn.now(), locked_until: null, manual_retry: true } as never)
+      .returning('*');
+    await notifyOutbox(tx);
+    if (!updated) throw new Error('delivery vanished');
+    return updated;
+  });
+}
+
+export { PREVIOUS_SECRET_OVERLAP_MS };
