@@ -49,7 +49,8 @@ describe('Memberships', () => {
 
   async function eventsOf(projectId: number): Promise<Array<{ type: string; data: Record<string, unknown> }>> {
     const rows = await app.db('outbox').where({ project_id: projectId, kind: 'event' }).orderBy('id');
-    return rows.map((r: { payload: string }) => JSON.parse(r.payload) as { type: string; data: Record<string, unknown> });
+    // Each row holds the events of one change, as an array of envelopes.
+    return rows.flatMap((r: { payload: string }) => JSON.parse(r.payload) as Array<{ type: string; data: Record<string, unknown> }>);
   }
 
   const ledgerOf = (projectId: number) => app.db('membership_transactions').where({ project_id: projectId }).orderBy('id');

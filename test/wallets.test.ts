@@ -196,7 +196,7 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     // The same creation recorded a wallet.created event for subscriptions.
     const events = await app.db('outbox').where({ project_id: project.id, kind: 'event', event: 'wallet.created' });
     expect(events).to.have.length(1);
-    expect(JSON.parse(events[0].payload)).to.deep.include({ type: 'wallet.created', projectId: project.id });
+    expect(JSON.parse(events[0].payload)[0]).to.deep.include({ type: 'wallet.created', projectId: project.id });
   });
 
   it('lists a failed wallet delivery and re-sends it at the next sign-in; a success clears it', async () => {

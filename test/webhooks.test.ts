@@ -256,8 +256,11 @@ describe('Project webhooks', () => {
       // Both deliveries of membership.issued carry the same event (same envelope id, same bytes).
       const both = verified.filter((v) => v.event.type === 'membership.issued');
       expect(both[0]?.body).to.equal(both[1]?.body);
-      const stored = await app.db('outbox').where({ kind: 'event', message_id: both[0]?.event.id }).first();
-      expect(stored.payload).to.equal(both[0]?.body);
+      const { rows: stored } = await app.db.raw(
+        `SELECT e::text AS body FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) e WHERE o.kind = 'event' AND e->>'id' = ?`,
+        [both[0]?.event.id ?? ''],
+      );
+      expect(stored[0].body).to.equal(both[0]?.body);
       expect(both[0]?.event).to.include({ projectId: t.project.id, type: 'membership.issued' });
       expect(both[0]?.event.data).to.deep.equal(res.body.memberships[0]);
       expect(both[0]?.event.createdAt).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);

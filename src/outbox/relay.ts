@@ -17,7 +17,7 @@ export interface RelayOptions {
   leaseMs: number;
   /** Attempts in flight per endpoint, so that a slow endpoint never holds every slot. */
   endpointConcurrency: number;
-  /** Events fanned out per statement. */
+  /** Recorded event rows (each holds the events of one change) fanned out per statement. */
   fanOutBatch?: number;
 }
 
@@ -82,7 +82,7 @@ export class OutboxRelay {
   }
 
   async #pump(): Promise<void> {
-    const batch = this.options.fanOutBatch ?? 500;
+    const batch = this.options.fanOutBatch ?? 50;
     try {
       while ((await fanOutEvents(this.options.db, batch)).events === batch && !this.#stopping);
     } catch (err) {

@@ -62,24 +62,27 @@ export async function enqueue(db: Executor, row: NewOutboxRow): Promise<OutboxRo
 
 /**
  * Fans recorded events out to the subscriptions of their project that name them (or `*`): one
- * delivery row per subscription, carrying the event's stored bytes and a `webhook-id` of its own,
- * and the event marked done, all in one statement. SKIP LOCKED lets relays side by side share
- * the work; each event fans out once.
+ * delivery row per event and subscription, carrying the event's stored bytes (each element of the
+ * recorded array, verbatim) and a `webhook-id` of its own; the recorded rows are marked done in
+ * the same statement. SKIP LOCKED lets relays side by side share the work; each event fans out once.
  */
 export async function fanOutEvents(db: Executor, limit: number): Promise<{ events: number; deliveries: number }> {
   const { rows } = await db.raw<{ rows: Array<{ events: number; deliveries: number }> }>(
     `WITH ev AS (
-       SELECT id, project_id, event, payload, message_id FROM outbox
+       SELECT id, project_id, payload FROM outbox
         WHERE kind = 'event' AND status = 'pending'
         ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
+     ), items AS (
+       SELECT ev.id AS recorded, ev.project_id, e.ord, e.envelope, e.envelope->>'type' AS type
+         FROM ev CROSS JOIN LATERAL json_array_elements(ev.payload::json) WITH ORDINALITY AS e(envelope, ord)
      ), deliveries AS (
        INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id)
-       SELECT ev.project_id, 'delivery', 'subscription', s.id, ev.event, ev.message_id, s.url, ev.payload,
+       SELECT i.project_id, 'delivery', 'subscription', s.id, i.type, i.envelope->>'id', s.url, i.envelope::text,
               'msg_' || replace(gen_random_uuid()::text, '-', '')
-         FROM ev JOIN webhook_subscriptions s
-           ON s.project_id = ev.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
-          AND (s.events @> ARRAY[ev.event] OR s.events @> ARRAY['*'])
-        ORDER BY ev.id, s.id
+         FROM items i JOIN webhook_subscriptions s
+           ON s.project_id = i.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
+          AND (s.events @> ARRAY[i.type] OR s.events @> ARRAY['*'])
+        ORDER BY i.recorded, i.ord, s.id
        RETURNING 1
      ), done AS (
        UPDATE outbox SET status = 'done' FROM ev WHERE outbox.id = ev.id RETURNING 1

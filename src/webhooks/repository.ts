@@ -49,7 +49,7 @@ export async function findSubscriptionById(db: Executor, id: number): Promise<Su
 export async function listSubscriptions(db: Executor, projectId: number, page: Page, showDeleted: boolean): Promise<SubscriptionRow[]> {
   const q = db<SubscriptionRow>('webhook_subscriptions').where('project_id', projectId).where('id', '>', page.afterId);
   if (!showDeleted) q.whereNull('deleted_at');
-  return (await q.orderBy('id').limit(page.limit + 1)) as SubscriptionRow[];
+  return (await q.orderBy('id').limit(page.limit + 1));
 }
 
 export async function updateSubscription(db: Executor, id: number, values: Partial<SubscriptionRow>): Promise<SubscriptionRow> {

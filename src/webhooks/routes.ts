@@ -35,9 +35,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
   router.get(
     '/api/v1/webhooks/events',
     authenticate,
-    endpoint({}, async (ctx) => {
+    endpoint({}, (ctx) => {
       principalOf(ctx);
       ctx.body = { events: EVENT_CATALOGUE };
+      return Promise.resolve();
     }),
   );
 
