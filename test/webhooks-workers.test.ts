@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import { getAddress } from 'ethers';
+import type { Knex } from 'knex';
+import { createDb } from '../src/db/knex.js';
+import { startApp, type TestApp } from './helpers/app.js';
+import { createTenant } from './helpers/factories.js';
+import { scratchDatabase, spawnService, type Service } from './helpers/process.js';
+import { Receiver } from './helpers/receiver.js';
+import { sharedSigner } from './helpers/signer.js';
+
+const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
+const items = (n: number) => Array.from({ length: n }, () => ({ membershipType: 'gym:gold', walletAddress: address() }));
+
+async function until(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('webhook deliveries: a hanging endpoint, several workers, a killed worker', function () {
+  this.timeout(180_000);
+
+  it('a dead endpoint that never answers does not delay deliveries to a healthy one', async () => {
+    const app = await startApp(
+      { WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_CONNECT_TIMEOUT_MS: '60000', RELAY_CONCURRENCY: '16', WEBHOOK_ENDPOINT_CONCURRENCY: '4', RELAY_POLL_MS: '50' },
+      undefined,
+      { relay: true },
+    );
+    const dead = await Receiver.start();
+    const healthy = await Receiver.start();
+    dead.respond = () => 'hang';
+    try {
+      const t = await createTenant(app.client);
+      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      const deadSub = await t.projectAdmin.post(hooks, { url: dead.url, events: ['*'] });
+      expect((await t.projectAdmin.post(hooks, { url: healthy.url, events: ['*'] })).status).to.equal(201);
+      expect((await t.projectAdmin.post('/api/v1/membership/issue', items(40))).status).to.equal(201);
+
+      await until('120 deliveries to the healthy endpoint', () => healthy.received.length >= 120);
+      // Every delivery to the healthy endpoint arrived while the dead one's attempts are still open.
+      expect(healthy.received).to.have.length(120);
+      expect(dead.open).to.equal(4);
+      expect(dead.received).to.have.length(4);
+      await t.projectAdmin.delete(`${hooks}/${deadSub.body.id}`);
+    } finally {
+      await dead.close();
+      await healthy.close();
+      await app.close();
+    }
+  });
+
+  describe('ROLE=worker processes side by side', () => {
+    let scratch: { url: string; drop(): Promise<void> };
+    let db: Knex;
+    let app: TestApp;
+    let receiver: Receiver;
+    const workers: Service[] = [];
+
+    const startWorker = async (env: Record<string, string> = {}) => {
+      const signer = sharedSigner();
+      const worker = spawnService({
+        ROLE: 'worker',
+        DATABASE_URL: scratch.url,
+        KEYVAULT_URL: signer.url,
+        KEYVAULT_TOKEN: signer.token,
+        DATA_ENCRYPTION_KEY: app.dataEncryptionKey.toString('base64'),
+        RELAY_POLL_MS: '100',
+        ...env,
+      });
+      workers.push(worker);
+      await worker.waitFor(/outbox relay running/);
+      return worker;
+    };
+
+    before(async () => {
+      scratch = await scratchDatabase();
+      const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: scratch.url });
+      expect(await migrate.exited, migrate.output()).to.equal(0);
+      db = createDb({ url: scratch.url, poolMax: 10 });
+      app = await startApp({ DATABASE_URL: scratch.url }, db);
+      receiver = await Receiver.start();
+    });
+    after(async () => {
+      for (const w of workers) w.proc.kill('SIGKILL');
+      await Promise.all(workers.map((w) => w.exited));
+      await receiver.close();
+      await app.close();
+      await db.destroy();
+      await scratch.drop();
+    });
+
+    it('three workers deliver 6,000 events, each exactly once', async () => {
+      await Promise.all([startWorker(), startWorker(), startWorker()]);
+      const t = await createTenant(app.client);
+      expect((await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, { url: receiver.url, events: ['*'] })).status).to.equal(201);
+      for (let i = 0; i < 2; i++) expect((await t.projectAdmin.post('/api/v1/membership/issue', items(1_000))).status).to.equal(201);
+
+      await until('6,000 deliveries settled', async () => {
+        const { rows } = await db.raw<{ rows: Array<{ total: number; open: number }> }>(
+          `SELECT count(*)::int AS total, count(*) FILTER (WHERE status <> 'done')::int AS open FROM outbox WHERE kind = 'delivery'`,
+        );
+        return rows[0]?.total === 6_000 && rows[0].open === 0;
+      }, 150_000);
+      await new Promise((r) => setTimeout(r, 500));
+      const ids = receiver.received.map((r) => r.headers['webhook-id']);
+      expect(ids).to.have.length(6_000);
+      expect(new Set(ids).size).to.equal(6_000);
+      const rows = await db('outbox').where({ kind: 'delivery' }).select('attempts');
+      expect(rows.every((r: { attempts: number }) => r.attempts === 1)).to.equal(true);
+      for (const w of workers.splice(0)) {
+        w.proc.kill('SIGTERM');
+        expect(await w.exited).to.equal(0);
+      }
+    });
+
+    it('a worker killed mid-delivery loses nothing: another sends it again with the same webhook-id', async () => {
+      // A short lease (timeouts + 5 s), so the delivery the killed worker held comes back soon.
+      const fast = { WEBHOOK_TIMEOUT_MS: '1000', KEYVAULT_TIMEOUT_MS: '1000', WEBHOOK_RETRY_SCHEDULE: '0' };
+      const first = await startWorker(fast);
+      const t = await createTenant(app.client);
+      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      const sub = await t.projectAdmin.post(hooks, { url: receiver.url, events: ['webhook.test'] });
+      const before = receiver.received.length;
+      receiver.respond = () => 'hang';
+      const test = await t.projectAdmin.post(`${hooks}/${sub.body.id}/test`);
+      expect(test.status).to.equal(202);
+      await until('the attempt in flight', () => receiver.open === 1);
+      first.proc.kill('SIGKILL');
+      await first.exited;
+      receiver.respond = undefined;
+      await startWorker(fast);
+      await until('the re-sent delivery', () => receiver.received.length === before + 2, 60_000);
+      const [held, resent] = receiver.received.slice(before);
+      expect(held?.headers['webhook-id']).to.equal(test.body.webhookId);
+      expect(resent?.headers['webhook-id']).to.equal(test.body.webhookId);
+      expect(resent?.body).to.equal(held?.body);
+      await until('the delivery done', async () => (await db('outbox').where({ id: test.body.deliveryId }).first()).status === 'done');
+    });
+  });
+});
