@@ -37,7 +37,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX outbox_project_id_status_id_index');
   await knex.raw(`CREATE INDEX outbox_failed ON outbox (project_id, id) WHERE kind = 'delivery' AND status = 'failed'`);
   await knex.raw('DROP INDEX outbox_wallet_id_index');
-  await knex.raw(`CREATE INDEX outbox_wallet ON outbox (wallet_id) WHERE kind <> 'event'`);
+  await knex.raw(`CREATE INDEX outbox_wallet ON outbox (wallet_id) WHERE wallet_id IS NOT NULL AND kind <> 'event'`);
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -1,5 +1,5 @@
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { request as httpRequest, type Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
+import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import { EgressBlockedError, egressLookup, literalHostAllowed, type EgressPolicy } from './egress.js';
 
@@ -28,6 +28,11 @@ export interface OutboundOptions {
   /** Extra trusted CA certificates (PEM), added to the system's. */
   extraCa?: string | undefined;
   userAgent: string;
+  /**
+   * Keep-alive agents to reuse connections (webhook deliveries); default none: a connection per
+   * request. The egress rule is checked whenever a new connection is made.
+   */
+  agents?: { http: HttpAgent; https: HttpsAgent } | undefined;
 }
 
 export interface OutboundResponse {
@@ -54,7 +59,28 @@ function classify(err: unknown): OutboundError {
  * One outbound HTTP(S) request: egress policy on every resolved address, connect and total
  * timeouts, no redirects followed, the response body read up to a bound.
  */
-export function outboundRequest(
+export async function outboundRequest(
+  url: URL,
+  init: { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string },
+  options: OutboundOptions,
+): Promise<OutboundResponse> {
+  try {
+    return await sendOnce(url, init, options);
+  } catch (err) {
+    // A kept-alive socket the peer closed just as we wrote to it: not the endpoint's failure.
+    // Sent again once on a fresh connection.
+    if (err instanceof StaleSocketError) return sendOnce(url, init, { ...options, agents: undefined });
+    throw err;
+  }
+}
+
+class StaleSocketError extends OutboundError {
+  constructor() {
+    super('connection', 'a reused connection was closed by the peer');
+  }
+}
+
+function sendOnce(
   url: URL,
   init: { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string },
   options: OutboundOptions,
@@ -78,7 +104,7 @@ export function outboundRequest(
       method: init.method,
       headers: { 'user-agent': options.userAgent, ...init.headers },
       lookup: egressLookup(options.policy),
-      agent: false,
+      agent: options.agents ? (https ? options.agents.https : options.agents.http) : false,
       ...(https && options.extraCa ? { ca: [...rootCertificates, options.extraCa] } : {}),
     });
     const total = setTimeout(() => fail(new OutboundError('timeout', `no complete answer within ${options.timeoutMs} ms`)), options.timeoutMs);
@@ -86,8 +112,13 @@ export function outboundRequest(
     req.on('socket', (socket) => {
       socket.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connect));
     });
-    req.on('error', fail);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      const stale = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && !responded;
+      fail(stale ? new StaleSocketError() : err);
+    });
+    let responded = false;
     req.on('response', (res) => {
+      responded = true;
       clearTimeout(connect);
       const status = res.statusCode ?? 0;
       if (options.rejectRedirects !== false && status >= 300 && status < 400 && res.headers.location !== undefined) {

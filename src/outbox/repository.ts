@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { pgArray, type Executor } from '../db/knex.js';
+import type { SubscriptionRow } from '../webhooks/repository.js';
 
 export const OUTBOX_CHANNEL = 'custody_outbox';
 
@@ -108,20 +109,49 @@ export const laneOf = (row: Pick<OutboxRow, 'kind' | 'subscription_id' | 'projec
  * relay died is taken again once the lease runs out. Deliveries to `busyLanes` (endpoints that
  * have all the attempts in flight they may have) are left for later.
  */
-export async function claimDue(db: Executor, limit: number, leaseMs: number, busyLanes: readonly number[] = []): Promise<OutboxRow[]> {
-  const { rows } = await db.raw<{ rows: OutboxRow[] }>(
-    `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
-      WHERE id IN (
-        SELECT id FROM outbox
-         WHERE status IN ('pending', 'failed') AND next_attempt_at <= now() AND kind <> 'event'
-           AND (locked_until IS NULL OR locked_until < now())
-           AND (kind <> 'delivery' OR coalesce(subscription_id, -project_id) <> ALL(?::bigint[]))
-         ORDER BY next_attempt_at, id
-         LIMIT ? FOR UPDATE SKIP LOCKED)
-      RETURNING *`,
+export async function claimDue(db: Executor, limit: number, leaseMs: number, busyLanes: readonly number[] = []): Promise<ClaimedRow[]> {
+  const { rows } = await db.raw<{ rows: Array<OutboxRow & { subscription: Record<string, unknown> | null }> }>(
+    `WITH claimed AS (
+       UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
+        WHERE id IN (
+          SELECT id FROM outbox
+           WHERE status IN ('pending', 'failed') AND next_attempt_at <= now() AND kind <> 'event'
+             AND (locked_until IS NULL OR locked_until < now())
+             AND (kind <> 'delivery' OR coalesce(subscription_id, -project_id) <> ALL(?::bigint[]))
+           ORDER BY next_attempt_at, id
+           LIMIT ? FOR UPDATE SKIP LOCKED)
+        RETURNING *
+     )
+     SELECT c.*, row_to_json(s) AS subscription
+       FROM claimed c LEFT JOIN webhook_subscriptions s ON s.id = c.subscription_id
+      ORDER BY c.id`,
     [leaseMs / 1000, pgArray([...busyLanes]), limit],
   );
-  return rows.sort((a, b) => a.id - b.id);
+  // The subscription comes along with its delivery (one query instead of one more per attempt).
+  return rows.map(({ subscription, ...row }) => ({ ...row, subscription: subscription ? subscriptionFromJson(subscription) : null }));
+}
+
+/** A delivery as claimed: for subscription deliveries, the subscription as it was at the claim. */
+export type ClaimedRow = OutboxRow & { subscription?: SubscriptionRow | null };
+
+const dateOrNull = (v: unknown): Date | null => (typeof v === 'string' ? new Date(v) : null);
+
+function subscriptionFromJson(j: Record<string, unknown>): SubscriptionRow {
+  return {
+    id: Number(j['id']),
+    project_id: Number(j['project_id']),
+    url: String(j['url']),
+    events: j['events'] as string[],
+    secret_enc: String(j['secret_enc']),
+    secret_prev_enc: (j['secret_prev_enc'] as string | null) ?? null,
+    secret_prev_expires_at: dateOrNull(j['secret_prev_expires_at']),
+    created_at: new Date(String(j['created_at'])),
+    updated_at: new Date(String(j['updated_at'])),
+    deleted_at: dateOrNull(j['deleted_at']),
+    disabled_at: dateOrNull(j['disabled_at']),
+    disabled_reason: (j['disabled_reason'] as string | null) ?? null,
+    failing_since: dateOrNull(j['failing_since']),
+  };
 }
 
 /** Gives claimed rows back at once (more were claimed for an endpoint than it may have in flight). */
@@ -140,22 +170,39 @@ export interface Outcome {
   url?: string | null;
 }
 
-export async function settle(db: Executor, id: number, outcome: Outcome): Promise<void> {
-  const values: Record<string, unknown> = {
-    status: outcome.status,
-    next_attempt_at: outcome.retryInMs === null ? null : db.raw('now() + make_interval(secs => ?)', [outcome.retryInMs / 1000]),
-    locked_until: null,
-    manual_retry: false,
-  };
-  if (outcome.attempted) {
-    values['attempts'] = db.raw('attempts + 1');
-    values['last_attempt_at'] = db.fn.now();
-    values['last_status'] = outcome.lastStatus ?? null;
-    values['last_error'] = outcome.lastError ?? null;
-    values['last_response_body'] = outcome.lastResponseBody ?? null;
-  }
-  if (outcome.url !== undefined) values['url'] = outcome.url;
-  await db('outbox').where({ id }).update(values);
+/**
+ * Records the outcomes of attempts, many in one statement (the relay batches what finishes
+ * together), and releases their leases.
+ */
+export async function settleMany(db: Executor, items: ReadonlyArray<{ id: number; outcome: Outcome }>): Promise<void> {
+  if (items.length === 0) return;
+  const col = <T extends string | number | boolean | null>(f: (o: Outcome) => T) => pgArray(items.map((i) => f(i.outcome)));
+  await db.raw(
+    `UPDATE outbox o
+        SET status = u.status,
+            next_attempt_at = CASE WHEN u.retry_ms IS NULL THEN NULL ELSE now() + u.retry_ms * interval '1 millisecond' END,
+            locked_until = NULL,
+            manual_retry = false,
+            attempts = o.attempts + CASE WHEN u.attempted THEN 1 ELSE 0 END,
+            last_attempt_at = CASE WHEN u.attempted THEN now() ELSE o.last_attempt_at END,
+            last_status = CASE WHEN u.attempted THEN u.last_status ELSE o.last_status END,
+            last_error = CASE WHEN u.attempted OR u.last_error IS NOT NULL THEN u.last_error ELSE o.last_error END,
+            last_response_body = CASE WHEN u.attempted THEN u.last_response_body ELSE o.last_response_body END,
+            url = coalesce(u.url, o.url)
+       FROM unnest(?::bigint[], ?::text[], ?::bigint[], ?::boolean[], ?::int[], ?::text[], ?::text[], ?::text[])
+            AS u(id, status, retry_ms, attempted, last_status, last_error, last_response_body, url)
+      WHERE o.id = u.id`,
+    [
+      pgArray(items.map((i) => i.id)),
+      col((o) => o.status),
+      col((o) => (o.retryInMs === null ? null : Math.round(o.retryInMs))),
+      col((o) => o.attempted),
+      col((o) => o.lastStatus ?? null),
+      col((o) => o.lastError ?? null),
+      col((o) => o.lastResponseBody ?? null),
+      col((o) => o.url ?? null),
+    ],
+  );
 }
 
 /** The next sign-in re-sends every failed wallet delivery of that wallet at once (interface document). */

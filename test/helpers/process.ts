@@ -14,8 +14,8 @@ export interface Service {
 }
 
 /** Runs `node dist/src/main.js` as its own process with exactly this environment (plus PATH/HOME). */
-export function spawnService(env: Record<string, string>, main = MAIN): Service {
-  const proc = spawn(process.execPath, [main], {
+export function spawnService(env: Record<string, string>, main = MAIN, nodeArgs: string[] = []): Service {
+  const proc = spawn(process.execPath, [...nodeArgs, main], {
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
