@@ -39,7 +39,7 @@ const migrate = spawnService({ ...common, ROLE: 'migrate' });
 if ((await migrate.exited) !== 0) throw new Error(migrate.output());
 const port = await freePort();
 const api = spawnService({ ...common, ROLE: 'api', PORT: String(port), LOG_LEVEL: 'info' });
-const workerEnv = { ...common, ROLE: 'worker', RELAY_CONCURRENCY: String(CONCURRENCY), WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY), RELAY_POLL_MS: '200', LOG_LEVEL: 'info' };
+const workerEnv = { ...common, ROLE: 'worker', PORT: '0', RELAY_CONCURRENCY: String(CONCURRENCY), WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY), RELAY_POLL_MS: '200', LOG_LEVEL: 'info' };
 // BENCH_PROFILE_DIR: a CPU profile of the worker is written there.
 const profileArgs = process.env['BENCH_PROFILE_DIR'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['BENCH_PROFILE_DIR']}`] : [];
 let worker: ReturnType<typeof spawnService> | undefined;

@@ -12,6 +12,7 @@ import type { AppState } from './http/context.js';
 import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
 import { healthRoutes } from './health/routes.js';
+import { bindOutboxDepth } from './metrics.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { organisationRoutes } from './organisations/routes.js';
@@ -53,6 +54,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     now: deps.now ?? Date.now,
   };
 
+  bindOutboxDepth(deps.db);
   healthRoutes(router, deps.db, deps.signer, deps.lifecycle);
   organisationRoutes(router, routeDeps);
   projectRoutes(router, routeDeps);

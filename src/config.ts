@@ -118,7 +118,8 @@ export function loadConfig(env: Env = process.env): Config {
   const role = oneOf('ROLE', ROLES, 'all');
   const appEnv = oneOf('APP_ENV', APP_ENVS, 'testnet');
   const production = appEnv === 'production';
-  const port = int('PORT', 8080, 1, 65535);
+  // 0: any free port (tests running several workers on one host).
+  const port = int('PORT', 8080, 0, 65535);
   const embeddedPgPort = int('EMBEDDED_PG_PORT', 54329, 1024, 65535);
   if (embeddedPgPort === 5432) problems.push('EMBEDDED_PG_PORT must not be 5432, which a system PostgreSQL may hold');
 

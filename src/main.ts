@@ -19,6 +19,8 @@ import { SecretBox } from './crypto/secrets.js';
 import { outboxHandler } from './outbox/handlers.js';
 import { OutboxRelay } from './outbox/relay.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
+import { bindOutboxDepth } from './metrics.js';
+import { startWorkerHttp } from './worker-http.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
 
@@ -161,8 +163,13 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   const dataEncryptionKey = dataEncryptionKeyOf(config);
   const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
   const background = await startBackground(config, database, signer, dataEncryptionKey, log);
+  bindOutboxDepth(database.db);
+  const lifecycle: Lifecycle = { draining: false };
+  const server = await startWorkerHttp({ host: config.host, port: config.port, db: database.db, lifecycle, log });
   onShutdown(log, async () => {
+    lifecycle.draining = true;
     await background.stop();
+    await closeServer(server, 1_000);
     await database.close();
   });
 }

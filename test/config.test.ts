@@ -36,7 +36,7 @@ describe('config (section 12)', () => {
     const problems = problemsOf({
       ROLE: 'web',
       APP_ENV: 'staging',
-      PORT: '0',
+      PORT: '70000',
       DATABASE_URL: 'mysql://x',
       OPERATOR_TOKEN: 'short',
       DATA_ENCRYPTION_KEY: Buffer.alloc(16).toString('base64'),

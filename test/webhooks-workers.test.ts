@@ -63,6 +63,7 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
       const signer = sharedSigner();
       const worker = spawnService({
         ROLE: 'worker',
+        PORT: '0',
         DATABASE_URL: scratch.url,
         KEYVAULT_URL: signer.url,
         KEYVAULT_TOKEN: signer.token,

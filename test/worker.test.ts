@@ -27,7 +27,8 @@ describe('roles: api, worker and keyvault as separate processes', function () {
     expect(await migrate.exited, migrate.output()).to.equal(0);
     const port = await freePort();
     const api = spawnService({ ...common, ROLE: 'api', PORT: String(port) });
-    const worker = spawnService({ ...common, ROLE: 'worker' });
+    const workerPort = await freePort();
+    const worker = spawnService({ ...common, ROLE: 'worker', PORT: String(workerPort) });
     try {
       await api.waitFor(/listening on http/);
       await worker.waitFor(/outbox relay running/);
@@ -41,6 +42,19 @@ describe('roles: api, worker and keyvault as separate processes', function () {
       const [delivery] = await receiver.waitFor(1, 30_000);
       const payload = new Webhook(project.body.walletWebhookSecret).verify(delivery!.body, delivery!.headers as Record<string, string>) as { emailAddress: string };
       expect(payload.emailAddress).to.equal('roles@example.com');
+      // The worker's own listener: health for the orchestrator, metrics for the scraper.
+      const workerUrl = `http://127.0.0.1:${workerPort}`;
+      expect((await fetch(`${workerUrl}/healthz`)).status).to.equal(200);
+      expect((await fetch(`${workerUrl}/readyz`)).status).to.equal(200);
+      const metrics = await (await fetch(`${workerUrl}/metrics`)).text();
+      expect(metrics).to.match(/^custody_webhook_deliveries_total\{kind="wallet",outcome="delivered"\} 1$/m);
+      expect(metrics).to.match(/^custody_outbox_rows_total\{kind="wallet.create",outcome="done"\} 1$/m);
+      expect(metrics).to.match(/^custody_signer_calls_total\{operation="create_key",outcome="ok"\} 1$/m);
+      expect(metrics).to.include('custody_outbox_depth');
+      const apiMetrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(apiMetrics).to.match(/^custody_http_requests_total\{method="POST",route="\/api\/v1\/wallets\/createasync",status="202"\} 1$/m);
+      expect(apiMetrics).to.match(/^custody_jwt_key_cache_total\{result="miss"\} 1$/m);
+      expect(apiMetrics).to.include('custody_process_cpu_seconds_total');
       worker.proc.kill('SIGTERM');
       expect(await worker.exited).to.equal(0);
     } finally {

@@ -1,3 +1,4 @@
+import { jwtKeyCache } from '../metrics.js';
 import {
   compactVerify,
   createLocalJWKSet,
@@ -187,7 +188,11 @@ export class OidcVerifier {
   /** One fetch at a time per issuer; the cache is bounded (oldest entry out first). */
   async #keys(issuer: string, refresh: boolean): Promise<IssuerKeys> {
     const cached = this.#cache.get(issuer);
-    if (cached && !refresh && this.#now() - cached.fetchedAt < this.options.cacheTtlS * 1000) return cached;
+    if (cached && !refresh && this.#now() - cached.fetchedAt < this.options.cacheTtlS * 1000) {
+      jwtKeyCache.inc({ result: 'hit' });
+      return cached;
+    }
+    jwtKeyCache.inc({ result: 'miss' });
     let loading = this.#loading.get(issuer);
     if (!loading) {
       loading = this.#load(issuer).finally(() => this.#loading.delete(issuer));

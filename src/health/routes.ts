@@ -5,6 +5,7 @@ import { databaseReachable } from '../db/health.js';
 import type { AppState } from '../http/context.js';
 import type { Lifecycle } from '../lifecycle.js';
 import type { SignerClient } from '../signer/client.js';
+import { registry } from '../metrics.js';
 
 /** Liveness and readiness, without auth (CONTRACT.md section 12). */
 export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle): void {
@@ -20,5 +21,11 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     if (!database) throw new DependencyUnavailableError('database');
     if (!signerHealth.ok) throw new DependencyUnavailableError(signerHealth.sealed ? 'signer (Vault is sealed)' : 'signer');
     ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok' } };
+  });
+
+  // Prometheus text; meant for the cluster's scraper, not routed by the chart's Ingress.
+  router.get('/metrics', async (ctx) => {
+    ctx.body = await registry.metrics();
+    ctx.type = registry.contentType;
   });
 }

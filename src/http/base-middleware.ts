@@ -1,3 +1,4 @@
+import { httpDuration, httpRequests } from '../metrics.js';
 import { randomUUID } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from '../logger.js';
@@ -30,6 +31,11 @@ export function accessLog(log: Logger): Middleware<AppState> {
       await next();
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // The route pattern, not the path: ids must not become label values.
+      const route = (ctx as { _matchedRoute?: string | RegExp })._matchedRoute;
+      const labels = { method: ctx.method, route: typeof route === 'string' ? route : 'unmatched' };
+      httpRequests.inc({ ...labels, status: String(ctx.status) });
+      httpDuration.observe(labels, ms / 1000);
       log.info({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
     }
   };

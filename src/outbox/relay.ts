@@ -1,9 +1,19 @@
+import { deliveries, eventsFannedOut, outboxWork } from '../metrics.js';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
 import { claimDue, fanOutEvents, laneOf, OUTBOX_CHANNEL, release, settleMany, type ClaimedRow, type Outcome } from './repository.js';
 import type { Knex } from 'knex';
 
 export type OutboxHandler = (row: ClaimedRow) => Promise<Outcome>;
+
+function count(row: ClaimedRow, outcome: Outcome): void {
+  const result = outcome.status === 'pending' ? 'retry' : outcome.status;
+  outboxWork.inc({ kind: row.kind, outcome: result });
+  if (row.kind === 'delivery') {
+    const delivered = outcome.status === 'done' ? (outcome.attempted ? 'delivered' : 'dropped') : result;
+    deliveries.inc({ kind: row.delivery_kind ?? 'wallet', outcome: delivered });
+  }
+}
 
 export interface RelayOptions {
   db: Knex;
@@ -90,7 +100,12 @@ export class OutboxRelay {
     if (this.#news) {
       this.#news = false;
       try {
-        while ((await fanOutEvents(this.options.db, batch)).events === batch && !this.#stopping);
+        for (;;) {
+          const done = await fanOutEvents(this.options.db, batch);
+          eventsFannedOut.inc({ what: 'events' }, done.events);
+          eventsFannedOut.inc({ what: 'deliveries' }, done.deliveries);
+          if (done.events < batch || this.#stopping) break;
+        }
       } catch (err) {
         this.#news = true;
         this.options.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'event fan-out failed');
@@ -174,6 +189,7 @@ export class OutboxRelay {
       }
       this.wake();
       if (outcome) {
+        count(row, outcome);
         try {
           await this.#settle(row.id, outcome);
         } catch (err) {

@@ -1,3 +1,4 @@
+import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { DependencyUnavailableError } from '../errors.js';
@@ -80,6 +81,20 @@ export class SignerClient {
 
   /** The key for this request id: created once, the same key for every retry. */
   async createKey(requestId: string): Promise<SignerKey> {
+    const end = signerDuration.startTimer({ operation: 'create_key' });
+    try {
+      const key = await this.#createKey(requestId);
+      signerCalls.inc({ operation: 'create_key', outcome: 'ok' });
+      return key;
+    } catch (err) {
+      signerCalls.inc({ operation: 'create_key', outcome: err instanceof DependencyUnavailableError ? 'unavailable' : 'error' });
+      throw err;
+    } finally {
+      end();
+    }
+  }
+
+  async #createKey(requestId: string): Promise<SignerKey> {
     const reply = await this.#send('POST', '/v1/keys', { requestId, purpose: 'wallet' });
     if (reply.status !== 200 && reply.status !== 201) {
       // A 400 would be a bug of ours; anything else means the signer or Vault cannot serve now.
