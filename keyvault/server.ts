@@ -46,7 +46,7 @@ function parseCreate(body: unknown): string {
 
 /**
  * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
- * constant time. Bodies are never logged. `/healthz` (no auth) is for process probes only.
+ * constant time. Bodies are never logged. `/healthz` and `/readyz` (no auth) are for probes only.
  */
 export function createSignerServer(deps: { token: string; creator: KeyCreator; store: KeyStore; log: SignerLog }): Server {
   const expected = createHash('sha256').update(deps.token).digest();
@@ -58,6 +58,11 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://signer');
     if (req.method === 'GET' && url.pathname === '/healthz') return send(res, 200, { status: 'ok' });
+    // For the orchestrator: the backend is usable (Vault reachable and unsealed); no details without auth.
+    if (req.method === 'GET' && url.pathname === '/readyz') {
+      const health = await deps.store.health();
+      return send(res, health.ok ? 200 : 503, { status: health.ok ? 'ready' : 'unavailable' }, health.ok ? {} : { 'retry-after': '2' });
+    }
     if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
     if (req.method === 'POST' && url.pathname === '/v1/keys') {
       const key = await deps.creator.create(parseCreate(await readJson(req)));

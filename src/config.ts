@@ -134,14 +134,18 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATABASE_URL is required when APP_ENV=production (the embedded PostgreSQL is for development)');
   }
 
+  // Each role is asked only for what it uses: migrations need the database alone, the worker no
+  // operator token or audience.
+  const servesApi = role === 'all' || role === 'api';
+  const usesSecrets = servesApi || role === 'worker';
   const serviceAudience = plain('SERVICE_AUDIENCE') ?? (production ? '' : 'urn:custody:testnet');
-  if (serviceAudience === '') problems.push('SERVICE_AUDIENCE is required when APP_ENV=production');
+  if (serviceAudience === '' && servesApi) problems.push('SERVICE_AUDIENCE is required when APP_ENV=production');
 
   const operatorToken = secret('OPERATOR_TOKEN');
   if (operatorToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(operatorToken)) {
     problems.push('OPERATOR_TOKEN must be 32 to 256 printable ASCII characters without spaces');
   }
-  if (operatorToken === undefined && production) problems.push('OPERATOR_TOKEN is required when APP_ENV=production');
+  if (operatorToken === undefined && production && servesApi) problems.push('OPERATOR_TOKEN is required when APP_ENV=production');
 
   const dekText = secret('DATA_ENCRYPTION_KEY');
   let dataEncryptionKey: Buffer | undefined;
@@ -152,7 +156,7 @@ export function loadConfig(env: Env = process.env): Config {
     } else {
       dataEncryptionKey = Buffer.from(dekText, 'base64');
     }
-  } else if (production) {
+  } else if (production && usesSecrets) {
     problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
   }
 

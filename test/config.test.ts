@@ -46,6 +46,16 @@ describe('config (section 12)', () => {
     expect(problems).to.have.length(8);
   });
 
+  it('asks each role in production only for what it uses', () => {
+    const db = { APP_ENV: 'production', DATABASE_URL: 'postgres://db/custody' };
+    expect(problemsOf({ ...db, ROLE: 'migrate' })).to.deep.equal([]);
+    const worker = problemsOf({ ...db, ROLE: 'worker', KEYVAULT_URL: 'http://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) });
+    expect(worker).to.have.length(1);
+    expect(worker[0]).to.include('DATA_ENCRYPTION_KEY');
+    const api = problemsOf({ ...db, ROLE: 'api', KEYVAULT_URL: 'http://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) }).join('\n');
+    for (const name of ['SERVICE_AUDIENCE', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY']) expect(api).to.include(name);
+  });
+
   it('requires DATABASE_URL for ROLE=api and ROLE=worker', () => {
     expect(problemsOf({ ROLE: 'api' })[0]).to.include('DATABASE_URL is required for ROLE=api');
     expect(problemsOf({ ROLE: 'worker' })[0]).to.include('DATABASE_URL is required for ROLE=worker');
