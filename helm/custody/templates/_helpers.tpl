@@ -1,0 +1,116 @@
+{{/* Names: <release>-custody-<component>, cut to 63 characters. */}}
+{{- define "custody.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "custody.name" -}}
+{{- printf "%s-%s" (include "custody.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "custody.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "custody.labels" -}}
+{{ include "custody.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{- define "custody.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "custody.signerServiceAccount" -}}
+{{- default (printf "%s-keyvault" (include "custody.fullname" .)) .Values.signer.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The restricted Pod Security profile, for every pod of the chart. */}}
+{{- define "custody.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "custody.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "custody.secretEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .ref.existingSecret }}
+      key: {{ .ref.key }}
+{{- end -}}
+
+{{/* Environment shared by the API and the worker. */}}
+{{- define "custody.appEnv" -}}
+- name: APP_ENV
+  value: {{ .Values.appEnv | quote }}
+- name: LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: DATA_DIR
+  value: /tmp/custody
+{{ include "custody.secretEnv" (dict "name" "DATABASE_URL" "ref" .Values.database) }}
+{{ include "custody.secretEnv" (dict "name" "DATA_ENCRYPTION_KEY" "ref" .Values.dataEncryptionKey) }}
+{{ include "custody.secretEnv" (dict "name" "KEYVAULT_TOKEN" "ref" .Values.keyvaultToken) }}
+- name: KEYVAULT_URL
+  value: {{ printf "http://%s:%d" (include "custody.name" (dict "root" . "component" "keyvault")) (int .Values.signer.port) | quote }}
+- name: WEBHOOK_RETRY_SCHEDULE
+  value: {{ .Values.config.webhookRetrySchedule | quote }}
+- name: WEBHOOK_TIMEOUT_MS
+  value: {{ .Values.config.webhookTimeoutMs | quote }}
+- name: WEBHOOK_ENDPOINT_CONCURRENCY
+  value: {{ .Values.config.webhookEndpointConcurrency | quote }}
+- name: EGRESS_ALLOW_PRIVATE
+  value: {{ join "," .Values.config.egressAllowPrivate | quote }}
+- name: RELAY_CONCURRENCY
+  value: {{ .Values.config.relayConcurrency | quote }}
+- name: SCHEDULER_INTERVAL_MS
+  value: {{ .Values.config.schedulerIntervalMs | quote }}
+{{- if .Values.config.oidcCaSecret }}
+- name: OIDC_CA_FILE
+  value: /etc/custody/oidc-ca/ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "custody.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end -}}
+
+{{/* NetworkPolicy peers from { cidrs, namespaceSelector, podSelector }. */}}
+{{- define "custody.peers" -}}
+{{- range .cidrs }}
+- ipBlock:
+    cidr: {{ . }}
+{{- end }}
+{{- if or .namespaceSelector .podSelector }}
+- {{- if .namespaceSelector }}
+  namespaceSelector:
+    {{- toYaml .namespaceSelector | nindent 4 }}
+  {{- end }}
+  {{- if .podSelector }}
+  podSelector:
+    {{- toYaml .podSelector | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
