@@ -52,7 +52,7 @@ describe('Helm chart (helm/custody)', function () {
     const res = template(valuesFile);
     expect(res.status, res.stderr).to.equal(0);
     return parseAllDocuments(res.stdout)
-      .map((d) => d.toJS() as Manifest)
+      .map((d) => d.toJS())
       .filter((m) => m !== null);
   }
 
@@ -222,10 +222,10 @@ describe('Helm chart (helm/custody)', function () {
   });
 
   it('documents every value of the schema in helm/README.md', () => {
-    const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8')) as Manifest;
+    const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
     const paths: string[] = [];
     const walk = (node: Manifest, prefix: string) => {
-      for (const [key, child] of Object.entries(node.properties ?? {}) as Array<[string, Manifest]>) {
+      for (const [key, child] of Object.entries<Manifest>(node.properties ?? {})) {
         const p = prefix ? `${prefix}.${key}` : key;
         // Resource blocks are documented as a whole.
         if (child.type === 'object' && child.properties && !p.endsWith('resources')) walk(child, p);
