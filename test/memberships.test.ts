@@ -10,11 +10,20 @@ import type { Client, Reply } from './helpers/http.js';
 
 /** A random address in its EIP-55 form. */
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
-/** The same address with the case of its first letter flipped: a broken checksum. */
+/**
+ * The address with the case of one letter flipped: a broken checksum, still mixed case (an
+ * all-lower or all-upper result would be a valid address). Addresses with too few letters of
+ * either case are replaced by another random one.
+ */
 function badChecksum(a: string): string {
-  const i = [...a].findIndex((c, n) => n > 1 && /[a-fA-F]/.test(c));
-  const c = a[i] ?? '';
-  return a.slice(0, i) + (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) + a.slice(i + 1);
+  for (let candidate = a; ; candidate = address()) {
+    const hex = candidate.slice(2);
+    if ((hex.match(/[A-F]/g) ?? []).length >= 2 && (hex.match(/[a-f]/g) ?? []).length >= 2) {
+      const i = [...candidate].findIndex((c, n) => n > 1 && /[a-fA-F]/.test(c));
+      const c = candidate[i] ?? '';
+      return candidate.slice(0, i) + (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) + candidate.slice(i + 1);
+    }
+  }
 }
 // Replies are whatever JSON the service sent; each test says which shape it expects.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

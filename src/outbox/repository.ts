@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { pgArray, type Executor } from '../db/knex.js';
+import { createHash, randomUUID } from 'node:crypto';
+import { pgArray, type Executor, type Knex } from '../db/knex.js';
 import type { SubscriptionRow } from '../webhooks/repository.js';
 
 export const OUTBOX_CHANNEL = 'custody_outbox';
@@ -61,39 +61,115 @@ export async function enqueue(db: Executor, row: NewOutboxRow): Promise<OutboxRo
   return rows[0];
 }
 
+/** One delivery of a recorded event to one subscription, before it has a row of its own. */
+export interface EventDelivery {
+  /** The recorded outbox row holding the event. */
+  recordedId: number;
+  projectId: number;
+  eventId: string;
+  type: string;
+  /** The event's stored bytes (its element of the recorded array, verbatim). */
+  body: string;
+  subscriptionId: number;
+  /** Derived from (event, subscription): a re-send after a crash carries the same `webhook-id`. */
+  messageId: string;
+}
+
+export const deliveryMessageId = (eventId: string, subscriptionId: number): string =>
+  `msg_${createHash('sha256').update(`${eventId}:${subscriptionId}`).digest('hex').slice(0, 32)}`;
+
 /**
- * Fans recorded events out to the subscriptions of their project that name them (or `*`): one
- * delivery row per event and subscription, carrying the event's stored bytes (each element of the
- * recorded array, verbatim) and a `webhook-id` of its own; the recorded rows are marked done in
- * the same statement. SKIP LOCKED lets relays side by side share the work; each event fans out once.
+ * Leases up to `limit` recorded event rows (`SKIP LOCKED`: each goes to one relay; a relay that
+ * dies loses its lease and another takes them again) and returns their deliveries: one per
+ * (event, active subscription of its project that names it, or `*`), with the subscriptions.
  */
-export async function fanOutEvents(db: Executor, limit: number): Promise<{ events: number; deliveries: number }> {
-  const { rows } = await db.raw<{ rows: Array<{ events: number; deliveries: number }> }>(
-    `WITH ev AS (
-       SELECT id, project_id, payload FROM outbox
-        WHERE kind = 'event' AND status = 'pending'
-        ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
-     ), items AS (
-       SELECT ev.id AS recorded, ev.project_id, e.ord, e.envelope, e.envelope->>'type' AS type
-         FROM ev CROSS JOIN LATERAL json_array_elements(ev.payload::json) WITH ORDINALITY AS e(envelope, ord)
-     ), deliveries AS (
-       INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id)
-       SELECT i.project_id, 'delivery', 'subscription', s.id, i.type, i.envelope->>'id', s.url, i.envelope::text,
-              'msg_' || replace(gen_random_uuid()::text, '-', '')
-         FROM items i JOIN webhook_subscriptions s
-           ON s.project_id = i.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
-          AND (s.events @> ARRAY[i.type] OR s.events @> ARRAY['*'])
-        ORDER BY i.recorded, i.ord, s.id
-       RETURNING 1
-     ), done AS (
-       UPDATE outbox SET status = 'done' FROM ev WHERE outbox.id = ev.id RETURNING 1
-     )
-     SELECT (SELECT count(*) FROM done)::int AS events, (SELECT count(*) FROM deliveries)::int AS deliveries`,
-    [limit],
+export async function claimEvents(
+  db: Executor,
+  limit: number,
+  leaseMs: number,
+): Promise<{ recorded: number[]; deliveries: EventDelivery[]; subscriptions: Map<number, SubscriptionRow> }> {
+  const { rows: claimed } = await db.raw<{ rows: Array<{ id: number }> }>(
+    `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
+      WHERE id IN (
+        SELECT id FROM outbox
+         WHERE kind = 'event' AND status = 'pending' AND (locked_until IS NULL OR locked_until < now())
+         ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
+      RETURNING id`,
+    [leaseMs / 1000, limit],
   );
-  const result = rows[0] ?? { events: 0, deliveries: 0 };
-  if (result.deliveries > 0) await notifyOutbox(db);
-  return result;
+  const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
+  if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map() };
+  const { rows } = await db.raw<{ rows: Array<{ recorded: number; project_id: number; event_id: string; type: string; body: string; subscription_id: number }> }>(
+    `SELECT o.id AS recorded, o.project_id, e.envelope->>'id' AS event_id, e.envelope->>'type' AS type, e.envelope::text AS body, s.id AS subscription_id
+       FROM outbox o
+       CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS e(envelope, ord)
+       JOIN webhook_subscriptions s
+         ON s.project_id = o.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
+        AND (s.events @> ARRAY[e.envelope->>'type'] OR s.events @> ARRAY['*'])
+      WHERE o.id = ANY(?::bigint[])
+      ORDER BY o.id, e.ord, s.id`,
+    [pgArray(recorded)],
+  );
+  const ids = [...new Set(rows.map((r) => r.subscription_id))];
+  const subs = ids.length === 0 ? [] : await db<SubscriptionRow>('webhook_subscriptions').whereIn('id', ids);
+  return {
+    recorded,
+    deliveries: rows.map((r) => ({
+      recordedId: r.recorded,
+      projectId: r.project_id,
+      eventId: r.event_id,
+      type: r.type,
+      body: r.body,
+      subscriptionId: r.subscription_id,
+      messageId: deliveryMessageId(r.event_id, r.subscription_id),
+    })),
+    subscriptions: new Map(subs.map((s) => [s.id, s])),
+  };
+}
+
+/**
+ * Ends leased recorded rows: their deliveries that did not succeed at once (or were not tried in
+ * time) get rows of their own, which retries, the failed list and manual retries work on; the
+ * recorded rows are marked done. One transaction.
+ */
+export async function finishEvents(
+  db: Knex,
+  recorded: readonly number[],
+  rest: ReadonlyArray<{ delivery: EventDelivery; url: string; outcome: Outcome | undefined }>,
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    if (rest.length > 0) {
+      const col = <T extends string | number | boolean | null>(f: (r: (typeof rest)[number]) => T) => pgArray(rest.map(f));
+      await tx.raw(
+        `INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id,
+                             status, attempts, next_attempt_at, last_status, last_error, last_response_body, last_attempt_at)
+         SELECT r.project_id, 'delivery', 'subscription', r.subscription_id, r.type, r.event_id, r.url, r.body, r.message_id,
+                r.status, r.attempts,
+                CASE WHEN r.retry_ms IS NULL THEN NULL ELSE now() + r.retry_ms * interval '1 millisecond' END,
+                r.last_status, r.last_error, r.last_response_body, CASE WHEN r.attempts > 0 THEN now() END
+           FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::bigint[], ?::int[], ?::text[], ?::text[])
+             AS r(project_id, subscription_id, type, event_id, url, body, message_id, status, attempts, retry_ms, last_status, last_error, last_response_body)
+         ON CONFLICT DO NOTHING`,
+        [
+          col((r) => r.delivery.projectId),
+          col((r) => r.delivery.subscriptionId),
+          col((r) => r.delivery.type),
+          col((r) => r.delivery.eventId),
+          col((r) => r.outcome?.url ?? r.url),
+          col((r) => r.delivery.body),
+          col((r) => r.delivery.messageId),
+          col((r) => r.outcome?.status ?? 'pending'),
+          col((r) => (r.outcome?.attempted ? 1 : 0)),
+          col((r) => (r.outcome ? (r.outcome.retryInMs === null ? null : Math.round(r.outcome.retryInMs)) : 0)),
+          col((r) => r.outcome?.lastStatus ?? null),
+          col((r) => r.outcome?.lastError ?? null),
+          col((r) => r.outcome?.lastResponseBody ?? null),
+        ],
+      );
+      await notifyOutbox(tx);
+    }
+    await tx.raw(`UPDATE outbox SET status = 'done', locked_until = NULL WHERE id = ANY(?::bigint[])`, [pgArray([...recorded])]);
+  });
 }
 
 /**
@@ -104,7 +180,7 @@ export const laneOf = (row: Pick<OutboxRow, 'kind' | 'subscription_id' | 'projec
   row.kind === 'delivery' ? (row.subscription_id ?? -row.project_id) : null;
 
 /**
- * Takes up to `limit` due rows for this relay (`event` rows are fanned out by `fanOutEvents`):
+ * Takes up to `limit` due rows for this relay (recorded `event` rows go through `claimEvents`):
  * SKIP LOCKED so relays side by side never take the same row, and a lease so that a row whose
  * relay died is taken again once the lease runs out. Deliveries to `busyLanes` (endpoints that
  * have all the attempts in flight they may have) are left for later.
