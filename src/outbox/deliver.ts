@@ -49,6 +49,18 @@ function walletSecrets(project: ProjectRow, box: SecretBox, now: number): string
   return secrets;
 }
 
+// Parsed endpoint URLs (bounded): a subscription's URL is parsed once, not per attempt.
+const urls = new Map<string, URL>();
+function parsedUrl(text: string): URL {
+  let url = urls.get(text);
+  if (!url) {
+    url = new URL(text);
+    if (urls.size >= 1_000) urls.clear();
+    urls.set(text, url);
+  }
+  return url;
+}
+
 interface Attempt {
   ok: boolean;
   status: number | null;
@@ -73,7 +85,7 @@ async function attempt(row: OutboxRow, url: string, secrets: string[], deps: Del
   const body = row.payload ?? '';
   const headers = { 'content-type': 'application/json', ...signatureHeaders(row.message_id, Math.floor(now / 1000), body, secrets) };
   try {
-    const res = await outboundRequest(new URL(url), { method: 'POST', headers, body }, {
+    const res = await outboundRequest(parsedUrl(url), { method: 'POST', headers, body }, {
       policy: { restrict: deps.config.appEnv === 'production', allow: deps.config.egressAllowPrivate },
       connectTimeoutMs: deps.config.webhookConnectTimeoutMs,
       timeoutMs: deps.config.webhookTimeoutMs,

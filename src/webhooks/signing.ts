@@ -1,8 +1,17 @@
 import { createHmac } from 'node:crypto';
 
+// Decoded keys by secret (bounded): deliveries sign thousands of bodies with a few secrets.
+const keys = new Map<string, Buffer>();
+
 /** The signing key of a secret (CONTRACT.md section 8): whsec_ secrets are base64 bytes, others their UTF-8 bytes. */
 export function signingKey(secret: string): Buffer {
-  return secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+  let key = keys.get(secret);
+  if (!key) {
+    key = secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+    if (keys.size >= 1_000) keys.clear();
+    keys.set(secret, key);
+  }
+  return key;
 }
 
 /**
