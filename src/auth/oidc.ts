@@ -55,6 +55,55 @@ interface IssuerKeys {
 }
 
 const MAX_DOCUMENT_BYTES = 512 * 1024;
+/** Longer tokens are refused before any parsing (real ID tokens are a few KiB). */
+const MAX_TOKEN_CHARS = 16 * 1024;
+/** Key sets with more keys are refused as misconfigured (IdPs publish a handful). */
+const MAX_KEYS = 100;
+const KID = /^[\x21-\x7e]{1,256}$/;
+
+/**
+ * Whether every member name at the top level of a JSON object text is distinct (RFC 7519
+ * section 4: a JWT with duplicate claim names is rejected here, not read one way or the other).
+ * Names are compared after unescaping, so `"\u0065mail"` repeats `"email"`.
+ */
+export function uniqueTopLevelNames(json: string): boolean {
+  const seen = new Set<string>();
+  let depth = 0;
+  for (let i = 0; i < json.length; i++) {
+    const c = json[i];
+    if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+    else if (c === '"') {
+      let j = i + 1;
+      while (j < json.length && json[j] !== '"') j += json[j] === '\\' ? 2 : 1;
+      const token = json.slice(i, j + 1);
+      i = j;
+      if (depth !== 1) continue;
+      let k = j + 1;
+      while (k < json.length && /\s/.test(json[k] ?? '')) k++;
+      if (json[k] !== ':') continue;
+      let name: string;
+      try {
+        name = JSON.parse(token) as string;
+      } catch {
+        return false;
+      }
+      if (seen.has(name)) return false;
+      seen.add(name);
+    }
+  }
+  return true;
+}
+
+/** The header and payload of a compact JWS have no repeated member names. */
+function noDuplicateNames(token: string): boolean {
+  const [header, payload] = token.split('.');
+  try {
+    return [header, payload].every((part) => part !== undefined && uniqueTopLevelNames(Buffer.from(part, 'base64url').toString('utf8')));
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Verifies end users' JWTs against the issuer registered for their project: discovery over
@@ -111,6 +160,7 @@ export class OidcVerifier {
     if (typeof jwks !== 'object' || jwks === null || !Array.isArray((jwks as Record<string, unknown>)['keys'])) {
       throw new InvalidTokenError('key set (jwks_uri): "keys" is not an array');
     }
+    if (((jwks as Record<string, unknown[]>)['keys'] ?? []).length > MAX_KEYS) throw new InvalidTokenError(`key set (jwks_uri): more than ${MAX_KEYS} keys`);
     return jwks as JSONWebKeySet;
   }
 
@@ -210,14 +260,18 @@ export class OidcVerifier {
   }
 
   async verify(token: string, project: { issuer: string; requireVerifiedEmail: boolean }): Promise<VerifiedUser> {
+    if (token.length > MAX_TOKEN_CHARS) throw new InvalidTokenError(`token: longer than ${MAX_TOKEN_CHARS} characters`);
     let header;
     try {
       header = decodeProtectedHeader(token);
     } catch {
       throw new InvalidTokenError('token: not a signed JWT in compact form');
     }
+    if (!noDuplicateNames(token)) throw new InvalidTokenError('token: a header parameter or claim name appears twice');
     if (header.alg !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(header.alg).slice(0, 20)})`);
     if (header.crit !== undefined) throw new InvalidTokenError('crit: no critical header extensions are supported');
+    // A kid that cannot name a key never triggers a key-set re-fetch.
+    if (header.kid !== undefined && (typeof header.kid !== 'string' || !KID.test(header.kid))) throw new InvalidTokenError('kid: not a valid key id');
 
     let keys = await this.#keys(project.issuer, false);
     const knows = (k: IssuerKeys) => header.kid === undefined || k.jwks.keys.some((key) => key.kid === header.kid);
