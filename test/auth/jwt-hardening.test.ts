@@ -13,7 +13,7 @@ async function signRaw(iss: TestIssuer, header: string, payload: string): Promis
   const key = iss.keys[iss.keys.length - 1];
   if (!key) throw new Error('no key');
   const input = `${b64(header)}.${b64(payload)}`;
-  const signature = await webcrypto.subtle.sign({ name: 'RSASSA-PKCS1-v1_5' }, key.privateKey as unknown as webcrypto.CryptoKey, Buffer.from(input));
+  const signature = await webcrypto.subtle.sign({ name: 'RSASSA-PKCS1-v1_5' }, key.privateKey, Buffer.from(input));
   return `${input}.${Buffer.from(signature).toString('base64url')}`;
 }
 
