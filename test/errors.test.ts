@@ -58,6 +58,10 @@ function cases(ids: Ids): BadCase[] {
     { name: 'no Content-Type', method: 'POST', path: orgs, raw: Buffer.from('{"name":"a"}'), contentType: null, status: 400, code: 'unsupported_media_type' },
     { name: 'unknown charset', method: 'POST', path: orgs, raw: '{"name":"a"}', contentType: 'application/json; charset=x-unknown', status: 400, code: 'unsupported_media_type' },
     { name: 'unknown Content-Encoding', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'x-unknown' }, status: 400, code: 'unsupported_media_type' },
+    // Found by the fuzz suite: these were 500s.
+    { name: 'gzip Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'gzip' }, status: 400, code: 'malformed_json' },
+    { name: 'br Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'br' }, status: 400, code: 'malformed_json' },
+    { name: 'deflate Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'deflate' }, status: 400, code: 'malformed_json' },
     { name: 'body over 1 MiB', method: 'POST', path: orgs, json: { name: 'a'.repeat(1024 * 1024 + 10) }, status: 413, code: 'payload_too_large' },
     // Fields
     vf('unknown field', 'POST', orgs, { name: 'a', extra: 1 }, '/extra'),

@@ -15,7 +15,11 @@ export interface ProblemBody {
 /** Errors raised by koa-body / co-body / raw-body while reading a request body. */
 function bodyParserError(err: unknown): AppError | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { type?: unknown; status?: unknown; statusCode?: unknown };
+  const e = err as { type?: unknown; status?: unknown; statusCode?: unknown; code?: unknown };
+  // zlib, for a Content-Encoding (gzip, deflate, br) whose body does not decode.
+  if (typeof e.code === 'string' && /^(Z_|ERR_BROTLI|ERR__)/.test(e.code)) {
+    return new ValidationError('The request body could not be decoded as its Content-Encoding says.', undefined, 'malformed_json');
+  }
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (e.type === 'entity.too.large' || status === 413) return new PayloadTooLargeError('1 MiB');
   if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported' || status === 415) {

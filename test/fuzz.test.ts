@@ -1,0 +1,184 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import type { Knex } from 'knex';
+import { createDb } from '../src/db/knex.js';
+import { migrateLatest } from '../src/db/migrate.js';
+import { startApp, type TestApp } from './helpers/app.js';
+import { createTenant } from './helpers/factories.js';
+import { TestIdp } from './helpers/idp.js';
+import { scratchDatabase } from './helpers/process.js';
+
+/**
+ * Property-based fuzzing of every endpoint's body, query and headers (issue "Holding up under
+ * load, faults and hostile input", point 2): whatever arrives, the answer is never a 5xx, every
+ * 4xx is problem+json with a code, and a 4xx changes nothing in the database.
+ */
+const RUNS = Number(process.env['FUZZ_RUNS'] ?? 10_000);
+
+interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+}
+
+const ROUTES: Route[] = [
+  { method: 'GET', path: '/api/v1/organisations' },
+  { method: 'POST', path: '/api/v1/organisations' },
+  { method: 'GET', path: '/api/v1/organisations/:org' },
+  { method: 'PUT', path: '/api/v1/organisations/:org' },
+  { method: 'DELETE', path: '/api/v1/organisations/:org' },
+  { method: 'POST', path: '/api/v1/organisations/:org/undelete' },
+  { method: 'GET', path: '/api/v1/organisations/:org/projects' },
+  { method: 'POST', path: '/api/v1/organisations/:org/projects' },
+  { method: 'GET', path: '/api/v1/project/:project' },
+  { method: 'PUT', path: '/api/v1/project/:project' },
+  { method: 'DELETE', path: '/api/v1/project/:project' },
+  { method: 'POST', path: '/api/v1/project/:project/keys' },
+  { method: 'POST', path: '/api/v1/project/:project/walletWebhook/secret' },
+  { method: 'GET', path: '/api/v1/organisations/:org/tokens' },
+  { method: 'POST', path: '/api/v1/organisations/:org/tokens' },
+  { method: 'DELETE', path: '/api/v1/organisations/:org/tokens/:id' },
+  { method: 'POST', path: '/api/v1/signin' },
+  { method: 'POST', path: '/api/v1/wallets/createasync' },
+  { method: 'GET', path: '/api/v1/project/:project/wallets' },
+  { method: 'GET', path: '/api/v1/project/:project/wallets/:id' },
+  { method: 'POST', path: '/api/v1/project/:project/issuer/check' },
+  { method: 'POST', path: '/api/v1/membership/issue' },
+  { method: 'POST', path: '/api/v1/membership/revoke' },
+  { method: 'POST', path: '/api/v1/membership/transfer' },
+  { method: 'GET', path: '/api/v1/membership/view' },
+  { method: 'GET', path: '/api/v1/webhooks/events' },
+  { method: 'GET', path: '/api/v1/project/:project/webhooks' },
+  { method: 'POST', path: '/api/v1/project/:project/webhooks' },
+  { method: 'GET', path: '/api/v1/project/:project/webhooks/:id' },
+  { method: 'PUT', path: '/api/v1/project/:project/webhooks/:id' },
+  { method: 'DELETE', path: '/api/v1/project/:project/webhooks/:id' },
+  { method: 'POST', path: '/api/v1/project/:project/webhooks/:id/secret' },
+  { method: 'POST', path: '/api/v1/project/:project/webhooks/:id/test' },
+  { method: 'GET', path: '/api/v1/project/:project/webhooks/failedDeliveries' },
+  { method: 'POST', path: '/api/v1/project/:project/webhooks/failedDeliveries/:id/retry' },
+  { method: 'GET', path: '/healthz' },
+  { method: 'GET', path: '/readyz' },
+];
+
+const FIELDS = [
+  'name', 'issuer', 'walletWebhookUrl', 'walletWebhookSecret', 'requireVerifiedEmail', 'graceSeconds', 'role', 'projectId', 'key', 'token',
+  'any_other_tokens', 'tokenId', 'hardDelete', 'from', 'to', 'url', 'events', 'secret', 'membershipType', 'walletAddress', 'expiration',
+  'transferable', 'override', '__proto__', 'constructor',
+];
+const QUERY = ['limit', 'cursor', 'showDeleted', 'showRevoked', 'projectId', 'walletAddress', 'membershipType', 'includeRevoked', 'includeExpired', 'email', 'address'];
+const CONTENT_TYPES = ['application/json', 'application/json; charset=utf-8', 'application/json; charset=latin1', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/problem+json', '*/*', ''];
+
+/** Printable ASCII only: what an HTTP client can put in a header at all. */
+const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 });
+
+describe('fuzzing every endpoint (body, query, headers)', function () {
+  this.timeout(900_000);
+  let scratch: { url: string; drop(): Promise<void> };
+  let db: Knex;
+  let app: TestApp;
+  let idp: TestIdp;
+  let fingerprintSql: string;
+
+  /** One statement over every domain table (idempotency answers, stored even for 4xx, excluded). */
+  const fingerprint = async () => ((await db.raw<{ rows: Array<{ h: string }> }>(fingerprintSql)).rows[0]?.h ?? '');
+
+  before(async () => {
+    scratch = await scratchDatabase();
+    db = createDb({ url: scratch.url, poolMax: 10 });
+    await migrateLatest(db);
+    const { rows } = await db.raw<{ rows: Array<{ tablename: string }> }>(
+      `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex_migrations%' AND tablename <> 'idempotency_keys' ORDER BY tablename`,
+    );
+    fingerprintSql = `SELECT md5(string_agg(h, ',')) AS h FROM (${rows
+      .map((r) => `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS h FROM "${r.tablename}" t`)
+      .join(' UNION ALL ')}) s`;
+    app = await startApp({ DATABASE_URL: scratch.url }, db);
+    idp = await TestIdp.start();
+  });
+
+  after(async () => {
+    await app.close();
+    await idp.close();
+    await db.destroy();
+    await scratch.drop();
+  });
+
+  it(`never answers 5xx, always problem+json on 4xx, and changes nothing on 4xx (${RUNS} cases)`, async () => {
+    const iss = await idp.issuer();
+    const t = await createTenant(app.client);
+    await app.client.put(`/api/v1/project/${t.project.id}`, { issuer: iss.issuer });
+    const hook = await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, { url: 'http://127.0.0.1:9/in', events: ['*'] });
+    const jwt = await iss.sign({ email: 'fuzz@example.com' }, { audience: 'urn:custody:testnet' });
+    const ids = { org: String(t.org.id), project: String(t.project.id), id: String(hook.body.id) };
+    const tokens = [app.operatorToken, t.tokens.projectAdmin.token, t.tokens.orgRead.token];
+
+    const pathParam = fc.oneof(
+      { weight: 6, arbitrary: fc.constant(undefined) },
+      { weight: 1, arbitrary: fc.integer().map(String) },
+      { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map(encodeURIComponent) },
+      { weight: 1, arbitrary: fc.constantFrom('0', '-1', '1e3', '9007199254740993', '999999999999999', '%00', '..', 'null') },
+    );
+    const value = fc.oneof(
+      fc.jsonValue({ maxDepth: 3 }),
+      fc.constantFrom(t.project.projectKey, jwt, iss.issuer, 'https://hooks.example.com/x', '0x52908400098527886E0F7030069857D2E4169EE7', 'gym:gold', '*', '1', 0, -1, 2 ** 53, 1e308, true, null, ''),
+      fc.string({ maxLength: 2000 }),
+    );
+    const objectBody = fc.dictionary(fc.oneof(fc.constantFrom(...FIELDS), fc.string({ maxLength: 20 })), value, { maxKeys: 8 });
+    const body = fc.oneof(
+      { weight: 2, arbitrary: fc.constant(undefined) },
+      { weight: 4, arbitrary: objectBody.map((o) => JSON.stringify(o)) },
+      { weight: 2, arbitrary: fc.array(objectBody, { maxLength: 5 }).map((a) => JSON.stringify(a)) },
+      { weight: 2, arbitrary: fc.jsonValue().map((v) => JSON.stringify(v)) },
+      { weight: 1, arbitrary: fc.string({ maxLength: 500 }) },
+      { weight: 1, arbitrary: fc.constantFrom('{', '[', '{"a":', 'null', '""', '{"__proto__":{"admin":true}}', '\u0000', '{"name":"\ud800"}') },
+    );
+    const query = fc.dictionary(fc.oneof(fc.constantFrom(...QUERY), fc.string({ maxLength: 10 })), fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom('true', '1', '0', 'yes', '1000', '1001', ids.project)), { maxKeys: 5 });
+    const headers = fc.record(
+      {
+        contentType: fc.oneof(fc.constantFrom(...CONTENT_TYPES), headerText),
+        auth: fc.oneof(fc.constantFrom(...tokens).map((x) => `Bearer ${x}`), fc.constant(`Bearer ${jwt}`), headerText, fc.constant(undefined)),
+        idempotencyKey: fc.option(headerText, { nil: undefined }),
+        requestId: fc.option(headerText, { nil: undefined }),
+        encoding: fc.option(fc.constantFrom('gzip', 'br', 'identity', 'x-unknown'), { nil: undefined }),
+      },
+      { requiredKeys: ['contentType'] },
+    );
+
+    let before = await fingerprint();
+    let cases = 0;
+    const statuses = new Map<number, number>();
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...ROUTES), pathParam, body, query, headers, async (route, param, rawBody, q, h) => {
+        cases++;
+        const path = route.path.replace(/:(org|project|id)/g, (_, name: 'org' | 'project' | 'id') => param ?? ids[name]);
+        const search = new URLSearchParams(q).toString();
+        const sendBody = route.method !== 'GET' && rawBody !== undefined;
+        const requestHeaders: Record<string, string> = {};
+        if (sendBody && h.contentType !== '') requestHeaders['content-type'] = h.contentType;
+        if (h.auth !== undefined) requestHeaders['authorization'] = h.auth;
+        if (h.idempotencyKey !== undefined) requestHeaders['idempotency-key'] = h.idempotencyKey;
+        if (h.requestId !== undefined) requestHeaders['x-request-id'] = h.requestId;
+        if (h.encoding !== undefined && sendBody) requestHeaders['content-encoding'] = h.encoding;
+        const res = await fetch(`${app.url}${path}${search ? `?${search}` : ''}`, { method: route.method, headers: requestHeaders, ...(sendBody ? { body: rawBody } : {}) });
+        const text = await res.text();
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        const label = `${route.method} ${path}?${search} ${JSON.stringify(requestHeaders)} ${String(rawBody).slice(0, 200)} → ${res.status} ${text.slice(0, 200)}`;
+        expect(res.status, label).to.be.below(500);
+        const after = await fingerprint();
+        if (res.status >= 400) {
+          expect(res.headers.get('content-type'), label).to.match(/^application\/problem\+json/);
+          const problem = JSON.parse(text) as { code?: unknown; status?: unknown };
+          expect(problem.code, label).to.be.a('string');
+          expect(problem.status, label).to.equal(res.status);
+          expect(after, `a ${res.status} changed the database: ${label}`).to.equal(before);
+        }
+        before = after;
+      }),
+      { numRuns: RUNS, endOnFailure: true },
+    );
+    expect(cases).to.equal(RUNS);
+    // The run reached past validation, not only 400s.
+    expect([...statuses.keys()].some((s) => s < 300)).to.equal(true);
+    expect([...statuses.keys()]).to.include.members([400, 401, 404]);
+  });
+});
