@@ -34,6 +34,9 @@ const common = {
   OPERATOR_TOKEN: stack.operatorToken,
   DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
   LOG_LEVEL: 'warn',
+  // The benchmark measures deliveries, not rate limits.
+  RATE_LIMIT_TOKEN: '0',
+  RATE_LIMIT_PROJECT: '0',
 };
 const migrate = spawnService({ ...common, ROLE: 'migrate' });
 if ((await migrate.exited) !== 0) throw new Error(migrate.output());

@@ -3,6 +3,9 @@ import Koa from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Knex } from 'knex';
 import { authenticate } from './auth/authenticate.js';
+import { principalOf } from './auth/access.js';
+import { principalKey } from './auth/principal.js';
+import { PgRateLimitStore, RateLimiter, type RateLimitStore } from './ratelimit/limiter.js';
 import type { Config } from './config.js';
 import { Cursors } from './http/pagination.js';
 import { hmacSha256, SecretBox } from './crypto/secrets.js';
@@ -34,6 +37,8 @@ export interface AppDeps {
   dataEncryptionKey: Buffer;
   lifecycle: Lifecycle;
   signer: SignerClient;
+  /** Where rate-limit hits are counted; default: this database. */
+  rateLimitStore?: RateLimitStore;
   /** Injectable clock (ms): JWT expiry checks, membership expiry. */
   now?: () => number;
 }
@@ -44,9 +49,19 @@ export const BODY_LIMIT = '1mb';
 export function buildApp(deps: AppDeps): Koa<AppState> {
   const app = new Koa<AppState>({ proxy: false });
   const router = new Router<AppState>();
+  const limiter = new RateLimiter(deps.rateLimitStore ?? new PgRateLimitStore(deps.db), deps.config.rateLimitWindowS, deps.log, deps.now);
+  const identify = authenticate(deps.db, deps.operatorTokenHash);
   const routeDeps: RouteDeps = {
     config: deps.config,
-    authenticate: authenticate(deps.db, deps.operatorTokenHash),
+    // Every API-token route: who is calling, then that token's rate limit (the operator's own
+    // token, the deployment's administrator, is not limited).
+    authenticate: async (ctx, next) => {
+      await identify(ctx, async () => {
+        const principal = principalOf(ctx);
+        if (principal.scope !== 'operator') await limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
+        await next();
+      });
+    },
     idempotent: idempotency(deps.db, deps.config.idempotencyTtlS),
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
@@ -70,7 +85,17 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     extraCa: deps.config.oidcCa,
     ...(deps.now ? { now: deps.now } : {}),
   });
-  walletRoutes(router, { ...routeDeps, wallets: { db: deps.db, signer: deps.signer, oidc, env: deps.config.appEnv } });
+  walletRoutes(router, {
+    ...routeDeps,
+    wallets: {
+      db: deps.db,
+      signer: deps.signer,
+      oidc,
+      env: deps.config.appEnv,
+      // Counted once the project key is known, before the JWT is verified.
+      beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject),
+    },
+  });
   membershipRoutes(router, routeDeps);
   failedDeliveryRoutes(router, routeDeps);
   webhookRoutes(router, routeDeps);

@@ -56,6 +56,15 @@ export interface Config {
   readonly relayInApi: boolean;
   readonly relayConcurrency: number;
   readonly relayPollMs: number;
+  /** Requests per window per API token (0: no limit). */
+  readonly rateLimitToken: number;
+  /** Requests per window per project on the wallet endpoints, counted by project key (0: no limit). */
+  readonly rateLimitProject: number;
+  readonly rateLimitWindowS: number;
+  /** Redis for rate-limit counters; unset: PostgreSQL. */
+  readonly redisUrl: string | undefined;
+  /** Prefix of this deployment's Redis keys (deployments sharing a Redis need distinct ones). */
+  readonly redisKeyPrefix: string;
   /** How often the worker looks for memberships whose expiration passed (section 9: within a minute). */
   readonly schedulerIntervalMs: number;
   /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
@@ -199,6 +208,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (egress.problems.length > 0) problems.push(`EGRESS_ALLOW_PRIVATE: not CIDRs: ${egress.problems.join(', ')}`);
 
   const webhookTimeoutMs = int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000);
+  const redisUrl = secret('REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\/.+/.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
   const keyvaultTimeoutMs = int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000);
 
   const config: Config = {
@@ -236,6 +247,11 @@ export function loadConfig(env: Env = process.env): Config {
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
     schedulerIntervalMs: int('SCHEDULER_INTERVAL_MS', 10_000, 10, 60_000),
+    rateLimitToken: int('RATE_LIMIT_TOKEN', 1_200, 0, 10_000_000),
+    rateLimitProject: int('RATE_LIMIT_PROJECT', 36_000, 0, 100_000_000),
+    rateLimitWindowS: int('RATE_LIMIT_WINDOW_S', 60, 1, 3_600),
+    redisUrl,
+    redisKeyPrefix: plain('REDIS_KEY_PREFIX') ?? `custody:${appEnv}`,
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -20,6 +20,7 @@ import { outboxHandler } from './outbox/handlers.js';
 import { OutboxRelay } from './outbox/relay.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { bindOutboxDepth } from './metrics.js';
+import { PgRateLimitStore, RedisRateLimitStore } from './ratelimit/limiter.js';
 import { startWorkerHttp } from './worker-http.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
@@ -91,7 +92,8 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
   const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
   const lifecycle: Lifecycle = { draining: false };
-  const app = buildApp({ config, db, log, lifecycle, signer, ...secrets });
+  const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, config.redisKeyPrefix) : new PgRateLimitStore(db);
+  const app = buildApp({ config, db, log, lifecycle, signer, rateLimitStore, ...secrets });
   const background = config.role === 'all' || config.relayInApi ? await startBackground(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
@@ -106,6 +108,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
 
   const housekeeping = setInterval(() => {
     deleteExpiredKeys(db).catch((err: unknown) => log.warn({ err: String(err) }, 'idempotency key cleanup failed'));
+    rateLimitStore.prune(Math.floor(Date.now() / 1000) - 2 * config.rateLimitWindowS).catch((err: unknown) => log.warn({ err: String(err) }, 'rate-limit cleanup failed'));
   }, 600_000);
   housekeeping.unref();
 
@@ -116,6 +119,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
     await background?.stop();
+    await rateLimitStore.close();
     await child?.stop();
     await database.close();
   });

@@ -16,7 +16,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHART = path.join(ROOT, 'helm/custody');
-const SECRET_ENV = ['DATABASE_URL', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY', 'KEYVAULT_TOKEN', 'VAULT_TOKEN', 'VAULT_ROLE_ID', 'VAULT_SECRET_ID'];
+const SECRET_ENV = ['DATABASE_URL', 'REDIS_URL', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY', 'KEYVAULT_TOKEN', 'VAULT_TOKEN', 'VAULT_ROLE_ID', 'VAULT_SECRET_ID'];
 const PRIVATE = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '127.0.0.0/8'];
 
 // Rendered manifests are plain YAML objects; each assertion says which fields it reads.

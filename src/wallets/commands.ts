@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { AppContext } from '../http/context.js';
 import type { OidcVerifier } from '../auth/oidc.js';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
@@ -17,6 +18,8 @@ export interface WalletDeps {
   signer: SignerClient;
   oidc: OidcVerifier;
   env: AppEnv;
+  /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
+  beforeJwt?: (ctx: AppContext, project: ProjectRow) => Promise<void>;
 }
 
 export interface WalletCaller {
@@ -35,8 +38,9 @@ const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
 export async function identifyCaller(
   deps: WalletDeps,
   body: { key?: string | undefined; token?: string | undefined; any_other_tokens?: string | undefined },
-  authorization: string,
+  ctx: AppContext,
 ): Promise<WalletCaller> {
+  const authorization = ctx.get('Authorization');
   if (body.token !== undefined && body.any_other_tokens !== undefined && body.token !== body.any_other_tokens) {
     throw new ValidationError('token and any_other_tokens are two names for one value; they differ.', [
       { in: 'body', path: '/any_other_tokens', message: 'differs from token' },
@@ -46,6 +50,7 @@ export async function identifyCaller(
   const hash = projectKeyHash(body.key, deps.env);
   const project = hash && (await findProjectByKeyHash(deps.db, hash, deps.env));
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
+  await deps.beforeJwt?.(ctx, project);
   const bearer = BEARER.exec(authorization)?.[1];
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });

@@ -13,7 +13,7 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
   router.post(
     '/api/v1/signin',
     endpoint({ body: WalletRequestBody }, async (ctx, { body }) => {
-      const caller = await identifyCaller(wallets, body, ctx.get('Authorization'));
+      const caller = await identifyCaller(wallets, body, ctx);
       const { wallet, isNew } = await signIn(wallets, caller);
       ctx.body = { ...presentWallet(wallet), isNew };
     }),
@@ -22,7 +22,7 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
   router.post(
     '/api/v1/wallets/createasync',
     endpoint({ body: WalletRequestBody }, async (ctx, { body }) => {
-      const caller = await identifyCaller(wallets, body, ctx.get('Authorization'));
+      const caller = await identifyCaller(wallets, body, ctx);
       await createWalletAsync(wallets, caller);
       ctx.status = 202;
       ctx.body = { status: 'accepted' };

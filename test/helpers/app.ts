@@ -9,6 +9,7 @@ import { hashSecret, newSecret, SecretBox } from '../../src/crypto/secrets.js';
 import { outboxHandler } from '../../src/outbox/handlers.js';
 import { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
+import { RedisRateLimitStore } from '../../src/ratelimit/limiter.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { Client } from './http.js';
@@ -43,6 +44,9 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     ROLE: 'api',
     KEYVAULT_URL: signer.url,
     KEYVAULT_TOKEN: signer.token,
+    // Suites that load the API are not about rate limits: off unless a test sets them.
+    RATE_LIMIT_TOKEN: '0',
+    RATE_LIMIT_PROJECT: '0',
     ...env,
   });
   const logs: string[] = [];
@@ -55,7 +59,10 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   const lifecycle: Lifecycle = { draining: false };
   const log = createLogger(config.logLevel, sink);
   const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
+  // A prefix of its own: test runs share the machine's Redis.
+  const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
   const app = buildApp({
+    ...(rateLimitStore ? { rateLimitStore } : {}),
     config,
     db,
     log,
@@ -97,6 +104,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     relay,
     close: async () => {
       await relay?.stop();
+      await rateLimitStore?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

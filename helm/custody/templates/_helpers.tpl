@@ -85,6 +85,19 @@ seccompProfile:
   value: {{ .Values.config.relayConcurrency | quote }}
 - name: SCHEDULER_INTERVAL_MS
   value: {{ .Values.config.schedulerIntervalMs | quote }}
+- name: RATE_LIMIT_TOKEN
+  value: {{ .Values.config.rateLimitToken | quote }}
+- name: RATE_LIMIT_PROJECT
+  value: {{ .Values.config.rateLimitProject | quote }}
+- name: RATE_LIMIT_WINDOW_S
+  value: {{ .Values.config.rateLimitWindowS | quote }}
+{{- if .Values.redis.existingSecret }}
+{{ include "custody.secretEnv" (dict "name" "REDIS_URL" "ref" (dict "existingSecret" .Values.redis.existingSecret "key" .Values.redis.key)) }}
+{{- end }}
+{{- if .Values.redis.keyPrefix }}
+- name: REDIS_KEY_PREFIX
+  value: {{ .Values.redis.keyPrefix | quote }}
+{{- end }}
 {{- if .Values.config.oidcCaSecret }}
 - name: OIDC_CA_FILE
   value: /etc/custody/oidc-ca/ca.crt
