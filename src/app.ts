@@ -15,6 +15,8 @@ import type { AppState } from './http/context.js';
 import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
 import { healthRoutes } from './health/routes.js';
+import { audited } from './audit/audit.js';
+import { auditRoutes } from './audit/routes.js';
 import { bindOutboxDepth } from './metrics.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
@@ -63,6 +65,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       });
     },
     idempotent: idempotency(deps.db, deps.config.idempotencyTtlS),
+    audited: audited(),
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
     secretBox: new SecretBox(deps.dataEncryptionKey),
@@ -99,6 +102,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   membershipRoutes(router, routeDeps);
   failedDeliveryRoutes(router, routeDeps);
   webhookRoutes(router, routeDeps);
+  auditRoutes(router, routeDeps);
 
   const middleware: Array<Koa.Middleware<AppState>> = [
     requestId(deps.log),

@@ -7,6 +7,8 @@ import type { Cursors } from './pagination.js';
 export interface RouteDeps {
   config: Config;
   authenticate: AppMiddleware;
+  /** Runs a management write in a transaction with its audit entry. */
+  audited: AppMiddleware;
   /** Idempotency-Key handling for management POSTs (CONTRACT.md section 2b). */
   idempotent: AppMiddleware;
   cursors: Cursors;

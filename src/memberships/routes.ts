@@ -9,13 +9,14 @@ import { presentMembership } from './presenter.js';
 import { IssueBody, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 
 /** The four membership endpoints of the interface document, with CONTRACT.md section 7. */
-export function membershipRoutes(router: Router<AppState>, { authenticate, idempotent, cursors, now }: RouteDeps): void {
+export function membershipRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, now }: RouteDeps): void {
   const seconds = (ms: number) => Math.floor(ms / 1000);
 
   router.post(
     '/api/v1/membership/issue',
     authenticate,
     idempotent,
+    audited,
     endpoint({ query: ProjectQuery, body: IssueBody }, async (ctx, { query, body }) => {
       const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
       const at = now();
@@ -29,6 +30,7 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, idemp
     '/api/v1/membership/revoke',
     authenticate,
     idempotent,
+    audited,
     endpoint({ query: ProjectQuery, body: RevokeBody }, async (ctx, { query, body }) => {
       const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
       const at = now();
@@ -45,6 +47,7 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, idemp
     '/api/v1/membership/transfer',
     authenticate,
     idempotent,
+    audited,
     endpoint({ query: ProjectQuery, body: TransferBody }, async (ctx, { query, body }) => {
       const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
       const at = now();

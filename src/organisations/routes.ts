@@ -15,7 +15,7 @@ import {
 import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationParams } from './schemas.js';
 
-export function organisationRoutes(router: Router<AppState>, { authenticate, idempotent, cursors }: RouteDeps): void {
+export function organisationRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors }: RouteDeps): void {
   router.get(
     '/api/v1/organisations',
     authenticate,
@@ -32,6 +32,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, ide
     '/api/v1/organisations',
     authenticate,
     idempotent,
+    audited,
     endpoint({ body: OrganisationBody }, async (ctx, { body }) => {
       ctx.status = 201;
       ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
@@ -49,6 +50,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, ide
   router.put(
     '/api/v1/organisations/:id',
     authenticate,
+    audited,
     endpoint({ params: OrganisationParams, body: OrganisationBody }, async (ctx, { params, body }) => {
       ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
     }),
@@ -57,6 +59,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, ide
   router.delete(
     '/api/v1/organisations/:id',
     authenticate,
+    audited,
     endpoint({ params: OrganisationParams }, async (ctx, { params }) => {
       await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
       ctx.status = 204;
@@ -67,6 +70,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, ide
     '/api/v1/organisations/:id/undelete',
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: OrganisationParams }, async (ctx, { params }) => {
       ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
     }),

@@ -16,11 +16,12 @@ import {
 import { presentProject } from './presenter.js';
 import { CreateProjectBody, ListProjectsQuery, OrganisationIdParams, ProjectParams, RotateKeyBody, UpdateProjectBody } from './schemas.js';
 
-export function projectRoutes(router: Router<AppState>, { authenticate, idempotent, cursors, config, secretBox }: RouteDeps): void {
+export function projectRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox }: RouteDeps): void {
   router.post(
     '/api/v1/organisations/:id/projects',
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: OrganisationIdParams, body: CreateProjectBody }, async (ctx, { params, body }) => {
       const env = config.appEnv;
       const created = await createProject(ctx.state.db, principalOf(ctx), { env, secretBox }, Number(params.id), body);
@@ -57,6 +58,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, idempote
   router.put(
     '/api/v1/project/:projectId',
     authenticate,
+    audited,
     endpoint({ params: ProjectParams, body: UpdateProjectBody }, async (ctx, { params, body }) => {
       ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), body));
     }),
@@ -65,6 +67,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, idempote
   router.delete(
     '/api/v1/project/:projectId',
     authenticate,
+    audited,
     endpoint({ params: ProjectParams }, async (ctx, { params }) => {
       await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
       ctx.status = 204;
@@ -75,6 +78,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, idempote
     '/api/v1/project/:projectId/keys',
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: ProjectParams, body: RotateKeyBody }, async (ctx, { params, body }) => {
       const grace = body.graceSeconds ?? 86_400;
       const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
@@ -86,6 +90,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, idempote
     '/api/v1/project/:projectId/walletWebhook/secret',
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: ProjectParams }, async (ctx, { params }) => {
       const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId));
       ctx.body = {

@@ -8,11 +8,12 @@ import { createToken, listOrganisationTokens, revokeOrganisationToken } from './
 import { presentToken } from './presenter.js';
 import { CreateTokenBody, ListTokensQuery, TokenParams, TokensParams } from './schemas.js';
 
-export function tokenRoutes(router: Router<AppState>, { authenticate, idempotent, cursors, config }: RouteDeps): void {
+export function tokenRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config }: RouteDeps): void {
   router.post(
     '/api/v1/organisations/:id/tokens',
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: TokensParams, body: CreateTokenBody }, async (ctx, { params, body }) => {
       const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
       ctx.status = 201;
@@ -36,6 +37,7 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, idempotent
   router.delete(
     '/api/v1/organisations/:id/tokens/:tokenId',
     authenticate,
+    audited,
     endpoint({ params: TokenParams }, async (ctx, { params }) => {
       await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
       ctx.status = 204;

@@ -6,6 +6,7 @@ import type { Executor } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
 import { AppError, NotFoundError, ValidationError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
+import { recordAudit } from '../audit/audit.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
@@ -26,6 +27,7 @@ export interface WalletCaller {
   project: ProjectRow;
   email: string;
   token: string | null;
+  requestId: string;
 }
 
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
@@ -54,7 +56,7 @@ export async function identifyCaller(
   const bearer = BEARER.exec(authorization)?.[1];
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
-  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null };
+  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId };
 }
 
 /** The wallet-created payload of the interface document; `token` only when one was given. */
@@ -89,13 +91,29 @@ async function recordWalletCreated(tx: Executor, project: ProjectRow, wallet: Wa
  * every caller for one identity gets the same key; only the caller whose update sets the
  * address records the wallet-created webhook and event (exactly once).
  */
-export async function completeWallet(deps: Pick<WalletDeps, 'db' | 'signer'>, project: ProjectRow, row: WalletRow): Promise<{ wallet: WalletRow; isNew: boolean }> {
+export async function completeWallet(
+  deps: Pick<WalletDeps, 'db' | 'signer'>,
+  project: ProjectRow,
+  row: WalletRow,
+  requestId?: string,
+): Promise<{ wallet: WalletRow; isNew: boolean }> {
   if (row.address !== null) return { wallet: row, isNew: false };
   const key = await deps.signer.createKey(`wallet:${row.id}`);
   return deps.db.transaction(async (tx) => {
     const activated = await activateWallet(tx, row.id, key.address, key.keyId);
     if (activated) {
       await recordWalletCreated(tx, project, activated);
+      // The key creation, in the audit log: through the project's key, for this wallet.
+      await recordAudit(tx, {
+        organisation_id: project.organisation_id,
+        project_id: project.id,
+        actor: `project:${project.id}`,
+        action: 'wallet.key_created',
+        target: `wallet:${activated.id}`,
+        status: null,
+        request_id: requestId ?? null,
+        details: { walletId: activated.id, walletAddress: activated.address, keyId: activated.key_id },
+      });
       return { wallet: activated, isNew: true };
     }
     const current = await findWallet(tx, row.id);
@@ -112,7 +130,7 @@ export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ 
     return { wallet: known, isNew: false };
   }
   const { row } = await claimWallet(deps.db, caller.project.id, caller.email, caller.token);
-  const result = await completeWallet(deps, caller.project, row);
+  const result = await completeWallet(deps, caller.project, row, caller.requestId);
   // Committed before the answer; the relay is woken by the NOTIFY.
   await resendFailedWalletDeliveries(deps.db, result.wallet.id);
   return result;

@@ -28,7 +28,7 @@ import {
 } from './schemas.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
-export function webhookRoutes(router: Router<AppState>, { authenticate, idempotent, cursors, config, secretBox, now }: RouteDeps): void {
+export function webhookRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, now }: RouteDeps): void {
   const deps: WebhookDeps = { env: config.appEnv, egress: { restrict: config.appEnv === 'production', allow: config.egressAllowPrivate }, secretBox };
   const base = '/api/v1/project/:projectId/webhooks';
 
@@ -59,6 +59,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
     base,
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: ProjectWebhooksParams, body: CreateWebhookBody }, async (ctx, { params, body }) => {
       const { subscription, generatedSecret } = await createSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), body);
       ctx.status = 201;
@@ -77,6 +78,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
   router.put(
     `${base}/:webhookId`,
     authenticate,
+    audited,
     endpoint({ params: WebhookParams, body: UpdateWebhookBody }, async (ctx, { params, body }) => {
       const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
       ctx.body = presentSubscription(sub);
@@ -86,6 +88,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
   router.delete(
     `${base}/:webhookId`,
     authenticate,
+    audited,
     endpoint({ params: WebhookParams }, async (ctx, { params }) => {
       await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
       ctx.status = 204;
@@ -96,6 +99,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
     `${base}/:webhookId/secret`,
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: WebhookParams, body: RotateWebhookSecretBody }, async (ctx, { params, body }) => {
       const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
       ctx.body = { secret };
@@ -106,6 +110,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
     `${base}/:webhookId/test`,
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: WebhookParams }, async (ctx, { params }) => {
       const sent = await testSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now());
       ctx.status = 202;
@@ -117,6 +122,7 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, idempote
     `${base}/failedDeliveries/:deliveryId/retry`,
     authenticate,
     idempotent,
+    audited,
     endpoint({ params: DeliveryParams }, async (ctx, { params }) => {
       const row = await retryFailedDelivery(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.deliveryId));
       ctx.status = 202;
