@@ -21,6 +21,12 @@ export async function recordAudit(db: Executor, row: Omit<AuditRow, 'id' | 'at'>
   await db('audit_log').insert({ ...row, details: JSON.stringify(row.details) });
 }
 
+/** The route pattern koa-router matched (`/api/v1/project/:projectId`), never the raw path. */
+const routeOf = (ctx: AppContext): string => {
+  const r = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+  return typeof r === 'string' ? r : ctx.path;
+};
+
 const idOf = (v: unknown): number | undefined => (typeof v === 'string' && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
 
 /** The organisation and project a management write concerns, from its path, query, principal or answer. */
@@ -30,10 +36,10 @@ async function scopeOf(db: Executor, ctx: AppContext, p: Principal): Promise<{ o
   const projectId = idOf(params['projectId']) ?? idOf(ctx.query['projectId']) ?? (p.scope === 'project' ? p.projectId : undefined) ?? null;
   if (p.scope !== 'operator') return { organisationId: p.organisationId, projectId };
   if (projectId !== null) {
-    const row = (await db('projects').where({ id: projectId }).first('organisation_id')) as { organisation_id: number } | undefined;
+    const row = await db<{ organisation_id: number }>('projects').where({ id: projectId }).first('organisation_id');
     return { organisationId: row?.organisation_id ?? null, projectId };
   }
-  const route = String((ctx as { _matchedRoute?: unknown })._matchedRoute ?? '');
+  const route = routeOf(ctx);
   if (route.startsWith('/api/v1/organisations/:id')) return { organisationId: idOf(params['id']) ?? null, projectId: null };
   if (route === '/api/v1/organisations') return { organisationId: idOf(body['id']) ?? null, projectId: null };
   return { organisationId: null, projectId: null };
@@ -64,7 +70,7 @@ export function audited(): AppMiddleware {
         organisation_id: organisationId,
         project_id: projectId,
         actor: principalKey(principal),
-        action: `${ctx.method} ${String((ctx as { _matchedRoute?: unknown })._matchedRoute ?? ctx.path)}`,
+        action: `${ctx.method} ${routeOf(ctx)}`,
         target: target === undefined ? null : String(target),
         status: ctx.status,
         request_id: ctx.state.requestId,
@@ -75,7 +81,7 @@ export function audited(): AppMiddleware {
 }
 
 export async function listAudit(db: Executor, organisationId: number, page: Page): Promise<AuditRow[]> {
-  return (await db<AuditRow>('audit_log').where('organisation_id', organisationId).where('id', '>', page.afterId).orderBy('id').limit(page.limit + 1)) as AuditRow[];
+  return (await db<AuditRow>('audit_log').where('organisation_id', organisationId).where('id', '>', page.afterId).orderBy('id').limit(page.limit + 1));
 }
 
 export const presentAudit = (r: AuditRow) => ({
