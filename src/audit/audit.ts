@@ -36,7 +36,8 @@ async function scopeOf(db: Executor, ctx: AppContext, p: Principal): Promise<{ o
   const projectId = idOf(params['projectId']) ?? idOf(ctx.query['projectId']) ?? (p.scope === 'project' ? p.projectId : undefined) ?? null;
   if (p.scope !== 'operator') return { organisationId: p.organisationId, projectId };
   if (projectId !== null) {
-    const row = await db<{ organisation_id: number }>('projects').where({ id: projectId }).first('organisation_id');
+    const { rows } = await db.raw<{ rows: Array<{ organisation_id: number }> }>('SELECT organisation_id FROM projects WHERE id = ?', [projectId]);
+    const row = rows[0];
     return { organisationId: row?.organisation_id ?? null, projectId };
   }
   const route = routeOf(ctx);
