@@ -9,9 +9,16 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const RESULTS = `${ROOT}bench/results/`;
 
-// Result files are the benchmarks' own JSON; each row below reads the fields it knows.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Result = any;
+/** A benchmark's result file; rows read the figures they know by dotted path. */
+type Result = Record<string, unknown>;
+
+/** The number at a dotted path of a result (NaN when absent, so a broken file shows). */
+function num(r: Result, dotted: string): number {
+  let v: unknown = r;
+  for (const key of dotted.split('.')) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[key] : undefined;
+  return typeof v === 'number' ? v : Number.NaN;
+}
+const str = (r: Result, key: string): string => (typeof r[key] === 'string' ? r[key] : '');
 
 function newest(name: string): Result | undefined {
   const files = readdirSync(RESULTS)
@@ -34,31 +41,32 @@ const n = (x: number, digits = 0) => x.toLocaleString('en-GB', { maximumFraction
 const rows: Row[] = [];
 const add = (r: Result | undefined, bench: string, make: (r: Result) => Array<Omit<Row, 'bench' | 'at'>>) => {
   if (!r) return;
-  for (const row of make(r)) rows.push({ ...row, bench, at: String(r.at).slice(0, 16).replace('T', ' ') });
+  for (const row of make(r)) rows.push({ ...row, bench, at: str(r, 'at').slice(0, 16).replace('T', ' ') });
 };
 
 add(newest('keyvault'), 'keyvault', (r) => [
-  { what: 'keys/s, local store, vs bare key generation', figure: `${n(r.local.perSecond)} keys/s = ${n(r.local.ratio, 2)}×`, goal: `≥ ${r.local.goal}×`, met: r.local.ratio >= r.local.goal },
-  { what: 'keys/s, Vault transit + KV, vs bare key generation', figure: `${n(r.vault.perSecond)} keys/s = ${n(r.vault.ratio, 2)}×`, goal: `≥ ${r.vault.goal}×`, met: r.vault.ratio >= r.vault.goal },
+  { what: 'keys/s, local store, vs bare key generation', figure: `${n(num(r, 'local.perSecond'))} keys/s = ${n(num(r, 'local.ratio'), 2)}×`, goal: `≥ ${num(r, 'local.goal')}×`, met: num(r, 'local.ratio') >= num(r, 'local.goal') },
+  { what: 'keys/s, Vault transit + KV, vs bare key generation', figure: `${n(num(r, 'vault.perSecond'))} keys/s = ${n(num(r, 'vault.ratio'), 2)}×`, goal: `≥ ${num(r, 'vault.goal')}×`, met: num(r, 'vault.ratio') >= num(r, 'vault.goal') },
 ]);
 add(newest('wallets'), 'wallets', (r) => [
-  { what: 'existing-user signin at saturation vs bare server', figure: `${n(r.saturation.service.perSecond)} req/s = ${n(r.saturation.ratio, 2)}×`, goal: '≥ 0.6×', met: r.saturation.ratio >= 0.6 },
-  { what: 'existing-user signin at 200 req/s, p99', figure: `${n(r.existingSignin200.p99Ms, 1)} ms`, goal: '≤ 25 ms', met: r.existingSignin200.p99Ms <= 25 },
-  { what: 'new-user signin at 20 req/s, p99', figure: `${n(r.newSignin20.p99Ms, 1)} ms`, goal: '≤ 100 ms', met: r.newSignin20.p99Ms <= 100 },
-  { what: 'createasync → webhook at 50 req/s, p99', figure: `${n(r.createasyncToWebhook50.p99Ms)} ms`, goal: '≤ 1,000 ms', met: r.createasyncToWebhook50.p99Ms <= 1000 },
+  { what: 'existing-user signin at saturation vs bare server', figure: `${n(num(r, 'saturation.service.perSecond'))} req/s = ${n(num(r, 'saturation.ratio'), 2)}×`, goal: '≥ 0.6×', met: num(r, 'saturation.ratio') >= 0.6 },
+  { what: 'existing-user signin at 200 req/s, p99', figure: `${n(num(r, 'existingSignin200.p99Ms'), 1)} ms`, goal: '≤ 25 ms', met: num(r, 'existingSignin200.p99Ms') <= 25 },
+  { what: 'new-user signin at 20 req/s, p99', figure: `${n(num(r, 'newSignin20.p99Ms'), 1)} ms`, goal: '≤ 100 ms', met: num(r, 'newSignin20.p99Ms') <= 100 },
+  { what: 'createasync → webhook at 50 req/s, p99', figure: `${n(num(r, 'createasyncToWebhook50.p99Ms'))} ms`, goal: '≤ 1,000 ms', met: num(r, 'createasyncToWebhook50.p99Ms') <= 1000 },
 ]);
 add(newest('memberships'), 'memberships', (r) => [
-  { what: 'issue 1,000 items in one call, p50', figure: `${n(r.issue1000.p50Ms, 1)} ms`, goal: '≤ 150 ms', met: r.issue1000.p50Ms <= 150 },
-  { what: 'view by wallet, 1M memberships, p99', figure: `${n(r.viewByWallet.p99Ms, 2)} ms`, goal: '≤ 10 ms', met: r.viewByWallet.p99Ms <= 10 },
+  { what: 'issue 1,000 items in one call, p50', figure: `${n(num(r, 'issue1000.p50Ms'), 1)} ms`, goal: '≤ 150 ms', met: num(r, 'issue1000.p50Ms') <= 150 },
+  { what: 'view by wallet, 1M memberships, p99', figure: `${n(num(r, 'viewByWallet.p99Ms'), 2)} ms`, goal: '≤ 10 ms', met: num(r, 'viewByWallet.p99Ms') <= 10 },
 ]);
 add(newest('webhooks'), 'webhooks', (r) => [
-  { what: 'deliveries/s, one relay, vs bare loop', figure: `${n(r.relay.perSecond)}/s = ${n(r.ratio, 2)}×`, goal: '≥ 0.5×', met: r.ratio >= 0.5 },
-  { what: 'commit → receipt at 200 events/s, p99', figure: `${n(r.steady200.p99Ms)} ms`, goal: '≤ 250 ms', met: r.steady200.p99Ms <= 250 },
+  { what: 'deliveries/s, one relay, vs bare loop', figure: `${n(num(r, 'relay.perSecond'))}/s = ${n(num(r, 'ratio'), 2)}×`, goal: '≥ 0.5×', met: num(r, 'ratio') >= 0.5 },
+  { what: 'commit → receipt at 200 events/s, p99', figure: `${n(num(r, 'steady200.p99Ms'))} ms`, goal: '≤ 250 ms', met: num(r, 'steady200.p99Ms') <= 250 },
 ]);
 
 const machine = (() => {
   const any = newest('webhooks') ?? newest('memberships') ?? newest('wallets') ?? newest('keyvault');
-  return any ? `${any.machine.cpus} vCPU ${any.machine.cpu}, Node ${any.machine.node}` : 'unknown';
+  const m = (any?.['machine'] ?? {}) as Record<string, unknown>;
+  return any ? `${String(m['cpus'])} vCPU ${String(m['cpu'])}, Node ${String(m['node'])}` : 'unknown';
 })();
 
 const md = `# Benchmarks
