@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { Webhook } from 'standardwebhooks';
@@ -379,6 +381,59 @@ describe('Project webhooks', () => {
         expect(errorOf(refused.id)).to.equal('connection');
       } finally {
         await slow.close();
+      }
+    });
+
+    it('bounds hostile receivers: one that trickles bytes times out, a 10 MiB answer is read to 16 KiB, a redirect to an internal address is not followed', async () => {
+      const t = await tenant();
+      const sockets = new Set<Socket>();
+      const hostile = createServer((req, res) => {
+        req.resume();
+        req.on('end', () => {
+          const kind = new URL(req.url ?? '/', 'http://x').searchParams.get('kind');
+          if (kind === 'trickle') {
+            res.writeHead(200, { 'content-type': 'text/plain' });
+            const timer = setInterval(() => res.write('.'), 100);
+            res.on('close', () => clearInterval(timer));
+          } else if (kind === 'huge') {
+            res.writeHead(500, { 'content-type': 'text/plain' });
+            const chunk = Buffer.alloc(64 * 1024, 120);
+            let sent = 0;
+            const pump = () => {
+              while (sent < 10 * 1024 * 1024) {
+                sent += chunk.length;
+                if (!res.write(chunk)) return void res.once('drain', pump);
+              }
+              res.end();
+            };
+            pump();
+          } else {
+            res.writeHead(307, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
+          }
+        });
+      });
+      hostile.on('connection', (s) => sockets.add(s));
+      await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+      const base = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/in`;
+      try {
+        const subs: Record<string, number> = {};
+        for (const kind of ['trickle', 'huge', 'redirect']) {
+          const res = await t.admin.post(t.hooks, { url: `${base}?kind=${kind}`, events: ['webhook.test'] });
+          subs[kind] = res.body.id as number;
+          await t.admin.post(`${t.hooks}/${res.body.id}/test`);
+        }
+        const list = await until('three failed deliveries', async () => {
+          const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+          return l.length === 3 ? l : undefined;
+        }, 30_000);
+        const of = (kind: string): Json => list.find((d) => d.webhookId === subs[kind]);
+        expect(of('trickle').lastError).to.equal('timeout');
+        expect(of('huge')).to.include({ lastError: 'http_status', lastStatus: 500 });
+        expect(of('huge').lastResponseBody).to.have.length(16 * 1024);
+        expect(of('redirect')).to.include({ lastError: 'http_status', lastStatus: 307 });
+      } finally {
+        for (const s of sockets) s.destroy();
+        await new Promise<void>((resolve) => hostile.close(() => resolve()));
       }
     });
 
