@@ -82,12 +82,19 @@ ${rows.map((r) => `| ${r.bench} | \`npm run bench:${r.bench}\` | ${r.what} | ${r
 
 ## Fault tests
 
-The fault suite of the issue "Holding up under load, faults and hostile input" (PostgreSQL
-restarted, signer killed and API killed under load, misbehaving webhook receivers, each on its
-own throwaway instances) is not built yet; what exists today: a SIGKILL of \`ROLE=all\` during
-200 \`createasync\` (every accepted request ends with exactly one wallet), a worker SIGKILLed
-mid-delivery on both delivery paths (re-sent with the same \`webhook-id\`), a hanging webhook
-endpoint beside a healthy one, and 10,000 fuzzed requests without a 5xx (\`npm test\`).
+Run by \`npm test\` (and so by CI), each on throwaway instances of its own:
+
+| Fault | Outcome asserted | Suite |
+|---|---|---|
+| PostgreSQL (an embedded cluster) stopped and started again while four clients issue memberships | only 201 and 503 answers, every 503 with \`Retry-After\`; the service recovers by itself; every change answered 201 is there with its ledger row and its event | \`test/faults.test.ts\` |
+| \`ROLE=all\` killed with SIGKILL during 200 \`createasync\` | every accepted request ends with exactly one wallet and one delivered webhook; signer keys = wallet addresses | \`test/crash.test.ts\` |
+| a worker killed mid-delivery (a retry row, and an event sent straight from its record) | the delivery is sent again with the same \`webhook-id\` | \`test/webhooks-workers.test.ts\` |
+| a webhook endpoint that never answers, beside a healthy one | every delivery to the healthy one arrives while the attempts to the other are open | \`test/webhooks-workers.test.ts\` |
+| receivers that trickle bytes, answer 10 MiB, redirect to the metadata address | \`timeout\`; read to 16 KiB, \`http_status\`; not followed, \`http_status\` | \`test/webhooks.test.ts\` |
+| Vault sealed | retryable \`vault_sealed\`, API \`503\` with \`Retry-After\`, \`/readyz\` 503 | \`test/keyvault/signer-vault.test.ts\` |
+| 10,000 fuzzed requests over every endpoint | never a 5xx, problem+json on every 4xx, no change on a 4xx | \`test/fuzz.test.ts\` |
+
+Not yet: the signer killed under load, the API killed under load for memberships and webhooks.
 `;
 writeFileSync(`${ROOT}BENCHMARKS.md`, md);
 process.stdout.write(`BENCHMARKS.md: ${rows.length} figures\n`);

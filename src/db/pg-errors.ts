@@ -23,8 +23,8 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
     return new DependencyUnavailableError('database');
   }
   if (e.name === 'KnexTimeoutError') return new DependencyUnavailableError('database');
-  // node-postgres reports a dropped socket without a code.
-  if (typeof e.message === 'string' && e.message === 'Connection terminated unexpectedly') {
+  // node-postgres reports a dropped socket without a code (knex prefixes the query to the message).
+  if (typeof e.message === 'string' && /(Connection terminated|connection error and is not queryable|Client was closed and is not queryable)/.test(e.message)) {
     return new DependencyUnavailableError('database');
   }
   return undefined;
