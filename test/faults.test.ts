@@ -9,6 +9,9 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded
 import { createLogger } from '../src/logger.js';
 import { Client } from './helpers/http.js';
 import { freePort, spawnService, type Service } from './helpers/process.js';
+import { startSigner, type RunningSigner } from './helpers/signer.js';
+import { startStack } from './helpers/stack.js';
+import { SignerClient } from '../src/signer/client.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 
@@ -120,5 +123,175 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
     }
     // And the service is ready again without a restart of its own.
     expect((await fetch(`http://127.0.0.1:${apiPort}/readyz`)).status).to.equal(200);
+  });
+});
+
+describe('faults under load: the signer killed, the API killed', function () {
+  this.timeout(300_000);
+
+  const until = async (what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 60_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await probe())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  it('the signer killed mid-load: 503 with Retry-After meanwhile, then every answered wallet exists with the signer key', async () => {
+    const stack = await startStack('faults-signer');
+    const signer = await startSigner();
+    const signerPort = Number(new URL(signer.url).port);
+    let restarted: RunningSigner | undefined;
+    const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: stack.db.url });
+    expect(await migrate.exited, migrate.output()).to.equal(0);
+    const apiPort = await freePort();
+    const api = spawnService({
+      ROLE: 'api',
+      DATABASE_URL: stack.db.url,
+      KEYVAULT_URL: signer.url,
+      KEYVAULT_TOKEN: signer.token,
+      KEYVAULT_TIMEOUT_MS: '2000',
+      DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      OPERATOR_TOKEN: stack.operatorToken,
+      OIDC_CA_FILE: stack.caFile,
+      RELAY_IN_API: 'true',
+      RELAY_POLL_MS: '100',
+      RATE_LIMIT_TOKEN: '0',
+      RATE_LIMIT_PROJECT: '0',
+      PORT: String(apiPort),
+    });
+    const db = new pg.Client({ connectionString: stack.db.url });
+    try {
+      await api.waitFor(/listening on http/);
+      await db.connect();
+      const operator = new Client(`http://127.0.0.1:${apiPort}`, stack.operatorToken);
+      const iss = await stack.idp.issuer();
+      const org = await operator.post('/api/v1/organisations', { name: 'Signer faults' });
+      const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer });
+      const key = project.body.projectKey as string;
+
+      const signedIn = new Map<string, string>();
+      const accepted: string[] = [];
+      const statuses = new Map<number, number>();
+      let withoutRetryAfter = 0;
+      let stop = false;
+      let n = 0;
+      const loop = async () => {
+        while (!stop) {
+          const email = `user${n++}@faults.example.com`;
+          const jwt = await iss.sign({ email }, { audience: 'urn:custody:testnet', expiresIn: '1h' });
+          const path = n % 2 === 0 ? '/api/v1/signin' : '/api/v1/wallets/createasync';
+          const res = await operator.withToken(jwt).post(path, { key });
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          if (res.status === 200) signedIn.set(email, res.body.walletAddress as string);
+          if (res.status === 202) accepted.push(email);
+          if (res.status === 503 && !res.headers.get('retry-after')) withoutRetryAfter++;
+        }
+      };
+      const load = [loop(), loop(), loop(), loop()];
+      await until('wallets under load', () => signedIn.size >= 20);
+      signer.service.proc.kill('SIGKILL');
+      await signer.service.exited;
+      await until('503 while the signer is down', () => (statuses.get(503) ?? 0) >= 5, 60_000);
+      const before = signedIn.size;
+      restarted = await startSigner({}, { dataDir: signer.dataDir, token: signer.token, port: signerPort });
+      await until('wallets again after the restart', () => signedIn.size >= before + 20, 60_000);
+      stop = true;
+      await Promise.all(load);
+
+      expect([...statuses.keys()].every((s) => [200, 202, 503].includes(s)), JSON.stringify([...statuses])).to.equal(true);
+      expect(withoutRetryAfter).to.equal(0);
+      // Every wallet answered is stored with that address, and the signer holds its key.
+      const { rows } = await db.query<{ email: string; address: string | null; key_id: string | null }>('SELECT email, address, key_id FROM wallets');
+      const byEmail = new Map(rows.map((r) => [r.email, r]));
+      for (const [email, address] of signedIn) expect(byEmail.get(email)?.address, email).to.equal(address);
+      // Every accepted createasync ends with a wallet, made by the relay once the signer is back.
+      await until('every accepted wallet created', async () => {
+        const { rows: open } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[]) AND address IS NULL', [accepted]);
+        const { rows: all } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[])', [accepted]);
+        return open[0]?.n === 0 && all[0]?.n === accepted.length;
+      }, 90_000);
+      const client = new SignerClient(restarted.url, restarted.token, 5_000);
+      const { rows: made } = await db.query<{ address: string; key_id: string }>('SELECT address, key_id FROM wallets WHERE address IS NOT NULL');
+      for (const w of made.slice(0, 200)) expect((await client.getKey(w.key_id))?.address, w.key_id).to.equal(w.address);
+    } finally {
+      api.proc.kill('SIGKILL');
+      await api.exited;
+      await db.end().catch(() => undefined);
+      await restarted?.destroy();
+      await signer.destroy();
+      await stack.teardown();
+    }
+  });
+
+  it('the API killed with SIGKILL mid-load (memberships and webhooks): nothing committed is lost, nothing duplicated', async () => {
+    const stack = await startStack('faults-api');
+    const { receiver } = stack;
+    const apiPort = await freePort();
+    const env = { ...stack.serviceEnv(apiPort), RATE_LIMIT_TOKEN: '0', RELAY_POLL_MS: '100' };
+    let service = spawnService(env);
+    const db = new pg.Client({ connectionString: stack.db.url });
+    try {
+      await service.waitFor(/listening on http/, 60_000);
+      await db.connect();
+      const operator = new Client(`http://127.0.0.1:${apiPort}`, stack.operatorToken);
+      const org = await operator.post('/api/v1/organisations', { name: 'API faults' });
+      const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
+      await operator.post(`/api/v1/project/${project.body.id}/webhooks?`, { url: receiver.url, events: ['membership.issued'] });
+      const client = operator;
+      const q = `?projectId=${project.body.id}`;
+
+      const committed: string[] = [];
+      let stop = false;
+      const loop = async () => {
+        while (!stop) {
+          let res;
+          try {
+            res = await client.post(`/api/v1/membership/issue${q}`, [{ membershipType: 'load:one', walletAddress: address() }]);
+          } catch {
+            await new Promise((r) => setTimeout(r, 50)); // the process is gone; it comes back
+            continue;
+          }
+          if (res.status === 201) committed.push(res.body.memberships[0].tokenId as string);
+          else expect([503]).to.include(res.status);
+        }
+      };
+      const load = [loop(), loop(), loop(), loop()];
+      await until('memberships under load', () => committed.length >= 100);
+      service.proc.kill('SIGKILL');
+      await service.exited;
+      const before = committed.length;
+      service = spawnService(env);
+      await service.waitFor(/listening on http/, 60_000);
+      await until('memberships again after the restart', () => committed.length >= before + 100, 60_000);
+      stop = true;
+      await Promise.all(load);
+
+      // Nothing committed is lost: each answered membership is there once, with one issued event.
+      const { rows: found } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM memberships WHERE id = ANY($1::bigint[])', [committed.map(Number)]);
+      expect(found[0]?.n).to.equal(committed.length);
+      const { rows: events } = await db.query<{ token: string; n: number }>(
+        `SELECT e->'data'->>'tokenId' AS token, count(*)::int AS n FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) e
+          WHERE o.kind = 'event' AND e->>'type' = 'membership.issued' GROUP BY 1`,
+      );
+      const eventCount = new Map(events.map((r) => [r.token, r.n]));
+      for (const id of committed) expect(eventCount.get(id), id).to.equal(1);
+      // Every committed event reaches the subscription (at least once, same webhook-id on a re-send).
+      await until('every issued event delivered', () => {
+        const got = new Set(receiver.received.map((r) => (JSON.parse(r.body) as { data: { tokenId: string } }).data.tokenId));
+        return committed.every((id) => got.has(id));
+      }, 90_000);
+      const idsByToken = new Map<string, Set<string>>();
+      for (const r of receiver.received) {
+        const token = (JSON.parse(r.body) as { data: { tokenId: string } }).data.tokenId;
+        idsByToken.set(token, new Set([...(idsByToken.get(token) ?? []), String(r.headers['webhook-id'])]));
+      }
+      for (const [token, ids] of idsByToken) expect(ids.size, token).to.equal(1);
+    } finally {
+      service.proc.kill('SIGKILL');
+      await service.exited;
+      await db.end().catch(() => undefined);
+      await stack.teardown();
+    }
   });
 });

@@ -19,11 +19,11 @@ export interface RunningSigner {
 }
 
 /** The real signer process on a loopback port (local backend unless VAULT_ADDR is given). */
-export async function startSigner(env: Record<string, string> = {}, reuse?: { dataDir: string; token: string }): Promise<RunningSigner> {
+export async function startSigner(env: Record<string, string> = {}, reuse?: { dataDir: string; token: string; port?: number }): Promise<RunningSigner> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(path.join(tmpdir(), 'custody-signer-'));
   chmodSync(dataDir, 0o700);
   const token = reuse?.token ?? randomBytes(32).toString('base64url');
-  const port = await freePort();
+  const port = reuse?.port ?? (await freePort());
   const service = spawnService({ KEYVAULT_LISTEN: `127.0.0.1:${port}`, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: dataDir, ...env }, SIGNER_MAIN);
   await service.waitFor(/keyvault listening/, 30_000);
   const stop = async () => {
