@@ -384,8 +384,9 @@ describe('Project webhooks', () => {
       }
     });
 
-    it('bounds hostile receivers: one that trickles bytes times out, a 10 MiB answer is read to 16 KiB, a redirect to an internal address is not followed', async () => {
+    it('bounds hostile receivers under load: one that trickles bytes times out, a 10 MiB answer is read to 16 KiB, a redirect to an internal address is not followed, and a healthy endpoint gets its 150 deliveries meanwhile', async () => {
       const t = await tenant();
+      const healthy = await Receiver.start();
       const sockets = new Set<Socket>();
       const hostile = createServer((req, res) => {
         req.resume();
@@ -422,6 +423,12 @@ describe('Project webhooks', () => {
           subs[kind] = res.body.id as number;
           await t.admin.post(`${t.hooks}/${res.body.id}/test`);
         }
+        // The load: 50 memberships (150 events) to a healthy subscription while those attempts run.
+        await t.admin.post(t.hooks, { url: `${healthy.url}?t=${t.project.id}`, events: ['*'] });
+        const issued = await t.admin.post('/api/v1/membership/issue', Array.from({ length: 50 }, () => ({ membershipType: 'gym:gold', walletAddress: address() })));
+        expect(issued.status).to.equal(201);
+        await until('150 healthy deliveries', () => (healthy.received.length >= 150 ? true : undefined), 30_000);
+        expect(healthy.received).to.have.length(150);
         const list = await until('three failed deliveries', async () => {
           const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
           return l.length === 3 ? l : undefined;
@@ -434,6 +441,7 @@ describe('Project webhooks', () => {
       } finally {
         for (const s of sockets) s.destroy();
         await new Promise<void>((resolve) => hostile.close(() => resolve()));
+        await healthy.close();
       }
     });
 
