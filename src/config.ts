@@ -65,6 +65,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   /** Prefix of this deployment's Redis keys (deployments sharing a Redis need distinct ones). */
   readonly redisKeyPrefix: string;
+  /** Done outbox rows older than this are deleted by the worker (0: kept for ever). */
+  readonly outboxRetentionDays: number;
   /** How often the worker looks for memberships whose expiration passed (section 9: within a minute). */
   readonly schedulerIntervalMs: number;
   /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
@@ -247,6 +249,7 @@ export function loadConfig(env: Env = process.env): Config {
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
     schedulerIntervalMs: int('SCHEDULER_INTERVAL_MS', 10_000, 10, 60_000),
+    outboxRetentionDays: int('OUTBOX_RETENTION_DAYS', 7, 0, 3_650),
     rateLimitToken: int('RATE_LIMIT_TOKEN', 1_200, 0, 10_000_000),
     rateLimitProject: int('RATE_LIMIT_PROJECT', 36_000, 0, 100_000_000),
     rateLimitWindowS: int('RATE_LIMIT_WINDOW_S', 60, 1, 3_600),

@@ -18,6 +18,7 @@ import { SignerClient } from './signer/client.js';
 import { SecretBox } from './crypto/secrets.js';
 import { outboxHandler } from './outbox/handlers.js';
 import { OutboxRelay } from './outbox/relay.js';
+import { pruneOutbox } from './outbox/prune.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { bindOutboxDepth } from './metrics.js';
 import { PgRateLimitStore, RedisRateLimitStore } from './ratelimit/limiter.js';
@@ -147,9 +148,17 @@ async function startBackground(config: Config, database: Database, signer: Signe
   await relay.start();
   const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });
   scheduler.start();
+  // Done outbox rows are history; kept OUTBOX_RETENTION_DAYS, then deleted in batches.
+  const pruning = setInterval(() => {
+    if (config.outboxRetentionDays > 0) {
+      pruneOutbox(database.db, config.outboxRetentionDays).catch((err: unknown) => log.warn({ err: String(err) }, 'outbox pruning failed'));
+    }
+  }, 600_000);
+  pruning.unref();
   log.info({ concurrency: config.relayConcurrency, schedulerIntervalMs: config.schedulerIntervalMs }, 'outbox relay running, expiry scheduler running');
   return {
     stop: async () => {
+      clearInterval(pruning);
       await scheduler.stop();
       await relay.stop();
     },
