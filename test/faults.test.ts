@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -10,7 +10,8 @@ import { createLogger } from '../src/logger.js';
 import { Client } from './helpers/http.js';
 import { freePort, spawnService, type Service } from './helpers/process.js';
 import { startSigner, type RunningSigner } from './helpers/signer.js';
-import { startStack } from './helpers/stack.js';
+import { TestIdp } from './helpers/idp.js';
+import { Receiver } from './helpers/receiver.js';
 import { SignerClient } from '../src/signer/client.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
@@ -128,6 +129,54 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
 
 describe('faults under load: the signer killed, the API killed', function () {
   this.timeout(300_000);
+  // A throwaway PostgreSQL cluster of this suite's own, never the machine's.
+  let clusterDir: string;
+  let cluster: EmbeddedDatabase;
+  before(async () => {
+    clusterDir = mkdtempSync(path.join(tmpdir(), 'custody-faults-cluster-'));
+    chmodSync(clusterDir, 0o755);
+    cluster = await startEmbeddedPostgres(clusterDir, await freePort(), createLogger('silent'));
+  });
+  after(async () => {
+    await cluster.stop();
+    rmSync(clusterDir, { recursive: true, force: true });
+  });
+
+  /** A database of its own in that cluster. */
+  async function freshDatabase(name: string): Promise<string> {
+    const admin = new pg.Client({ connectionString: cluster.url });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.end();
+    }
+    const url = new URL(cluster.url);
+    url.pathname = `/${name}`;
+    return url.toString();
+  }
+
+  /** An HTTPS identity provider, a webhook receiver and a directory holding the IdP's CA. */
+  async function surroundings() {
+    const idp = await TestIdp.start();
+    const receiver = await Receiver.start();
+    const dir = mkdtempSync(path.join(tmpdir(), 'custody-faults-'));
+    chmodSync(dir, 0o755);
+    const caFile = path.join(dir, 'ca.pem');
+    writeFileSync(caFile, idp.caPem);
+    return {
+      idp,
+      receiver,
+      dir,
+      caFile,
+      operatorToken: `op_${randomBytes(24).toString('hex')}`,
+      teardown: async () => {
+        await receiver.close();
+        await idp.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
 
   const until = async (what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 60_000) => {
     const deadline = Date.now() + timeoutMs;
@@ -138,16 +187,17 @@ describe('faults under load: the signer killed, the API killed', function () {
   };
 
   it('the signer killed mid-load: 503 with Retry-After meanwhile, then every answered wallet exists with the signer key', async () => {
-    const stack = await startStack('faults-signer');
+    const stack = await surroundings();
+    const databaseUrl = await freshDatabase('faults_signer');
     const signer = await startSigner();
     const signerPort = Number(new URL(signer.url).port);
     let restarted: RunningSigner | undefined;
-    const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: stack.db.url });
+    const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: databaseUrl });
     expect(await migrate.exited, migrate.output()).to.equal(0);
     const apiPort = await freePort();
     const api = spawnService({
       ROLE: 'api',
-      DATABASE_URL: stack.db.url,
+      DATABASE_URL: databaseUrl,
       KEYVAULT_URL: signer.url,
       KEYVAULT_TOKEN: signer.token,
       KEYVAULT_TIMEOUT_MS: '2000',
@@ -160,7 +210,7 @@ describe('faults under load: the signer killed, the API killed', function () {
       RATE_LIMIT_PROJECT: '0',
       PORT: String(apiPort),
     });
-    const db = new pg.Client({ connectionString: stack.db.url });
+    const db = new pg.Client({ connectionString: databaseUrl });
     try {
       await api.waitFor(/listening on http/);
       await db.connect();
@@ -224,20 +274,32 @@ describe('faults under load: the signer killed, the API killed', function () {
     }
   });
 
-  it('the API killed with SIGKILL mid-load (memberships and webhooks): nothing committed is lost, nothing duplicated', async () => {
-    const stack = await startStack('faults-api');
+  it('the API killed with SIGKILL mid-load (memberships, webhooks and wallets): nothing committed is lost, nothing duplicated', async () => {
+    const stack = await surroundings();
     const { receiver } = stack;
+    const databaseUrl = await freshDatabase('faults_api');
     const apiPort = await freePort();
-    const env = { ...stack.serviceEnv(apiPort), RATE_LIMIT_TOKEN: '0', RELAY_POLL_MS: '100' };
+    const env = {
+      ROLE: 'all',
+      DATABASE_URL: databaseUrl,
+      DATA_DIR: stack.dir,
+      OIDC_CA_FILE: stack.caFile,
+      RATE_LIMIT_PROJECT: '0',
+      PORT: String(apiPort),
+      OPERATOR_TOKEN: stack.operatorToken,
+      RATE_LIMIT_TOKEN: '0',
+      RELAY_POLL_MS: '100',
+    };
     let service = spawnService(env);
-    const db = new pg.Client({ connectionString: stack.db.url });
+    const db = new pg.Client({ connectionString: databaseUrl });
     try {
       await service.waitFor(/listening on http/, 60_000);
       await db.connect();
       const operator = new Client(`http://127.0.0.1:${apiPort}`, stack.operatorToken);
       const org = await operator.post('/api/v1/organisations', { name: 'API faults' });
-      const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
-      await operator.post(`/api/v1/project/${project.body.id}/webhooks?`, { url: receiver.url, events: ['membership.issued'] });
+      const iss = await stack.idp.issuer();
+      const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer });
+      await operator.post(`/api/v1/project/${project.body.id}/webhooks`, { url: receiver.url, events: ['membership.issued'] });
       const client = operator;
       const q = `?projectId=${project.body.id}`;
 
@@ -256,7 +318,25 @@ describe('faults under load: the signer killed, the API killed', function () {
           else expect([503]).to.include(res.status);
         }
       };
-      const load = [loop(), loop(), loop(), loop()];
+      // Wallets too: createasync for new users alongside.
+      const accepted: string[] = [];
+      let n = 0;
+      const wallets = async () => {
+        while (!stop) {
+          const email = `api-fault-${n++}@example.com`;
+          const jwt = await iss.sign({ email }, { audience: 'urn:custody:testnet', expiresIn: '1h' });
+          let res;
+          try {
+            res = await operator.withToken(jwt).post('/api/v1/wallets/createasync', { key: project.body.projectKey });
+          } catch {
+            await new Promise((r) => setTimeout(r, 50));
+            continue;
+          }
+          if (res.status === 202) accepted.push(email);
+          else expect([503]).to.include(res.status);
+        }
+      };
+      const load = [loop(), loop(), loop(), loop(), wallets()];
       await until('memberships under load', () => committed.length >= 100);
       service.proc.kill('SIGKILL');
       await service.exited;
@@ -287,6 +367,15 @@ describe('faults under load: the signer killed, the API killed', function () {
         idsByToken.set(token, new Set([...(idsByToken.get(token) ?? []), String(r.headers['webhook-id'])]));
       }
       for (const [token, ids] of idsByToken) expect(ids.size, token).to.equal(1);
+      // Every accepted createasync ends with exactly one wallet, with an address.
+      await until('every accepted wallet created', async () => {
+        const { rows } = await db.query<{ n: number; done: number }>(
+          'SELECT count(*)::int AS n, count(address)::int AS done FROM wallets WHERE email = ANY($1::text[])',
+          [accepted],
+        );
+        return rows[0]?.n === accepted.length && rows[0].done === accepted.length;
+      }, 90_000);
+      expect(accepted.length).to.be.greaterThan(10);
     } finally {
       service.proc.kill('SIGKILL');
       await service.exited;
