@@ -15,9 +15,7 @@ import { createLogger, type Logger } from './logger.js';
 import { apiTokenPrefix } from './projects/keys.js';
 import { startSignerChild } from './signer/child.js';
 import { SignerClient } from './signer/client.js';
-import { SecretBox } from './crypto/secrets.js';
-import { outboxHandler } from './outbox/handlers.js';
-import { OutboxRelay } from './outbox/relay.js';
+import { relayFromConfig } from './outbox/handlers.js';
 import { pruneOutbox } from './outbox/prune.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { bindOutboxDepth } from './metrics.js';
@@ -135,16 +133,7 @@ interface Background {
  * relay (creates wallets queued by createasync, delivers webhooks) and the membership expiry scheduler.
  */
 async function startBackground(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<Background> {
-  const relay = new OutboxRelay({
-    db: database.db,
-    databaseUrl: database.url,
-    handle: outboxHandler({ db: database.db, signer, secretBox: new SecretBox(dataEncryptionKey), config }),
-    log,
-    concurrency: config.relayConcurrency,
-    pollMs: config.relayPollMs,
-    leaseMs: config.relayLeaseMs,
-    endpointConcurrency: config.webhookEndpointConcurrency,
-  });
+  const relay = relayFromConfig({ config, db: database.db, databaseUrl: database.url, signer, dataEncryptionKey, log });
   await relay.start();
   const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });
   scheduler.start();

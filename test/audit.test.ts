@@ -5,12 +5,8 @@ import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { startApp, type TestApp } from './helpers/app.js';
 import { createTenant } from './helpers/factories.js';
-import type { Reply } from './helpers/http.js';
+import type { Json, Reply } from './helpers/http.js';
 import { TestIdp } from './helpers/idp.js';
-
-// Replies are whatever JSON the service sent; each test says which shape it expects.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Json = any;
 
 describe('audit log of management writes and key creations', () => {
   let app: TestApp;

@@ -12,6 +12,7 @@ import { freePort, spawnService, type Service } from './helpers/process.js';
 import { startSigner, type RunningSigner } from './helpers/signer.js';
 import { TestIdp } from './helpers/idp.js';
 import { Receiver } from './helpers/receiver.js';
+import { until } from './helpers/wait.js';
 import { SignerClient } from '../src/signer/client.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
@@ -84,13 +85,6 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
       }
     };
     const load = [loop(), loop(), loop(), loop()];
-    const until = async (what: string, probe: () => boolean, timeoutMs = 60_000) => {
-      const deadline = Date.now() + timeoutMs;
-      while (!probe()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
 
     await until('changes committed under load', () => committed.length >= 50);
     await database?.stop();
@@ -178,13 +172,6 @@ describe('faults under load: the signer killed, the API killed', function () {
     };
   }
 
-  const until = async (what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 60_000) => {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await probe())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
 
   it('the signer killed mid-load: 503 with Retry-After meanwhile, then every answered wallet exists with the signer key', async () => {
     const stack = await surroundings();

@@ -4,9 +4,9 @@ import { getAddress } from 'ethers';
 import { createLogger } from '../src/logger.js';
 import { ExpiryScheduler } from '../src/memberships/expiry-scheduler.js';
 import { startApp, type TestApp } from './helpers/app.js';
-import { snapshot } from './helpers/db.js';
+import { expectUnchanged as expectUnchangedIn, snapshot } from './helpers/db.js';
 import { createTenant } from './helpers/factories.js';
-import type { Client, Reply } from './helpers/http.js';
+import type { Client, Json, Reply } from './helpers/http.js';
 
 /** A random address in its EIP-55 form. */
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
@@ -25,10 +25,6 @@ function badChecksum(a: string): string {
     }
   }
 }
-// Replies are whatever JSON the service sent; each test says which shape it expects.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Json = any;
-
 const type = () => `club:${randomBytes(4).toString('hex')}`;
 
 describe('Memberships', () => {
@@ -64,15 +60,7 @@ describe('Memberships', () => {
 
   const ledgerOf = (projectId: number) => app.db('membership_transactions').where({ project_id: projectId }).orderBy('id');
 
-  async function expectUnchanged(call: () => Promise<Reply<Json>>, status: number, code: string): Promise<Reply<Json>> {
-    const before = await snapshot(app.db);
-    const res = await call();
-    expect(res.status, res.text).to.equal(status);
-    expect(res.headers.get('content-type')).to.match(/^application\/problem\+json/);
-    expect(res.body.code).to.equal(code);
-    expect(await snapshot(app.db)).to.deep.equal(before);
-    return res;
-  }
+  const expectUnchanged = (call: () => Promise<Reply<Json>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
 
   describe('issue', () => {
     it('issues a batch (201, input order, EIP-55 addresses, decimal tokenIds) with a mint and the events of each item in the same transaction', async () => {

@@ -8,17 +8,10 @@ import { createTenant } from './helpers/factories.js';
 import { scratchDatabase, spawnService, type Service } from './helpers/process.js';
 import { Receiver } from './helpers/receiver.js';
 import { sharedSigner } from './helpers/signer.js';
+import { until } from './helpers/wait.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const items = (n: number) => Array.from({ length: n }, () => ({ membershipType: 'gym:gold', walletAddress: address() }));
-
-async function until(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('webhook deliveries: a hanging endpoint, several workers, a killed worker', function () {
   this.timeout(180_000);

@@ -6,28 +6,15 @@ import { getAddress } from 'ethers';
 import { Webhook } from 'standardwebhooks';
 import { recordEvents } from '../src/events/record.js';
 import { startApp, type TestApp } from './helpers/app.js';
-import { snapshot } from './helpers/db.js';
+import { expectUnchanged as expectUnchangedIn } from './helpers/db.js';
 import { createTenant } from './helpers/factories.js';
-import { Client, type Reply } from './helpers/http.js';
+import { Client, type Json, type Reply } from './helpers/http.js';
 import { Receiver, type Received } from './helpers/receiver.js';
-
-// Replies are whatever JSON the service sent; each test says which shape it expects.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Json = any;
+import { until } from './helpers/wait.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const headersOf = (r: Received) => r.headers as Record<string, string>;
 const envelope = (r: Received) => JSON.parse(r.body) as { id: string; type: string; createdAt: string; projectId: number; data: Record<string, unknown> };
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('Project webhooks in production', () => {
   it('in production: https only, and a URL pointing to a private address is refused at creation and at connect time', async () => {
@@ -104,15 +91,7 @@ describe('Project webhooks', () => {
   /** What this tenant's subscriptions received so far (the receiver is shared; the query string names the project). */
   const receivedBy = (t: Tenant, target = receiver) => target.received.filter((r) => JSON.parse(r.body).projectId === t.project.id);
 
-  async function expectUnchanged(call: () => Promise<Reply<Json>>, status: number, code: string): Promise<Reply<Json>> {
-    const before = await snapshot(app.db);
-    const res = await call();
-    expect(res.status, res.text).to.equal(status);
-    expect(res.headers.get('content-type')).to.match(/^application\/problem\+json/);
-    expect(res.body.code).to.equal(code);
-    expect(await snapshot(app.db)).to.deep.equal(before);
-    return res;
-  }
+  const expectUnchanged = (call: () => Promise<Reply<Json>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
 
   describe('subscriptions', () => {
     it('create (secret shown once), list, get, update, rotate, delete (soft), showDeleted, and the event catalogue', async () => {

@@ -5,11 +5,11 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
 import { walletSecretAad } from '../projects/commands.js';
-import { findProjectById, type ProjectRow } from '../projects/repository.js';
+import { findProjectById } from '../projects/repository.js';
 import { signatureHeaders } from '../webhooks/signing.js';
 import type { ClaimedRow, Outcome, OutboxRow } from './repository.js';
 import { subscriptionSecretAad } from '../webhooks/commands.js';
-import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy, type SubscriptionRow } from '../webhooks/repository.js';
+import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy } from '../webhooks/repository.js';
 
 export const RESPONSE_BODY_LIMIT = 16 * 1024;
 
@@ -39,15 +39,6 @@ export function scheduledDelay(schedule: number[], attempt: number, random: () =
   return Math.round(base * (0.8 + 0.4 * random()));
 }
 
-/** The project's live signing secrets: the current one, and the previous one during its 24 h overlap. */
-function walletSecrets(project: ProjectRow, box: SecretBox, now: number): string[] {
-  const aad = walletSecretAad(project.id);
-  const secrets = [box.open(project.wallet_webhook_secret_enc, aad)];
-  if (project.wallet_webhook_secret_prev_enc && project.wallet_webhook_secret_prev_expires_at && project.wallet_webhook_secret_prev_expires_at.getTime() > now) {
-    secrets.push(box.open(project.wallet_webhook_secret_prev_enc, aad));
-  }
-  return secrets;
-}
 
 // Parsed endpoint URLs (bounded): a subscription's URL is parsed once, not per attempt.
 const urls = new Map<string, URL>();
@@ -117,7 +108,7 @@ export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): 
   if (!project || !url || project.deleted_at) {
     return { status: 'done', retryInMs: null, attempted: false, lastError: 'no wallet webhook URL any more' };
   }
-  const result = await attempt(row, url, walletSecrets(project, deps.secretBox, deps.now()), deps);
+  const result = await attempt(row, url, liveSecrets(deps.secretBox, walletSecretAad(project.id), project.wallet_webhook_secret_enc, project.wallet_webhook_secret_prev_enc, project.wallet_webhook_secret_prev_expires_at, deps.now()), deps);
   if (result.ok) return { status: 'done', retryInMs: null, attempted: true, ...attemptFields(result, url) };
   const delay = deps.config.walletWebhookBackgroundRetry && !row.manual_retry ? nextDelay(deps.config.webhookRetrySchedule, row.attempts + 1, result.retryAfterMs) : null;
   return { status: 'failed', retryInMs: delay, attempted: true, ...attemptFields(result, url) };
@@ -151,11 +142,13 @@ function openCached(box: SecretBox, sealed: string, aad: string): string {
   return secret;
 }
 
-/** The subscription's live signing secrets: the current one, and the previous one during its 24 h overlap. */
-function subscriptionSecrets(sub: SubscriptionRow, box: SecretBox, now: number): string[] {
-  const aad = subscriptionSecretAad(sub.id);
-  const secrets = [openCached(box, sub.secret_enc, aad)];
-  if (sub.secret_prev_enc && sub.secret_prev_expires_at && sub.secret_prev_expires_at.getTime() > now) secrets.push(openCached(box, sub.secret_prev_enc, aad));
+/**
+ * The live signing secrets of a webhook (a project's wallet webhook or a subscription): the
+ * current one, and the previous one during its 24 h overlap after a rotation.
+ */
+function liveSecrets(box: SecretBox, aad: string, current: string, previous: string | null, previousExpiresAt: Date | null, now: number): string[] {
+  const secrets = [openCached(box, current, aad)];
+  if (previous && previousExpiresAt && previousExpiresAt.getTime() > now) secrets.push(openCached(box, previous, aad));
   return secrets;
 }
 
@@ -171,7 +164,7 @@ export async function deliverSubscriptionWebhook(row: ClaimedRow, deps: Delivery
   const sub = row.subscription !== undefined ? row.subscription : row.subscription_id === null ? undefined : await findSubscriptionById(deps.db, row.subscription_id);
   if (!sub || sub.deleted_at) return { status: 'done', retryInMs: null, attempted: false };
   if (sub.disabled_at) return { status: 'failed', retryInMs: null, attempted: false, lastError: 'subscription_disabled' };
-  const result = await attempt(row, sub.url, subscriptionSecrets(sub, deps.secretBox, deps.now()), deps);
+  const result = await attempt(row, sub.url, liveSecrets(deps.secretBox, subscriptionSecretAad(sub.id), sub.secret_enc, sub.secret_prev_enc, sub.secret_prev_expires_at, deps.now()), deps);
   const fields = attemptFields(result, sub.url);
   if (result.ok) {
     if (sub.failing_since !== null) await markSubscriptionHealthy(deps.db, sub.id);

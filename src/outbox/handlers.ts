@@ -1,13 +1,14 @@
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
-import type { SecretBox } from '../crypto/secrets.js';
+import { SecretBox } from '../crypto/secrets.js';
+import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
 import { findProjectById } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { completeWallet } from '../wallets/commands.js';
 import { findWallet } from '../wallets/repository.js';
 import { deliverSubscriptionWebhook, deliverWalletWebhook } from './deliver.js';
-import type { OutboxHandler } from './relay.js';
+import { OutboxRelay, type OutboxHandler } from './relay.js';
 import type { Outcome } from './repository.js';
 
 /** Back-off for work that waits on a dependency (the signer, Vault): 1 s doubling to 1 min. */
@@ -37,4 +38,27 @@ export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox:
         throw new Error('event rows are fanned out, never claimed');
     }
   };
+}
+
+/** A relay configured from the service's settings, with the handler above: one place for main.ts and the tests. */
+export function relayFromConfig(deps: {
+  config: Config;
+  db: Knex;
+  databaseUrl: string;
+  signer: SignerClient;
+  dataEncryptionKey: Buffer;
+  log: Logger;
+  now?: () => number;
+}): OutboxRelay {
+  const { config, db } = deps;
+  return new OutboxRelay({
+    db,
+    databaseUrl: deps.databaseUrl,
+    handle: outboxHandler({ db, signer: deps.signer, secretBox: new SecretBox(deps.dataEncryptionKey), config, ...(deps.now ? { now: deps.now } : {}) }),
+    log: deps.log,
+    concurrency: config.relayConcurrency,
+    pollMs: config.relayPollMs,
+    leaseMs: config.relayLeaseMs,
+    endpointConcurrency: config.webhookEndpointConcurrency,
+  });
 }

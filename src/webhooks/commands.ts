@@ -185,4 +185,3 @@ export async function retryFailedDelivery(db: Executor, p: Principal, projectId:
   });
 }
 
-export { PREVIOUS_SECRET_OVERLAP_MS };

@@ -5,9 +5,9 @@ import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { hashSecret, newSecret, SecretBox } from '../../src/crypto/secrets.js';
-import { outboxHandler } from '../../src/outbox/handlers.js';
-import { OutboxRelay } from '../../src/outbox/relay.js';
+import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
+import { relayFromConfig } from '../../src/outbox/handlers.js';
+import type { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
 import { RedisRateLimitStore } from '../../src/ratelimit/limiter.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
@@ -74,15 +74,14 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   });
   let relay: OutboxRelay | undefined;
   if (options.relay) {
-    relay = new OutboxRelay({
+    relay = relayFromConfig({
+      config,
       db,
-      databaseUrl: testDatabaseUrl(),
-      handle: outboxHandler({ db, signer: signerClient, secretBox: new SecretBox(dataEncryptionKey), config, ...(options.now ? { now: options.now } : {}) }),
+      databaseUrl: config.databaseUrl ?? testDatabaseUrl(),
+      signer: signerClient,
+      dataEncryptionKey,
       log,
-      concurrency: config.relayConcurrency,
-      pollMs: config.relayPollMs,
-      leaseMs: config.relayLeaseMs,
-      endpointConcurrency: config.webhookEndpointConcurrency,
+      ...(options.now ? { now: options.now } : {}),
     });
     await relay.start();
   }

@@ -1,4 +1,6 @@
+import { expect } from 'chai';
 import type { Knex } from 'knex';
+import type { Json, Reply } from './http.js';
 import pg from 'pg';
 
 /** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
@@ -55,4 +57,15 @@ export async function snapshot(db: Knex, options: { except?: string[] } = {}): P
     result[tablename] = rows[0]?.h ?? '';
   }
   return result;
+}
+
+/** The call answers `status` with problem+json and `code`, and changes no row of any table. */
+export async function expectUnchanged(db: Knex, call: () => Promise<Reply<Json>>, status: number, code: string): Promise<Reply<Json>> {
+  const before = await snapshot(db);
+  const res = await call();
+  expect(res.status, res.text).to.equal(status);
+  expect(res.headers.get('content-type')).to.match(/^application\/problem\+json/);
+  expect(res.body.code).to.equal(code);
+  expect(await snapshot(db)).to.deep.equal(before);
+  return res;
 }

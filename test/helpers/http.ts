@@ -1,3 +1,7 @@
+/** A reply body as JSON, read field by field: each test says which shape it expects. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
 export interface Reply<T = Record<string, unknown>> {
   status: number;
   headers: Headers;
