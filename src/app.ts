@@ -29,6 +29,9 @@ import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { tokenRoutes } from './tokens/routes.js';
 import { membershipRoutes } from './memberships/routes.js';
+import { mark } from './openapi/meta.js';
+import { openApiRoutes } from './openapi/routes.js';
+import { serviceVersion } from './version.js';
 
 export interface AppDeps {
   config: Config;
@@ -41,6 +44,8 @@ export interface AppDeps {
   signer: SignerClient;
   /** Where rate-limit hits are counted; default: this database. */
   rateLimitStore?: RateLimitStore;
+  /** The service version the OpenAPI document states. */
+  version?: string;
   /** Injectable clock (ms): JWT expiry checks, membership expiry. */
   now?: () => number;
 }
@@ -57,14 +62,14 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     config: deps.config,
     // Every API-token route: who is calling, then that token's rate limit (the operator's own
     // token, the deployment's administrator, is not limited).
-    authenticate: async (ctx, next) => {
+    authenticate: mark(async (ctx, next) => {
       await identify(ctx, async () => {
         const principal = principalOf(ctx);
         if (principal.scope !== 'operator') await limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
         await next();
       });
-    },
-    idempotent: idempotency(deps.db, deps.config.idempotencyTtlS),
+    }, 'authenticate'),
+    idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS), 'idempotent'),
     audited: audited(),
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
@@ -103,6 +108,8 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   failedDeliveryRoutes(router, routeDeps);
   webhookRoutes(router, routeDeps);
   auditRoutes(router, routeDeps);
+  // Last: the document describes every route registered before it, and itself.
+  openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
 
   const middleware: Array<Koa.Middleware<AppState>> = [
     requestId(deps.log),

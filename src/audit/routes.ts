@@ -3,17 +3,51 @@ import { principalOf, requireAdmin } from '../auth/access.js';
 import { NotFoundError } from '../errors.js';
 import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
-import { Id, PageQuery, strictObject } from '../http/schemas.js';
+import { type Static, Type } from '@sinclair/typebox';
+import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../http/schemas.js';
+import { component } from '../openapi/meta.js';
 import { endpoint } from '../http/validate.js';
 import { findOrganisation } from '../organisations/repository.js';
 import { listAudit, presentAudit } from './audit.js';
+import * as ex from '../openapi/examples.js';
+
+const AuditEntryOut = component(
+  'AuditEntry',
+  Type.Object(
+    {
+      id: IdOut,
+      at: Timestamp,
+      organisationId: Type.Union([IdOut, Type.Null()]),
+      projectId: Type.Union([IdOut, Type.Null()]),
+      actor: Type.String({ description: 'operator, or token:<id>' }),
+      action: Type.String({ description: '<METHOD> <route>, or an event such as wallet.key_created' }),
+      target: Type.Union([Type.String(), Type.Null()]),
+      status: Type.Union([Type.Integer(), Type.Null()]),
+      requestId: Type.Union([Type.String(), Type.Null()]),
+      details: Type.Record(Type.String(), Type.Unknown()),
+    },
+    { additionalProperties: false },
+  ),
+);
+const AuditList = pageOf('entries', AuditEntryOut);
+export type AuditListOut = Static<typeof AuditList>;
 
 /** `GET /organisations/{id}/audit`: the organisation's audit log, for its admins and the operator. */
 export function auditRoutes(router: Router<AppState>, { authenticate, cursors }: RouteDeps): void {
   router.get(
     '/api/v1/organisations/:id/audit',
     authenticate,
-    endpoint({ params: strictObject({ id: Id }), query: strictObject({ ...PageQuery }) }, async (ctx, { params, query }) => {
+    endpoint({
+      params: strictObject({ id: Id }),
+      query: strictObject({ ...PageQuery }),
+      doc: {
+        operationId: 'listAudit',
+        summary: "An organisation's audit log",
+        description: 'Every management write (actor, method and route, target, status, request id; ids only, never secrets) and every key creation. For the operator and the organisation\'s admin tokens.',
+        tag: 'Organisations',
+        responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
+      },
+    }, async (ctx, { params, query }) => {
       const p = principalOf(ctx);
       const organisationId = Number(params.id);
       // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.

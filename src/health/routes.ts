@@ -6,14 +6,40 @@ import type { AppState } from '../http/context.js';
 import type { Lifecycle } from '../lifecycle.js';
 import type { SignerClient } from '../signer/client.js';
 import { registry } from '../metrics.js';
+import { Type } from '@sinclair/typebox';
+import { describe, type OperationDoc } from '../openapi/meta.js';
 
 /** Liveness and readiness, without auth (CONTRACT.md section 12). */
 export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle): void {
-  router.get('/healthz', (ctx) => {
-    ctx.body = { status: 'ok' };
-  });
+  router.get(
+    '/healthz',
+    describe(
+      {
+        operationId: 'getHealth',
+        summary: 'Liveness: the process answers',
+        tag: 'Operations',
+        plain: true,
+        responses: { 200: { description: 'Alive.', schema: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }), example: { status: 'ok' } } },
+      },
+      (ctx) => {
+        ctx.body = { status: 'ok' };
+      },
+    ),
+  );
 
-  router.get('/readyz', async (ctx) => {
+  const Ready = Type.Object(
+    { status: Type.Literal('ready'), checks: Type.Object({ database: Type.Literal('ok'), signer: Type.Literal('ok') }, { additionalProperties: false }) },
+    { additionalProperties: false },
+  );
+  const readyDoc: OperationDoc = {
+    operationId: 'getReadiness',
+    summary: 'Readiness: the database and the signer answer',
+    tag: 'Operations',
+    plain: true,
+    errors: { 503: 'service_draining (shutting down) or dependency_unavailable (database, signer, or Vault sealed).' },
+    responses: { 200: { description: 'Ready.', schema: Ready, example: { status: 'ready', checks: { database: 'ok', signer: 'ok' } } } },
+  };
+  router.get('/readyz', describe(readyDoc, async (ctx) => {
     if (lifecycle.draining) {
       throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
     }
@@ -21,11 +47,22 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     if (!database) throw new DependencyUnavailableError('database');
     if (!signerHealth.ok) throw new DependencyUnavailableError(signerHealth.sealed ? 'signer (Vault is sealed)' : 'signer');
     ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok' } };
-  });
+  }));
 
   // Prometheus text; meant for the cluster's scraper, not routed by the chart's Ingress.
-  router.get('/metrics', async (ctx) => {
-    ctx.body = await registry.metrics();
-    ctx.type = registry.contentType;
-  });
+  const metricsDoc: OperationDoc = {
+    operationId: 'getMetrics',
+    summary: 'Prometheus metrics',
+    description: 'HTTP requests and durations by route, outbox depth, delivery outcomes, signer calls, JWT key-cache hits.',
+    tag: 'Operations',
+    plain: true,
+    responses: { 200: { description: 'Prometheus text exposition format.', schema: Type.String(), contentType: 'text/plain' } },
+  };
+  router.get(
+    '/metrics',
+    describe(metricsDoc, async (ctx) => {
+      ctx.body = await registry.metrics();
+      ctx.type = registry.contentType;
+    }),
+  );
 }

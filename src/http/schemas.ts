@@ -1,4 +1,5 @@
-import { Type, type TProperties } from '@sinclair/typebox';
+import { Type, type TArray, type TProperties, type TSchema } from '@sinclair/typebox';
+import { component } from '../openapi/meta.js';
 
 /** Path ids are positive integers that fit a PostgreSQL bigint and a JS number exactly. */
 export const Id = Type.String({ pattern: '^[1-9][0-9]{0,14}$', description: 'a positive integer id' });
@@ -16,3 +17,40 @@ export const PageQuery = {
 export const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 
 export const strictObject = <P extends TProperties>(properties: P) => Type.Object(properties, { additionalProperties: false });
+
+// ---- Responses: the presenters are typed from these, and the OpenAPI document lists them. ----
+
+export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601, UTC' });
+export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+export const IdOut = Type.Integer({ minimum: 1 });
+export const NextCursor = Type.Union([Type.String(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last page' });
+
+/** A page of `items` under the list's own name, with `nextCursor` (CONTRACT.md section 10). */
+export const pageOf = <K extends string, T extends TSchema>(key: K, item: T) =>
+  Type.Object({ [key]: Type.Array(item), nextCursor: NextCursor } as { [P in K]: TArray<T> } & { nextCursor: typeof NextCursor }, {
+    additionalProperties: false,
+  });
+
+/** RFC 9457 problem details with the service's `code` and `requestId` (CONTRACT.md section 2). */
+export const Problem = component(
+  'Problem',
+  Type.Object(
+    {
+      type: Type.String({ description: 'urn:custody:problem:<code>' }),
+      title: Type.String(),
+      status: Type.Integer({ minimum: 400, maximum: 599 }),
+      detail: Type.String(),
+      code: Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'stable snake_case machine code' }),
+      requestId: Type.String(),
+      errors: Type.Optional(
+        Type.Array(
+          Type.Object(
+            { in: Type.Optional(Type.String()), path: Type.String(), message: Type.String() },
+            { additionalProperties: false },
+          ),
+        ),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+);

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { ValidationError, type FieldProblem } from '../errors.js';
+import type { OperationDoc } from '../openapi/meta.js';
 import type { AppContext, AppMiddleware } from './context.js';
 
 /** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
@@ -10,7 +11,13 @@ export interface Schemas {
   params?: TSchema;
   query?: TSchema;
   body?: TSchema;
+  /** What the OpenAPI document says of the route; its request schemas are these. */
+  doc?: OperationDoc;
 }
+
+/** The schemas of each endpoint middleware: what src/openapi/ reads off the router. */
+const endpoints = new WeakMap<object, Schemas>();
+export const endpointSchemas = (fn: object): Schemas | undefined => endpoints.get(fn);
 
 type Part<S, K extends keyof Schemas> = S extends Record<K, infer T extends TSchema> ? Static<T> : undefined;
 
@@ -54,7 +61,7 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
     ['query', schemas.query ? compile(schemas.query) : undefined],
     ['body', schemas.body ? compile(schemas.body) : undefined],
   ];
-  return async (ctx) => {
+  const middleware: AppMiddleware = async (ctx) => {
     // Query values arrive as strings, or arrays when repeated (which the string schemas refuse);
     // koa-body leaves `body` undefined when nothing was sent.
     const values: Record<Location, unknown> = { params: { ...ctx.params }, query: { ...ctx.query }, body: ctx.request.body };
@@ -74,6 +81,8 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
     if (found.length > 0) throw new ValidationError('The request is invalid; see errors.', found);
     await handler(ctx, values as unknown as Input<S>);
   };
+  endpoints.set(middleware, schemas);
+  return middleware;
 }
 
 const isEmptyObject = (v: unknown): boolean =>

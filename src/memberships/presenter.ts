@@ -1,3 +1,5 @@
+import type { Static } from '@sinclair/typebox';
+import type { MembershipOut } from './schemas.js';
 import type { MembershipRow, TransactionRow } from './repository.js';
 
 export type MembershipStatus = 'active' | 'revoked' | 'expired';
@@ -8,7 +10,7 @@ export function statusOf(m: MembershipRow, nowS: number): MembershipStatus {
   return m.expiration > 0 && m.expiration <= nowS ? 'expired' : 'active';
 }
 
-export const presentMembership = (m: MembershipRow, nowS: number) => ({
+export const presentMembership = (m: MembershipRow, nowS: number): Static<typeof MembershipOut> => ({
   tokenId: String(m.id),
   membershipType: m.membership_type,
   walletAddress: m.wallet_address,

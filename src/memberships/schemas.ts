@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { Id, PageQuery, QueryBool, strictObject } from '../http/schemas.js';
+import { Id, NullableTimestamp, pageOf, PageQuery, QueryBool, strictObject, Timestamp } from '../http/schemas.js';
+import { component } from '../openapi/meta.js';
 
 /** Two non-empty parts of `[A-Za-z0-9_.-]`, at most 64 characters each, around one colon (section 7). */
 export const MembershipType = Type.String({
@@ -42,3 +43,23 @@ export const ViewQuery = strictObject({
   includeExpired: Type.Optional(QueryBool),
   ...PageQuery,
 });
+
+export const MembershipOut = component(
+  'Membership',
+  Type.Object(
+    {
+      tokenId: TokenId,
+      membershipType: Type.String(),
+      walletAddress: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' }),
+      expiration: Type.Integer({ minimum: 0, description: 'Unix seconds; 0 = never' }),
+      transferable: Type.Boolean(),
+      status: Type.Union([Type.Literal('active'), Type.Literal('revoked'), Type.Literal('expired')]),
+      issuedAt: Timestamp,
+      updatedAt: Timestamp,
+      revokedAt: NullableTimestamp,
+    },
+    { additionalProperties: false },
+  ),
+);
+export const MembershipList = pageOf('memberships', MembershipOut);
+export const IssuedOut = Type.Object({ memberships: Type.Array(MembershipOut) }, { additionalProperties: false });

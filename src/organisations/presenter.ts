@@ -1,6 +1,8 @@
+import type { Static } from '@sinclair/typebox';
+import type { OrganisationOut } from './schemas.js';
 import type { OrganisationRow } from './repository.js';
 
-export const presentOrganisation = (o: OrganisationRow) => ({
+export const presentOrganisation = (o: OrganisationRow): Static<typeof OrganisationOut> => ({
   id: o.id,
   name: o.name,
   createdAt: o.created_at.toISOString(),

@@ -13,13 +13,23 @@ import {
   undeleteOrganisation,
 } from './commands.js';
 import { presentOrganisation } from './presenter.js';
-import { ListOrganisationsQuery, OrganisationBody, OrganisationParams } from './schemas.js';
+import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
+import * as ex from '../openapi/examples.js';
 
 export function organisationRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors }: RouteDeps): void {
   router.get(
     '/api/v1/organisations',
     authenticate,
-    endpoint({ query: ListOrganisationsQuery }, async (ctx, { query }) => {
+    endpoint({
+      query: ListOrganisationsQuery,
+      doc: {
+        operationId: 'listOrganisations',
+        summary: 'List the organisations the token sees',
+        description: 'The operator sees every organisation; other tokens see their own. `showDeleted` includes soft-deleted ones.',
+        tag: 'Organisations',
+        responses: { 200: { description: 'A page of organisations.', schema: OrganisationList, example: { organisations: [ex.organisation], nextCursor: null } } },
+      },
+    }, async (ctx, { query }) => {
       const showDeleted = queryBool(query.showDeleted);
       const list = `organisations:${showDeleted}`;
       const page = cursors.page(list, query);
@@ -33,7 +43,16 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     authenticate,
     idempotent,
     audited,
-    endpoint({ body: OrganisationBody }, async (ctx, { body }) => {
+    endpoint({
+      body: OrganisationBody,
+      doc: {
+        operationId: 'createOrganisation',
+        summary: 'Create an organisation (operator only)',
+        tag: 'Organisations',
+        requestExample: { name: 'Acme Gyms' },
+        responses: { 201: { description: 'Created.', schema: OrganisationOut, example: ex.organisation } },
+      },
+    }, async (ctx, { body }) => {
       ctx.status = 201;
       ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
     }),
@@ -42,7 +61,16 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
   router.get(
     '/api/v1/organisations/:id',
     authenticate,
-    endpoint({ params: OrganisationParams }, async (ctx, { params }) => {
+    endpoint({
+      params: OrganisationParams,
+      doc: {
+        operationId: 'getOrganisation',
+        summary: 'Get an organisation',
+        description: 'A soft-deleted organisation is still shown (with `deletedAt`).',
+        tag: 'Organisations',
+        responses: { 200: { description: 'The organisation.', schema: OrganisationOut, example: ex.organisation } },
+      },
+    }, async (ctx, { params }) => {
       ctx.body = presentOrganisation(await getOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
     }),
   );
@@ -51,7 +79,18 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     '/api/v1/organisations/:id',
     authenticate,
     audited,
-    endpoint({ params: OrganisationParams, body: OrganisationBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: OrganisationParams,
+      body: OrganisationBody,
+      doc: {
+        operationId: 'renameOrganisation',
+        summary: 'Rename an organisation',
+        description: 'A soft-deleted organisation is 404.',
+        tag: 'Organisations',
+        requestExample: { name: 'Acme Gyms Ltd' },
+        responses: { 200: { description: 'The renamed organisation.', schema: OrganisationOut, example: ex.organisation } },
+      },
+    }, async (ctx, { params, body }) => {
       ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
     }),
   );
@@ -60,7 +99,16 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     '/api/v1/organisations/:id',
     authenticate,
     audited,
-    endpoint({ params: OrganisationParams }, async (ctx, { params }) => {
+    endpoint({
+      params: OrganisationParams,
+      doc: {
+        operationId: 'deleteOrganisation',
+        summary: 'Soft-delete an organisation',
+        description: "Its projects' keys and its tokens stop working until it is undeleted. Already deleted: 404.",
+        tag: 'Organisations',
+        responses: { 204: { description: 'Deleted.' } },
+      },
+    }, async (ctx, { params }) => {
       await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
       ctx.status = 204;
     }),
@@ -71,7 +119,17 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: OrganisationParams }, async (ctx, { params }) => {
+    endpoint({
+      params: OrganisationParams,
+      doc: {
+        operationId: 'undeleteOrganisation',
+        summary: 'Undelete an organisation',
+        description: 'Restores its keys and tokens.',
+        tag: 'Organisations',
+        errors: { 409: 'not_deleted: the organisation is not deleted.' },
+        responses: { 200: { description: 'The restored organisation.', schema: OrganisationOut, example: ex.organisation } },
+      },
+    }, async (ctx, { params }) => {
       ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
     }),
   );

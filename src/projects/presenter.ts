@@ -1,6 +1,8 @@
+import type { Static } from '@sinclair/typebox';
+import type { ProjectOut } from './schemas.js';
 import type { ProjectRow } from './repository.js';
 
-export const presentProject = (p: ProjectRow) => ({
+export const presentProject = (p: ProjectRow): Static<typeof ProjectOut> => ({
   id: p.id,
   organisationId: p.organisation_id,
   name: p.name,

@@ -14,7 +14,20 @@ import {
   rotateWalletWebhookSecret,
 } from './commands.js';
 import { presentProject } from './presenter.js';
-import { CreateProjectBody, ListProjectsQuery, OrganisationIdParams, ProjectParams, RotateKeyBody, UpdateProjectBody } from './schemas.js';
+import {
+  CreateProjectBody,
+  KeyRotated,
+  ListProjectsQuery,
+  OrganisationIdParams,
+  ProjectCreated,
+  ProjectList,
+  ProjectOut,
+  ProjectParams,
+  RotateKeyBody,
+  UpdateProjectBody,
+  WalletWebhookSecretRotated,
+} from './schemas.js';
+import * as ex from '../openapi/examples.js';
 
 export function projectRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox }: RouteDeps): void {
   router.post(
@@ -22,7 +35,24 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: OrganisationIdParams, body: CreateProjectBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: OrganisationIdParams,
+      body: CreateProjectBody,
+      doc: {
+        operationId: 'createProject',
+        summary: 'Create a project',
+        description: 'Returns the project key once (`pk_test_…` or `pk_live_…`, this deployment\'s environment). `issuer` must be https; `walletWebhookUrl` https in production (http allowed in testnet) and not a private address in production. Without `walletWebhookSecret` one is generated and shown once.',
+        tag: 'Projects',
+        requestExample: { name: 'Members app', issuer: 'https://login.example.com', walletWebhookUrl: 'https://api.example.com/hooks/wallets' },
+        responses: {
+          201: {
+            description: 'Created; the key (and a generated secret) shown once.',
+            schema: ProjectCreated,
+            example: { ...ex.project, projectKey: ex.projectKey, walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+          },
+        },
+      },
+    }, async (ctx, { params, body }) => {
       const env = config.appEnv;
       const created = await createProject(ctx.state.db, principalOf(ctx), { env, secretBox }, Number(params.id), body);
       ctx.status = 201;
@@ -37,7 +67,16 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
   router.get(
     '/api/v1/organisations/:id/projects',
     authenticate,
-    endpoint({ params: OrganisationIdParams, query: ListProjectsQuery }, async (ctx, { params, query }) => {
+    endpoint({
+      params: OrganisationIdParams,
+      query: ListProjectsQuery,
+      doc: {
+        operationId: 'listProjects',
+        summary: "List an organisation's projects",
+        tag: 'Projects',
+        responses: { 200: { description: 'A page of projects.', schema: ProjectList, example: { projects: [ex.project], nextCursor: null } } },
+      },
+    }, async (ctx, { params, query }) => {
       const organisationId = Number(params.id);
       const showDeleted = queryBool(query.showDeleted);
       const list = `projects:${organisationId}:${showDeleted}`;
@@ -50,7 +89,15 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
   router.get(
     '/api/v1/project/:projectId',
     authenticate,
-    endpoint({ params: ProjectParams }, async (ctx, { params }) => {
+    endpoint({
+      params: ProjectParams,
+      doc: {
+        operationId: 'getProject',
+        summary: 'Get a project',
+        tag: 'Projects',
+        responses: { 200: { description: 'The project.', schema: ProjectOut, example: ex.project } },
+      },
+    }, async (ctx, { params }) => {
       ctx.body = presentProject(await getProject(ctx.state.db, principalOf(ctx), Number(params.projectId)));
     }),
   );
@@ -59,7 +106,18 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     '/api/v1/project/:projectId',
     authenticate,
     audited,
-    endpoint({ params: ProjectParams, body: UpdateProjectBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: ProjectParams,
+      body: UpdateProjectBody,
+      doc: {
+        operationId: 'updateProject',
+        summary: 'Change a project',
+        description: 'Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook.',
+        tag: 'Projects',
+        requestExample: { requireVerifiedEmail: false },
+        responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
+      },
+    }, async (ctx, { params, body }) => {
       ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), body));
     }),
   );
@@ -68,7 +126,16 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     '/api/v1/project/:projectId',
     authenticate,
     audited,
-    endpoint({ params: ProjectParams }, async (ctx, { params }) => {
+    endpoint({
+      params: ProjectParams,
+      doc: {
+        operationId: 'deleteProject',
+        summary: 'Soft-delete a project',
+        description: 'Its keys stop working at once.',
+        tag: 'Projects',
+        responses: { 204: { description: 'Deleted.' } },
+      },
+    }, async (ctx, { params }) => {
       await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
       ctx.status = 204;
     }),
@@ -79,7 +146,20 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: ProjectParams, body: RotateKeyBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: ProjectParams,
+      body: RotateKeyBody,
+      doc: {
+        operationId: 'rotateProjectKey',
+        summary: 'Rotate the project key',
+        description: 'A new key, shown once; the previous keys keep working for `graceSeconds` (default 86400, 0 = stop at once).',
+        tag: 'Projects',
+        requestExample: { graceSeconds: 3600 },
+        responses: {
+          200: { description: 'The new key.', schema: KeyRotated, example: { projectKey: ex.projectKey, previousKeysExpireAt: ex.exampleAt } },
+        },
+      },
+    }, async (ctx, { params, body }) => {
       const grace = body.graceSeconds ?? 86_400;
       const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
       ctx.body = { projectKey: rotated.projectKey, previousKeysExpireAt: rotated.previousKeysExpireAt.toISOString() };
@@ -91,7 +171,22 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: ProjectParams }, async (ctx, { params }) => {
+    endpoint({
+      params: ProjectParams,
+      doc: {
+        operationId: 'rotateWalletWebhookSecret',
+        summary: 'Rotate the wallet-webhook secret',
+        description: 'A new generated secret, shown once; the previous one also signs deliveries for 24 h.',
+        tag: 'Projects',
+        responses: {
+          200: {
+            description: 'The new secret.',
+            schema: WalletWebhookSecretRotated,
+            example: { walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', previousSecretExpiresAt: ex.exampleAt },
+          },
+        },
+      },
+    }, async (ctx, { params }) => {
       const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId));
       ctx.body = {
         walletWebhookSecret: rotated.walletWebhookSecret,

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { Id, Name, PageQuery, QueryBool, strictObject } from '../http/schemas.js';
+import { Id, IdOut, Name, NullableTimestamp, pageOf, PageQuery, QueryBool, strictObject, Timestamp } from '../http/schemas.js';
+import { component } from '../openapi/meta.js';
 
 export const OrganisationIdParams = strictObject({ id: Id });
 export const ProjectParams = strictObject({ projectId: Id });
@@ -30,3 +31,36 @@ export const RotateKeyBody = strictObject({
 });
 
 export const ListProjectsQuery = strictObject({ showDeleted: Type.Optional(QueryBool), ...PageQuery });
+
+const Environment = Type.Union([Type.Literal('testnet'), Type.Literal('production')]);
+const projectFields = {
+  id: IdOut,
+  organisationId: IdOut,
+  name: Type.String(),
+  environment: Environment,
+  issuer: Type.String(),
+  walletWebhookUrl: Type.Union([Type.String(), Type.Null()]),
+  requireVerifiedEmail: Type.Boolean(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  deletedAt: NullableTimestamp,
+};
+export const ProjectOut = component('Project', Type.Object(projectFields, { additionalProperties: false }));
+export const ProjectList = pageOf('projects', ProjectOut);
+/** Creation shows the project key (and a generated wallet-webhook secret) once. */
+export const ProjectCreated = Type.Object(
+  {
+    ...projectFields,
+    projectKey: Type.String({ pattern: '^pk_(test|live)_', description: 'shown once' }),
+    walletWebhookSecret: Type.Optional(Type.String({ description: 'shown once, when the service generated it' })),
+  },
+  { additionalProperties: false },
+);
+export const KeyRotated = Type.Object(
+  { projectKey: Type.String({ pattern: '^pk_(test|live)_', description: 'shown once' }), previousKeysExpireAt: Timestamp },
+  { additionalProperties: false },
+);
+export const WalletWebhookSecretRotated = Type.Object(
+  { walletWebhookSecret: Type.String({ description: 'shown once' }), previousSecretExpiresAt: Timestamp },
+  { additionalProperties: false },
+);

@@ -1,6 +1,8 @@
+import type { Static } from '@sinclair/typebox';
+import type { TokenOut } from './schemas.js';
 import type { ApiTokenRow } from './repository.js';
 
-export const presentToken = (t: ApiTokenRow) => ({
+export const presentToken = (t: ApiTokenRow): Static<typeof TokenOut> => ({
   id: t.id,
   name: t.name,
   role: t.role,

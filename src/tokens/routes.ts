@@ -6,7 +6,8 @@ import { queryBool } from '../http/schemas.js';
 import { endpoint } from '../http/validate.js';
 import { createToken, listOrganisationTokens, revokeOrganisationToken } from './commands.js';
 import { presentToken } from './presenter.js';
-import { CreateTokenBody, ListTokensQuery, TokenParams, TokensParams } from './schemas.js';
+import { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList, TokenParams, TokensParams } from './schemas.js';
+import * as ex from '../openapi/examples.js';
 
 export function tokenRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config }: RouteDeps): void {
   router.post(
@@ -14,7 +15,18 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: TokensParams, body: CreateTokenBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: TokensParams,
+      body: CreateTokenBody,
+      doc: {
+        operationId: 'createToken',
+        summary: 'Create an API token',
+        description: 'Organisation scope, or project scope with `projectId`; role `admin` or `read`. The token is shown once.',
+        tag: 'API tokens',
+        requestExample: { name: 'ci', role: 'admin' },
+        responses: { 201: { description: 'Created; the token shown once.', schema: TokenCreated, example: { ...ex.token, token: 'sk_test_Q2xhcmtlIGlzIGEgZ29vZCBuYW1lIGZvciBh' } } },
+      },
+    }, async (ctx, { params, body }) => {
       const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
       ctx.status = 201;
       ctx.body = { ...presentToken(created.row), token: created.token };
@@ -24,7 +36,17 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
   router.get(
     '/api/v1/organisations/:id/tokens',
     authenticate,
-    endpoint({ params: TokensParams, query: ListTokensQuery }, async (ctx, { params, query }) => {
+    endpoint({
+      params: TokensParams,
+      query: ListTokensQuery,
+      doc: {
+        operationId: 'listTokens',
+        summary: "List an organisation's API tokens",
+        description: 'Never the secrets. `showRevoked` includes revoked ones.',
+        tag: 'API tokens',
+        responses: { 200: { description: 'A page of tokens.', schema: TokenList, example: { tokens: [ex.token], nextCursor: null } } },
+      },
+    }, async (ctx, { params, query }) => {
       const organisationId = Number(params.id);
       const showRevoked = queryBool(query.showRevoked);
       const list = `tokens:${organisationId}:${showRevoked}`;
@@ -38,7 +60,16 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
     '/api/v1/organisations/:id/tokens/:tokenId',
     authenticate,
     audited,
-    endpoint({ params: TokenParams }, async (ctx, { params }) => {
+    endpoint({
+      params: TokenParams,
+      doc: {
+        operationId: 'revokeToken',
+        summary: 'Revoke an API token',
+        description: 'It stops working at once. Revoking a revoked token is 404.',
+        tag: 'API tokens',
+        responses: { 204: { description: 'Revoked.' } },
+      },
+    }, async (ctx, { params }) => {
       await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
       ctx.status = 204;
     }),

@@ -1,8 +1,9 @@
+import type { Static } from '@sinclair/typebox';
+import type { WalletOut } from './schemas.js';
 import type { WalletRow } from './repository.js';
 
-export const presentWallet = (w: WalletRow) => ({
-  walletId: w.id,
-  walletAddress: w.address,
-  emailAddress: w.email,
-  createdAt: w.created_at.toISOString(),
-});
+/** Only active wallets (with an address) are ever shown; the commands never return a pending one. */
+export const presentWallet = (w: WalletRow): Static<typeof WalletOut> => {
+  if (w.address === null) throw new Error(`wallet ${w.id} has no address yet`);
+  return { walletId: w.id, walletAddress: w.address, emailAddress: w.email, createdAt: w.created_at.toISOString() };
+};

@@ -5,14 +5,38 @@ import type { RouteDeps } from '../http/route-deps.js';
 import { endpoint } from '../http/validate.js';
 import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
-import { IssuerCheckBody, ListWalletsQuery, WalletParams, WalletRequestBody, WalletsParams } from './schemas.js';
+import {
+  Accepted,
+  IssuerCheckBody,
+  IssuerCheckOut,
+  ListWalletsQuery,
+  SignInOut,
+  WalletList,
+  WalletOut,
+  WalletParams,
+  WalletRequestBody,
+  WalletsParams,
+} from './schemas.js';
+import * as ex from '../openapi/examples.js';
 
 export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { wallets: WalletDeps }): void {
   const { wallets, authenticate, cursors } = deps;
 
   router.post(
     '/api/v1/signin',
-    endpoint({ body: WalletRequestBody }, async (ctx, { body }) => {
+    endpoint({
+      body: WalletRequestBody,
+      doc: {
+        operationId: 'signIn',
+        summary: "Sign a user in: their wallet, created on first call",
+        description: 'Synchronous. The wallet of (project, lower-cased `email` of the JWT), created once whatever the concurrency; `isNew` is true only for the call that created it. `token` (alias `any_other_tokens`) is passed through to the wallet-created webhook. A failed wallet-created webhook is re-sent at once.',
+        tag: 'Wallets',
+        security: 'userJwt',
+        requestExample: { key: ex.projectKey, token: 'order-4711' },
+        errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
+        responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
+      },
+    }, async (ctx, { body }) => {
       const caller = await identifyCaller(wallets, body, ctx);
       const { wallet, isNew } = await signIn(wallets, caller);
       ctx.body = { ...presentWallet(wallet), isNew };
@@ -21,7 +45,19 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
 
   router.post(
     '/api/v1/wallets/createasync',
-    endpoint({ body: WalletRequestBody }, async (ctx, { body }) => {
+    endpoint({
+      body: WalletRequestBody,
+      doc: {
+        operationId: 'createWalletAsync',
+        summary: 'Create the wallet in the background',
+        description: 'Answered 202 once the request is committed; the wallet is created and its webhook sent by the relay. Idempotent by identity as sign-in is.',
+        tag: 'Wallets',
+        security: 'userJwt',
+        requestExample: { key: ex.projectKey },
+        errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
+        responses: { 202: { description: 'Accepted.', schema: Accepted, example: { status: 'accepted' } } },
+      },
+    }, async (ctx, { body }) => {
       const caller = await identifyCaller(wallets, body, ctx);
       await createWalletAsync(wallets, caller);
       ctx.status = 202;
@@ -33,7 +69,31 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
   router.post(
     '/api/v1/project/:projectId/issuer/check',
     authenticate,
-    endpoint({ params: WalletsParams, body: IssuerCheckBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: WalletsParams,
+      body: IssuerCheckBody,
+      doc: {
+        operationId: 'checkIssuer',
+        summary: "Check a sample JWT against the project's issuer configuration",
+        description: 'Runs every check of section 11 and reports each outcome; creates nothing. Read tokens may use it.',
+        tag: 'Wallets',
+        requestExample: { token: 'eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJodHRwczovL2xvZ2luLmV4YW1wbGUuY29tIn0.c2ln' },
+        responses: {
+          200: {
+            description: 'The outcome of every check.',
+            schema: IssuerCheckOut,
+            example: {
+              ok: false,
+              issuer: 'https://login.example.com',
+              checks: [
+                { name: 'discovery', outcome: 'passed' },
+                { name: 'aud', outcome: 'failed', detail: 'aud is not urn:custody:testnet' },
+              ],
+            },
+          },
+        },
+      },
+    }, async (ctx, { params, body }) => {
       ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
     }),
   );
@@ -42,7 +102,17 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
   router.get(
     '/api/v1/project/:projectId/wallets',
     authenticate,
-    endpoint({ params: WalletsParams, query: ListWalletsQuery }, async (ctx, { params, query }) => {
+    endpoint({
+      params: WalletsParams,
+      query: ListWalletsQuery,
+      doc: {
+        operationId: 'listWallets',
+        summary: "Find a project's wallets",
+        description: '`email` (case-insensitive) and `address` filter; both optional.',
+        tag: 'Wallets',
+        responses: { 200: { description: 'A page of wallets.', schema: WalletList, example: { wallets: [ex.wallet], nextCursor: null } } },
+      },
+    }, async (ctx, { params, query }) => {
       const projectId = Number(params.projectId);
       const list = `wallets:${projectId}:${query.email ?? ''}:${query.address ?? ''}`;
       const page = cursors.page(list, query);
@@ -55,7 +125,15 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
   router.get(
     '/api/v1/project/:projectId/wallets/:walletId',
     authenticate,
-    endpoint({ params: WalletParams }, async (ctx, { params }) => {
+    endpoint({
+      params: WalletParams,
+      doc: {
+        operationId: 'getWallet',
+        summary: 'Get a wallet',
+        tag: 'Wallets',
+        responses: { 200: { description: 'The wallet.', schema: WalletOut, example: ex.wallet } },
+      },
+    }, async (ctx, { params }) => {
       ctx.body = presentWallet(await getProjectWallet(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.walletId)));
     }),
   );

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { Id, PageQuery, strictObject } from '../http/schemas.js';
+import { Id, IdOut, pageOf, PageQuery, strictObject, Timestamp } from '../http/schemas.js';
+import { component } from '../openapi/meta.js';
 
 /** The wallet request body of the interface document; `key` is checked by the handler (missing → missing_project_key). */
 export const WalletRequestBody = strictObject({
@@ -17,3 +18,34 @@ export const ListWalletsQuery = strictObject({
   address: Type.Optional(Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' })),
   ...PageQuery,
 });
+
+const walletFields = {
+  walletId: IdOut,
+  walletAddress: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$', description: 'EIP-55 checksummed' }),
+  emailAddress: Type.String(),
+  createdAt: Timestamp,
+};
+export const WalletOut = component('Wallet', Type.Object(walletFields, { additionalProperties: false }));
+export const WalletList = pageOf('wallets', WalletOut);
+export const SignInOut = Type.Object(
+  { ...walletFields, isNew: Type.Boolean({ description: 'true only for the call that created the wallet' }) },
+  { additionalProperties: false },
+);
+export const Accepted = Type.Object({ status: Type.Literal('accepted') }, { additionalProperties: false });
+export const IssuerCheckOut = Type.Object(
+  {
+    ok: Type.Boolean({ description: 'every check passed' }),
+    issuer: Type.String(),
+    checks: Type.Array(
+      Type.Object(
+        {
+          name: Type.String(),
+          outcome: Type.Union([Type.Literal('passed'), Type.Literal('failed'), Type.Literal('skipped')]),
+          detail: Type.Optional(Type.String()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);

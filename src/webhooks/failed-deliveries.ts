@@ -1,3 +1,5 @@
+import type { Static } from '@sinclair/typebox';
+import { FailedDeliveryList, type FailedDeliveryOut } from './schemas.js';
 import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
 import type { Principal } from '../auth/principal.js';
@@ -10,6 +12,7 @@ import { PageQuery, strictObject, Id } from '../http/schemas.js';
 import { endpoint } from '../http/validate.js';
 import { listFailedDeliveries, type OutboxRow } from '../outbox/repository.js';
 import { findProject } from '../projects/repository.js';
+import * as ex from '../openapi/examples.js';
 
 const Params = strictObject({ projectId: Id });
 const Query = strictObject({ ...PageQuery });
@@ -23,7 +26,7 @@ function parsePayload(text: string | null): unknown {
 }
 
 /** The failed-delivery record of CONTRACT.md section 8; `webhookId` is the subscription's id (null for wallet webhooks). */
-export const presentFailedDelivery = (r: OutboxRow) => ({
+export const presentFailedDelivery = (r: OutboxRow): Static<typeof FailedDeliveryOut> => ({
   id: r.id,
   kind: r.delivery_kind ?? 'wallet',
   webhookId: r.subscription_id,
@@ -47,7 +50,19 @@ export function failedDeliveryRoutes(router: Router<AppState>, { authenticate, c
   router.get(
     '/api/v1/project/:projectId/webhooks/failedDeliveries',
     authenticate,
-    endpoint({ params: Params, query: Query }, async (ctx, { params, query }) => {
+    endpoint({
+      params: Params,
+      query: Query,
+      doc: {
+        operationId: 'listFailedDeliveries',
+        summary: "A project's failed deliveries",
+        description: 'Wallet webhooks (`kind: wallet`, `webhookId: null`) and subscription deliveries whose retries are exhausted, with the last status, error and response body.',
+        tag: 'Webhooks',
+        responses: {
+          200: { description: 'A page of failed deliveries.', schema: FailedDeliveryList, example: { failedDeliveries: [ex.failedDelivery], nextCursor: null } },
+        },
+      },
+    }, async (ctx, { params, query }) => {
       const projectId = Number(params.projectId);
       const list = `failedDeliveries:${projectId}`;
       const page = cursors.page(list, query);

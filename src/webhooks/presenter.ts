@@ -1,9 +1,11 @@
+import type { Static } from '@sinclair/typebox';
+import type { SubscriptionOut } from './schemas.js';
 import type { SubscriptionRow } from './repository.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /** The subscription record of CONTRACT.md section 8; the secret is never part of it. */
-export const presentSubscription = (s: SubscriptionRow) => ({
+export const presentSubscription = (s: SubscriptionRow): Static<typeof SubscriptionOut> => ({
   id: s.id,
   projectId: s.project_id,
   url: s.url,

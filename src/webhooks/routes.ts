@@ -20,12 +20,20 @@ import { presentSubscription } from './presenter.js';
 import {
   CreateWebhookBody,
   DeliveryParams,
+  EventCatalogueOut,
   ListWebhooksQuery,
   ProjectWebhooksParams,
+  RetryAccepted,
   RotateWebhookSecretBody,
+  SecretOut,
+  SubscriptionCreated,
+  SubscriptionList,
+  SubscriptionOut,
+  TestSent,
   UpdateWebhookBody,
   WebhookParams,
 } from './schemas.js';
+import * as ex from '../openapi/examples.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
 export function webhookRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, now }: RouteDeps): void {
@@ -35,7 +43,21 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
   router.get(
     '/api/v1/webhooks/events',
     authenticate,
-    endpoint({}, (ctx) => {
+    endpoint({
+      doc: {
+        operationId: 'listEventTypes',
+        summary: 'The event catalogue',
+        description: 'The events a subscription may name (section 9).',
+        tag: 'Webhooks',
+        responses: {
+          200: {
+            description: 'Every event type.',
+            schema: EventCatalogueOut,
+            example: { events: [{ name: 'wallet.created', description: 'A wallet was created.', data: 'the wallet-created payload' }] },
+          },
+        },
+      },
+    }, (ctx) => {
       principalOf(ctx);
       ctx.body = { events: EVENT_CATALOGUE };
       return Promise.resolve();
@@ -45,7 +67,16 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
   router.get(
     base,
     authenticate,
-    endpoint({ params: ProjectWebhooksParams, query: ListWebhooksQuery }, async (ctx, { params, query }) => {
+    endpoint({
+      params: ProjectWebhooksParams,
+      query: ListWebhooksQuery,
+      doc: {
+        operationId: 'listWebhooks',
+        summary: "List a project's webhook subscriptions",
+        tag: 'Webhooks',
+        responses: { 200: { description: 'A page of subscriptions.', schema: SubscriptionList, example: { webhooks: [ex.subscription], nextCursor: null } } },
+      },
+    }, async (ctx, { params, query }) => {
       const projectId = Number(params.projectId);
       const showDeleted = queryBool(query.showDeleted);
       const list = `webhooks:${projectId}:${showDeleted}`;
@@ -60,7 +91,20 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: ProjectWebhooksParams, body: CreateWebhookBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: ProjectWebhooksParams,
+      body: CreateWebhookBody,
+      doc: {
+        operationId: 'createWebhook',
+        summary: 'Subscribe a URL to events',
+        description: 'https only in production, never a private, loopback or metadata address there (checked now and at every connection). Without `secret` a `whsec_` secret is generated and shown once.',
+        tag: 'Webhooks',
+        requestExample: { url: 'https://api.example.com/hooks/custody', events: ['membership.issued', 'membership.revoked'] },
+        responses: {
+          201: { description: 'Created.', schema: SubscriptionCreated, example: { ...ex.subscription, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
+        },
+      },
+    }, async (ctx, { params, body }) => {
       const { subscription, generatedSecret } = await createSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), body);
       ctx.status = 201;
       ctx.body = { ...presentSubscription(subscription), ...(generatedSecret === undefined ? {} : { secret: generatedSecret }) };
@@ -70,7 +114,15 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
   router.get(
     `${base}/:webhookId`,
     authenticate,
-    endpoint({ params: WebhookParams }, async (ctx, { params }) => {
+    endpoint({
+      params: WebhookParams,
+      doc: {
+        operationId: 'getWebhook',
+        summary: 'Get a webhook subscription',
+        tag: 'Webhooks',
+        responses: { 200: { description: 'The subscription (never its secret).', schema: SubscriptionOut, example: ex.subscription } },
+      },
+    }, async (ctx, { params }) => {
       ctx.body = presentSubscription(await getSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId)));
     }),
   );
@@ -79,7 +131,18 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     `${base}/:webhookId`,
     authenticate,
     audited,
-    endpoint({ params: WebhookParams, body: UpdateWebhookBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: WebhookParams,
+      body: UpdateWebhookBody,
+      doc: {
+        operationId: 'updateWebhook',
+        summary: 'Change a webhook subscription',
+        description: 'Only what is given changes; any update re-enables a disabled subscription.',
+        tag: 'Webhooks',
+        requestExample: { events: ['*'] },
+        responses: { 200: { description: 'The changed subscription.', schema: SubscriptionOut, example: ex.subscription } },
+      },
+    }, async (ctx, { params, body }) => {
       const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
       ctx.body = presentSubscription(sub);
     }),
@@ -89,7 +152,16 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     `${base}/:webhookId`,
     authenticate,
     audited,
-    endpoint({ params: WebhookParams }, async (ctx, { params }) => {
+    endpoint({
+      params: WebhookParams,
+      doc: {
+        operationId: 'deleteWebhook',
+        summary: 'Delete a webhook subscription',
+        description: 'Soft: nothing more is delivered to it.',
+        tag: 'Webhooks',
+        responses: { 204: { description: 'Deleted.' } },
+      },
+    }, async (ctx, { params }) => {
       await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
       ctx.status = 204;
     }),
@@ -100,7 +172,17 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: WebhookParams, body: RotateWebhookSecretBody }, async (ctx, { params, body }) => {
+    endpoint({
+      params: WebhookParams,
+      body: RotateWebhookSecretBody,
+      doc: {
+        operationId: 'rotateWebhookSecret',
+        summary: "Rotate a subscription's secret",
+        description: 'The given or a generated secret, shown once; for 24 h deliveries carry a signature with each secret.',
+        tag: 'Webhooks',
+        responses: { 200: { description: 'The new secret.', schema: SecretOut, example: { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } },
+      },
+    }, async (ctx, { params, body }) => {
       const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
       ctx.body = { secret };
     }),
@@ -111,7 +193,21 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: WebhookParams }, async (ctx, { params }) => {
+    endpoint({
+      params: WebhookParams,
+      doc: {
+        operationId: 'testWebhook',
+        summary: 'Send a webhook.test event to the subscription',
+        tag: 'Webhooks',
+        responses: {
+          202: {
+            description: 'Queued for delivery.',
+            schema: TestSent,
+            example: { status: 'accepted', event: 'webhook.test', deliveryId: 322, webhookId: 'msg_2b9c7f1e0a6d4c1e' },
+          },
+        },
+      },
+    }, async (ctx, { params }) => {
       const sent = await testSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now());
       ctx.status = 202;
       ctx.body = { status: 'accepted', event: 'webhook.test', ...sent };
@@ -123,7 +219,17 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     authenticate,
     idempotent,
     audited,
-    endpoint({ params: DeliveryParams }, async (ctx, { params }) => {
+    endpoint({
+      params: DeliveryParams,
+      doc: {
+        operationId: 'retryFailedDelivery',
+        summary: 'Retry a failed delivery once',
+        description: 'One more attempt; if it fails the delivery is listed as failed again.',
+        tag: 'Webhooks',
+        errors: { 409: 'conflict: the delivery is not failed (delivered or pending).' },
+        responses: { 202: { description: 'Queued.', schema: RetryAccepted, example: { id: 321, status: 'pending' } } },
+      },
+    }, async (ctx, { params }) => {
       const row = await retryFailedDelivery(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.deliveryId));
       ctx.status = 202;
       ctx.body = { id: row.id, status: 'pending' };

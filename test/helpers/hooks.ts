@@ -1,6 +1,7 @@
 import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 import { adminQuery as admin, databaseUrlFor, setTestDatabase, testDb } from './db.js';
+import { checkObservedResponses } from './openapi-check.js';
 import { setSharedSigner, sharedSigner, startSigner } from './signer.js';
 
 const name = `custody_test_${Date.now()}_${process.pid}`;
@@ -18,7 +19,9 @@ export const mochaHooks = {
     setSharedSigner(await startSigner());
   },
   async afterAll(this: Mocha.Context) {
-    this.timeout(60_000);
+    this.timeout(120_000);
+    // Every response the suites saw must be one the OpenAPI document describes.
+    await checkObservedResponses();
     await sharedSigner().destroy();
     await testDb().destroy();
     await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
