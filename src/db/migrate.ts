@@ -35,3 +35,9 @@ export async function pendingMigrations(db: Knex): Promise<string[]> {
   const [, pending] = (await db.migrate.list(migrationConfig)) as [unknown, Array<{ file: string } | string>];
   return pending.map((p) => (typeof p === 'string' ? p : p.file));
 }
+
+/** Applies the next pending migration only (the CLI shows progress between them). */
+export async function runNextMigration(db: Knex): Promise<string[]> {
+  const [, applied] = (await db.migrate.up(migrationConfig)) as [number, string[]];
+  return applied;
+}

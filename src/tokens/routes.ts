@@ -65,7 +65,7 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
       doc: {
         operationId: 'revokeToken',
         summary: 'Revoke an API token',
-        description: 'It stops working at once. Revoking a revoked token is 404.',
+        description: 'It stops working at once. Revoking it again changes nothing (204); an unknown token is 404.',
         tag: 'API tokens',
         responses: { 204: { description: 'Revoked.' } },
       },
