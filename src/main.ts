@@ -103,7 +103,8 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     server.listen(config.port, config.host, () => resolve());
   });
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
-  log.info({ url: `http://${shownHost}:${config.port}`, env: config.appEnv }, `custody API listening on http://${shownHost}:${config.port} (${config.appEnv})`);
+  const base = `http://${shownHost}:${config.port}`;
+  log.info({ url: base, env: config.appEnv, reference: `${base}/docs` }, `custody API listening on ${base} (${config.appEnv}); API reference at ${base}/docs`);
 
   const housekeeping = setInterval(() => {
     deleteExpiredKeys(db).catch((err: unknown) => log.warn({ err: String(err) }, 'idempotency key cleanup failed'));

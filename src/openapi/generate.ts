@@ -113,7 +113,11 @@ const headerRefs = (names: string[]): Json => Object.fromEntries(names.map((n) =
 function responses(route: Route): Json {
   const out: Json = {};
   const limited = route.security !== 'none' && !route.doc.plain;
-  const okHeaders = headerRefs(['X-Request-Id', ...(limited ? ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] : [])]);
+  const okHeaders = headerRefs([
+    'X-Request-Id',
+    ...(limited ? ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] : []),
+    ...(route.idempotent ? ['Idempotent-Replayed'] : []),
+  ]);
   for (const [status, r] of Object.entries(route.doc.responses)) {
     out[status] = {
       description: r.description,
@@ -221,6 +225,7 @@ export function buildOpenApi(router: Router, options: OpenApiOptions): Json {
         'RateLimit-Limit': { description: 'Requests allowed in the window (when rate limits are on).', schema: { type: 'integer' } },
         'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },
         'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+        'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', const: 'true' } },
       },
     },
   };

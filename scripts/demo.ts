@@ -1,0 +1,159 @@
+/**
+ * `npm run demo`: the five-minute tour. Starts the service with its embedded defaults (an embedded
+ * PostgreSQL, the local signer), a local HTTPS identity provider with a CA made now, and a
+ * webhook receiver; then signs a user in, shows the wallet and the verified wallet-created
+ * webhook, issues and views a membership. Every step is printed.
+ *
+ * DEMO_DATA_DIR (default .data/demo) holds the demo's database and keys; `--keep` leaves the
+ * service running afterwards so you can try the API yourself (Ctrl-C stops everything).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Webhook } from 'standardwebhooks';
+import { CustodyClient } from '../src/client/index.js';
+import { TestIdp } from './dev/idp.js';
+import { Receiver } from './dev/receiver.js';
+
+const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+const AUDIENCE = 'urn:custody:testnet';
+const keep = process.argv.includes('--keep');
+const out = (line = '') => process.stdout.write(`${line}\n`);
+const show = (value: unknown) => out(JSON.stringify(value, null, 2).replace(/^/gm, '    '));
+let stepNo = 0;
+const step = (title: string) => out(`\n[${++stepNo}] ${title}`);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function main(): Promise<number> {
+  const dataDir = path.resolve(process.env['DEMO_DATA_DIR'] ?? '.data/demo');
+  mkdirSync(dataDir, { recursive: true });
+  // The embedded PostgreSQL runs as `postgres` when we are root: it must be able to enter the directory.
+  chmodSync(dataDir, 0o755);
+  const logFile = path.join(dataDir, 'service.log');
+
+  step('Starting a local HTTPS identity provider (its own CA, RSA keys made now) and a webhook receiver');
+  const idp = await TestIdp.start();
+  const issuer = await idp.issuer('demo');
+  const caFile = path.join(dataDir, 'demo-idp-ca.pem');
+  writeFileSync(caFile, idp.caPem);
+  const receiver = await Receiver.start();
+  out(`    identity provider: ${issuer.issuer}`);
+  out(`    webhook receiver:  ${receiver.url}`);
+
+  step('Starting the service (ROLE=all: embedded PostgreSQL, local signer, API, relay)');
+  const port = Number(process.env['DEMO_PORT'] ?? (await freePort()));
+  const operatorToken = `sk_test_${randomBytes(24).toString('base64url')}`;
+  const log = createWriteStream(logFile, { flags: 'a' });
+  const service: ChildProcess = spawn(process.execPath, [MAIN], {
+    env: {
+      ...process.env,
+      ROLE: 'all',
+      APP_ENV: 'testnet',
+      PORT: String(port),
+      DATA_DIR: dataDir,
+      EMBEDDED_PG_PORT: String(await freePort()),
+      OPERATOR_TOKEN: operatorToken,
+      OIDC_CA_FILE: caFile,
+      RELAY_POLL_MS: '200',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  service.stdout?.pipe(log);
+  service.stderr?.pipe(log);
+  let exited: number | null | undefined;
+  service.on('exit', (code) => (exited = code));
+  const stop = async () => {
+    if (exited === undefined) {
+      service.kill('SIGTERM');
+      await new Promise((r) => service.once('exit', r));
+    }
+    await receiver.close();
+    await idp.close();
+  };
+
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    const operator = new CustodyClient({ baseUrl: url, token: operatorToken });
+    await waitFor(
+      'the service to be ready',
+      async () => {
+        if (exited !== undefined) throw new Error(`the service exited (${exited}); see ${logFile}`);
+        return (await operator.getReadiness()).status === 'ready' ? true : undefined;
+      },
+      180_000,
+    ).catch((err: unknown) => {
+      throw exited !== undefined ? new Error(`the service exited with code ${exited}; see ${logFile}`) : err;
+    });
+    out(`    ready at ${url} (logs: ${logFile})`);
+
+    step('Creating an organisation and a project registered for that identity provider (operator token)');
+    const org = await operator.createOrganisation(`Demo ${new Date().toISOString()}`);
+    const project = await operator.createProject(org.id, { name: 'Demo app', issuer: issuer.issuer, walletWebhookUrl: `${receiver.url}/wallet-created` });
+    const admin = await operator.createToken(org.id, { name: 'demo', role: 'admin', projectId: project.id });
+    out(`    organisation ${org.id}, project ${project.id}, project key ${project.projectKey.slice(0, 12)}… (shown once)`);
+
+    step('Signing a user in: the IdP issues an ID token for ada@example.com, the customer backend calls POST /api/v1/signin');
+    const jwt = await issuer.sign({ email: 'ada@example.com', email_verified: true }, { audience: AUDIENCE });
+    const wallet = await operator.signIn(project.projectKey, jwt, 'demo-signup');
+    show(wallet);
+
+    step('The wallet-created webhook arrives at the receiver; its signature is verified with the standardwebhooks package');
+    const received = await waitFor('the wallet-created webhook', () => Promise.resolve(receiver.received[0]), 30_000);
+    const verified = new Webhook(project.walletWebhookSecret ?? '').verify(received.body, received.headers as Record<string, string>);
+    out(`    webhook-id ${String(received.headers['webhook-id'])}: signature valid`);
+    show(verified);
+
+    step('Issuing a membership (gym:gold) to that wallet with a project API token');
+    const client = new CustodyClient({ baseUrl: url, token: admin.token });
+    const issued = await client.issueMemberships([{ membershipType: 'gym:gold', walletAddress: wallet.walletAddress, transferable: true, expiration: Math.floor(Date.now() / 1000) + 365 * 86_400 }]);
+    show(issued.memberships[0]);
+
+    step("Viewing the wallet's memberships");
+    const view = await client.viewMemberships({ walletAddress: wallet.walletAddress });
+    show(view);
+
+    out(`\nDone. The API reference of this service: ${url}/docs`);
+    if (keep) {
+      out(`The service keeps running (Ctrl-C to stop). Operator token: ${operatorToken}`);
+      out(`Try: curl -s ${url}/api/v1/membership/view -H 'Authorization: Bearer ${admin.token}'`);
+      await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+    }
+    return 0;
+  } catch (err) {
+    process.stderr.write(`\ndemo failed at step ${stepNo}: ${err instanceof Error ? err.message : String(err)}\n`);
+    try {
+      process.stderr.write(`last lines of ${logFile}:\n${readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n')}\n`);
+    } catch {
+      // no log yet
+    }
+    return 1;
+  } finally {
+    await stop();
+  }
+}
+
+process.exitCode = await main();
