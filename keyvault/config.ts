@@ -19,6 +19,8 @@ export interface SignerConfig {
   dataDir: string;
   /** Worker threads generating keys; 0 generates on the main thread. */
   keygenThreads: number;
+  /** Local store: how long to wait at start for a previous signer on dataDir to exit. */
+  localLockWaitMs: number;
 }
 
 export class SignerConfigError extends Error {
@@ -116,6 +118,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
   }
 
   const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', Math.max(1, availableParallelism() - 1), 0, 64);
+  const localLockWaitMs = int('KEYVAULT_LOCAL_LOCK_WAIT_MS', 15_000, 0, 600_000);
 
   if (problems.length > 0) throw new SignerConfigError(problems);
   return {
@@ -126,5 +129,6 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     vault,
     dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),
     keygenThreads,
+    localLockWaitMs,
   };
 }

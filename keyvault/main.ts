@@ -14,7 +14,7 @@ import { VaultAdapter } from './vault/adapter.js';
 function openStore(config: SignerConfig, log: ReturnType<typeof createSignerLog>): KeyStore {
   if (config.vault) return new VaultKeyStore(new VaultAdapter(config.vault, log), config.vault.paths);
   log.warn({ dir: config.dataDir }, 'DEVELOPMENT key store: keys are encrypted under a local master key file, not Vault (refused in production)');
-  return new LocalKeyStore(config.dataDir);
+  return new LocalKeyStore(config.dataDir, config.localLockWaitMs);
 }
 
 /** The signer process: config → key store → startup checks → versioned API. */

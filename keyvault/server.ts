@@ -92,7 +92,11 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
       })
       .finally(() => {
         const ms = Number(process.hrtime.bigint() - started) / 1e6;
-        deps.log.info({ method: req.method, path: req.url, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+        // Answered requests at debug: the API logs each one with its request id and audits each key
+        // creation; a line per key here cost the signer's main thread 10-20% of its throughput.
+        const line = { method: req.method, path: req.url, status: res.statusCode, ms: Math.round(ms * 10) / 10 };
+        if (res.statusCode < 400) deps.log.debug(line, 'request');
+        else deps.log.info(line, 'request');
       });
   });
 }

@@ -1,9 +1,9 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
 import { Client } from './helpers/http.js';
 import { freePort, spawnService } from './helpers/process.js';
+import { localKeyRecords } from './helpers/signer.js';
 import { startStack } from './helpers/stack.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -84,9 +84,10 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
       }
 
       // No orphan key: the signer holds exactly the keys of the wallets.
-      const keyFiles = readdirSync(path.join(dir, 'keyvault', 'keys')).filter((f) => f.endsWith('.json'));
-      const keyAddresses = new Set(keyFiles.map((f) => (JSON.parse(readFileSync(path.join(dir, 'keyvault', 'keys', f), 'utf8')) as { address: string }).address));
+      const keyRecords = localKeyRecords(path.join(dir, 'keyvault'));
+      const keyAddresses = new Set(keyRecords.map((r) => r.address));
       expect(keyAddresses).to.deep.equal(new Set(wallets.map((w) => w.address)));
+      expect(keyRecords).to.have.length(keyAddresses.size);
     } finally {
       svc.proc.kill('SIGKILL');
       await sql.end().catch(() => undefined);

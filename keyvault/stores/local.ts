@@ -1,25 +1,29 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { link, readFile, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SignerError } from '../errors.js';
 import { KEY_ID } from '../key-id.js';
+import { KeyLog } from './local-log.js';
 import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
 
 /**
  * The development key store (SIGNER.md "local"): the same flow as Vault with AES-256-GCM under
- * a master key file (0600) standing in for transit, and one write-once file per key standing in
- * for KV v2. Refused in production by config.
+ * a master key file (0600) standing in for transit, and a write-once, group-committed record
+ * log standing in for KV v2. Refused in production by config.
  */
 export class LocalKeyStore implements KeyStore {
   readonly backend = 'local' as const;
   readonly transitKeyName = 'local-master-key';
-  readonly #keysDir: string;
   readonly #master: Buffer;
+  readonly #log: KeyLog;
 
-  constructor(dir: string) {
-    this.#keysDir = path.join(dir, 'keys');
-    mkdirSync(this.#keysDir, { recursive: true, mode: 0o700 });
+  /** `lockWaitMs`: how long to wait for a previous signer on this directory to exit (a restart). */
+  constructor(
+    dir: string,
+    private readonly lockWaitMs = 15_000,
+  ) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.#log = new KeyLog(dir);
     const masterFile = path.join(dir, 'master.key');
     if (!existsSync(masterFile)) {
       try {
@@ -32,8 +36,9 @@ export class LocalKeyStore implements KeyStore {
     if (this.#master.length !== 32) throw new SignerError('misconfigured', `${masterFile} does not hold a 32-byte base64 key`);
   }
 
-  check(): Promise<void> {
-    return Promise.resolve();
+  /** Takes the store's lock (one signer per directory) and loads its records. */
+  async check(): Promise<void> {
+    await this.#log.open(this.lockWaitMs);
   }
 
   health(): Promise<StoreHealth> {
@@ -56,40 +61,19 @@ export class LocalKeyStore implements KeyStore {
     return Promise.resolve(new Uint8Array(Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()])));
   }
 
-  #file(keyId: string): string {
-    if (!KEY_ID.test(keyId)) throw new SignerError('invalid_request', 'not a key id');
-    return path.join(this.#keysDir, `${keyId}.json`);
+  /** Write-once, durable before `created`: group-committed to one append-only file (see KeyLog). */
+  putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
+    if (!KEY_ID.test(record.keyId)) return Promise.reject(new SignerError('invalid_request', 'not a key id'));
+    return this.#log.putOnce(record);
   }
 
-  /**
-   * Written to a temporary file and flushed to disk, then hard-linked into place: link() never
-   * overwrites, so the first writer wins and a crash never leaves a half-written record.
-   */
-  async putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
-    const target = this.#file(record.keyId);
-    const tmp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-    await writeFile(tmp, JSON.stringify(record), { mode: 0o600, flag: 'wx', flush: true });
-    try {
-      await link(tmp, target);
-      return 'created';
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'exists';
-      throw err;
-    } finally {
-      await unlink(tmp).catch(() => undefined);
-    }
-  }
-
-  async get(keyId: string): Promise<KeyRecord | undefined> {
-    try {
-      return JSON.parse(await readFile(this.#file(keyId), 'utf8')) as KeyRecord;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+  get(keyId: string): Promise<KeyRecord | undefined> {
+    if (!KEY_ID.test(keyId)) return Promise.reject(new SignerError('invalid_request', 'not a key id'));
+    return Promise.resolve(this.#log.get(keyId));
   }
 
   close(): void {
     this.#master.fill(0);
+    void this.#log.close();
   }
 }

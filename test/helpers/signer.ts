@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,4 +52,18 @@ export const setSharedSigner = (s: RunningSigner | undefined) => {
 export function sharedSigner(): RunningSigner {
   if (!shared) throw new Error('the shared signer is not running (test/helpers/hooks.ts)');
   return shared;
+}
+
+/** Every record of a local-backend key store, as the signer wrote it (keys.log, one JSON line per key). */
+export function localKeyRecords(dataDir: string): Array<{ keyId: string; address: string; ciphertext: string; context: string }> {
+  let text = '';
+  try {
+    text = readFileSync(path.join(dataDir, 'keys.log'), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  return text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as { keyId: string; address: string; ciphertext: string; context: string });
 }

@@ -1,5 +1,5 @@
 import { createDecipheriv } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { computeAddress } from 'ethers';
@@ -7,7 +7,7 @@ import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { AppError } from '../../src/errors.js';
 import { spawnService } from '../helpers/process.js';
-import { SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
+import { localKeyRecords, SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
 
 async function call(s: RunningSigner, method: string, p: string, body?: unknown, token: string | null = s.token) {
   const headers: Record<string, string> = {};
@@ -17,9 +17,15 @@ async function call(s: RunningSigner, method: string, p: string, body?: unknown,
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+function recordOf(dataDir: string, keyId: string): { ciphertext: string; context: string } {
+  const record = localKeyRecords(dataDir).find((r) => r.keyId === keyId);
+  if (!record) throw new Error(`no record for ${keyId}`);
+  return record;
+}
+
 /** Opens a local-backend record with its master key: what only the signer can do. */
 function secretOf(dataDir: string, keyId: string): Buffer {
-  const record = JSON.parse(readFileSync(path.join(dataDir, 'keys', `${keyId}.json`), 'utf8')) as { ciphertext: string; context: string };
+  const record = recordOf(dataDir, keyId);
   const master = Buffer.from(readFileSync(path.join(dataDir, 'master.key'), 'utf8'), 'base64');
   const raw = Buffer.from(record.ciphertext.replace(/^local:v1:/, ''), 'base64');
   const d = createDecipheriv('aes-256-gcm', master, raw.subarray(0, 12));
@@ -71,7 +77,7 @@ describe('keyvault: the signer process (local backend)', function () {
 
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
     const client = new SignerClient(signer.url, signer.token, 30_000);
-    const before = readdirSync(path.join(signer.dataDir, 'keys')).length;
+    const before = localKeyRecords(signer.dataDir).length;
     const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(`burst:${i % 200}`).then((k) => ({ i, k }))));
     const byRequest = new Map<number, Set<string>>();
     for (const { i, k } of results) {
@@ -82,7 +88,7 @@ describe('keyvault: the signer process (local backend)', function () {
     expect(byRequest.size).to.equal(200);
     for (const addresses of byRequest.values()) expect(addresses.size).to.equal(1);
     expect(results.filter((r) => r.k.created)).to.have.length(200);
-    expect(readdirSync(path.join(signer.dataDir, 'keys')).filter((f) => f.endsWith('.json'))).to.have.length(before + 200);
+    expect(localKeyRecords(signer.dataDir)).to.have.length(before + 200);
     expect(new Set(results.map((r) => r.k.address)).size).to.equal(200);
   });
 
@@ -100,11 +106,46 @@ describe('keyvault: the signer process (local backend)', function () {
     }
     const logs = logsBefore + signer.service.output();
     for (const key of made) {
-      const record = JSON.parse(readFileSync(path.join(signer.dataDir, 'keys', `${key.keyId}.json`), 'utf8')) as { ciphertext: string };
+      const record = recordOf(signer.dataDir, key.keyId);
       expect(logs.includes(record.ciphertext.slice(9, 40))).to.equal(false);
       expect(logs.includes(secretOf(signer.dataDir, key.keyId).toString('hex'))).to.equal(false);
       expect(Object.keys(key).sort()).to.deep.equal(['address', 'created', 'createdAt', 'keyId']);
     }
+  });
+
+  it('keeps its records in one group-committed log: a second signer on the directory is refused, a torn last line is cut at start, records of the older one-file-per-key layout still count', async () => {
+    const client = new SignerClient(signer.url, signer.token, 10_000);
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(`log:${i}`)));
+    // One signer per directory: a second one waits for the lock, then refuses, saying why.
+    const second = spawnService({ KEYVAULT_TOKEN: signer.token, KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '300' }, SIGNER_MAIN);
+    expect(await second.exited).to.equal(1);
+    expect(second.output()).to.match(/the local key store in .* is in use by process \d+; run one signer per KEYVAULT_DATA_DIR/);
+    expect((await client.createKey('log:after-refusal')).created).to.equal(true);
+
+    await signer.stop();
+    // A crash in the middle of an append: half a record at the end of the log.
+    const [moved] = localKeyRecords(signer.dataDir).filter((r) => r.keyId === made[0]?.keyId);
+    const lines = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8').split('\n').filter((l) => l !== '');
+    const kept = lines.filter((l) => !l.includes(`"keyId":"${made[0]?.keyId}"`));
+    writeFileSync(path.join(signer.dataDir, 'keys.log'), kept.map((l) => `${l}\n`).join(''));
+    appendFileSync(path.join(signer.dataDir, 'keys.log'), '{"keyId":"torn-rec');
+    // And one record in the layout of earlier versions (keys/<keyId>.json).
+    mkdirSync(path.join(signer.dataDir, 'keys'), { recursive: true });
+    writeFileSync(path.join(signer.dataDir, 'keys', `${moved?.keyId}.json`), JSON.stringify(moved));
+
+    signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
+    const after = new SignerClient(signer.url, signer.token, 10_000);
+    for (const [i, key] of made.entries()) {
+      expect(await after.createKey(`log:${i}`)).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
+    }
+    const fresh = await after.createKey('log:fresh');
+    expect(fresh.created).to.equal(true);
+    // The torn line is gone, the new record follows the last complete one.
+    const text = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8');
+    expect(text).not.to.include('torn-rec');
+    expect(text.endsWith('\n')).to.equal(true);
+    expect(localKeyRecords(signer.dataDir).at(-1)?.keyId).to.equal(fresh.keyId);
+    expect(secretOf(signer.dataDir, fresh.keyId)).to.have.length(32);
   });
 
   it('maps an unreachable signer to 503 with Retry-After for the API', async () => {
