@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { createDb } from '../src/db/knex.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { TestIdp } from './helpers/idp.js';
+import { startAppWithIdp, type TestApp } from './helpers/app.js';
+import type { TestIdp } from './helpers/idp.js';
 import { scratchDatabase } from './helpers/process.js';
-import { Receiver } from './helpers/receiver.js';
+import type { Receiver } from './helpers/receiver.js';
 import { until } from './helpers/wait.js';
 
 const CLI = path.resolve('dist/src/cli/main.js');
@@ -35,22 +35,14 @@ describe('operator CLI (custody)', function () {
   let idp: TestIdp;
   let receiver: Receiver;
   let dir: string;
+  let close: () => Promise<void>;
   let env: Record<string, string>;
 
   before(async () => {
-    idp = await TestIdp.start();
-    dir = mkdtempSync(path.join(tmpdir(), 'custody-cli-'));
-    writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-    app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', RELAY_POLL_MS: '100' }, undefined, { relay: true });
-    receiver = await Receiver.start();
+    ({ app, idp, receiver, dir, close } = await startAppWithIdp({ WALLET_WEBHOOK_BACKGROUND_RETRY: 'false' }));
     env = { CUSTODY_URL: app.url, CUSTODY_TOKEN: app.operatorToken };
   });
-  after(async () => {
-    await app.close();
-    await receiver.close();
-    await idp.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it('explains itself: usage with no command (exit 2), help (exit 0), unknown commands and bad flags (exit 2)', async () => {
     const none = await custody([]);

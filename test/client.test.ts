@@ -1,13 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
 import { CustodyApiError, CustodyClient, OPERATIONS } from '../src/client/index.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { TestIdp } from './helpers/idp.js';
+import { startAppWithIdp, type TestApp } from './helpers/app.js';
+import type { TestIdp } from './helpers/idp.js';
 import { observe } from './helpers/observed.js';
-import { Receiver } from './helpers/receiver.js';
+import type { Receiver } from './helpers/receiver.js';
 import { until } from './helpers/wait.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -27,21 +24,12 @@ describe('typed client (src/client)', function () {
   let app: TestApp;
   let idp: TestIdp;
   let receiver: Receiver;
-  let caDir: string;
+  let close: () => Promise<void>;
 
   before(async () => {
-    idp = await TestIdp.start();
-    caDir = mkdtempSync(path.join(tmpdir(), 'custody-client-'));
-    writeFileSync(path.join(caDir, 'ca.pem'), idp.caPem);
-    app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), RELAY_POLL_MS: '100' }, undefined, { relay: true });
-    receiver = await Receiver.start();
+    ({ app, idp, receiver, close } = await startAppWithIdp());
   });
-  after(async () => {
-    await app.close();
-    await receiver.close();
-    await idp.close();
-    rmSync(caDir, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it('has exactly the operations of the served OpenAPI document (id, method and path), all but the reference files and metrics', async () => {
     const doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string }>> };

@@ -5,6 +5,7 @@
  */
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { AuditListOut } from '../audit/routes.js';
+import type { Problem as ProblemSchema } from '../http/schemas.js';
 import type { IssueBody, IssuedOut, MembershipList, MembershipOut, RevokeBody, TransferBody, ViewQuery } from '../memberships/schemas.js';
 import type { ListOrganisationsQuery, OrganisationList, OrganisationOut } from '../organisations/schemas.js';
 import type { CreateProjectBody, KeyRotated, ListProjectsQuery, ProjectCreated, ProjectList, ProjectOut, UpdateProjectBody, WalletWebhookSecretRotated } from '../projects/schemas.js';
@@ -74,15 +75,7 @@ type Id = number | string;
 type QueryOf<T extends TSchema> = { [K in keyof Static<T>]?: string | number | boolean };
 
 /** The problem details of CONTRACT.md section 2. */
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  code: string;
-  requestId: string;
-  errors?: Array<{ in?: string; path: string; message: string }>;
-}
+export type Problem = Static<typeof ProblemSchema>;
 
 /** A 4xx or 5xx answer; `problem` holds the service's explanation. */
 export class CustodyApiError extends Error {

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -13,6 +16,8 @@ import { RedisRateLimitStore } from '../../src/ratelimit/limiter.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { Client } from './http.js';
+import { TestIdp } from './idp.js';
+import { Receiver } from './receiver.js';
 import { sharedSigner } from './signer.js';
 import { testDatabaseUrl, testDb } from './db.js';
 
@@ -108,6 +113,27 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
         server.close(() => resolve());
         server.closeAllConnections();
       });
+    },
+  };
+}
+
+/** The app with a real HTTPS IdP (its CA trusted through OIDC_CA_FILE), a webhook receiver and the relay. */
+export async function startAppWithIdp(env: Record<string, string> = {}): Promise<{ app: TestApp; idp: TestIdp; receiver: Receiver; dir: string; close: () => Promise<void> }> {
+  const idp = await TestIdp.start();
+  const dir = mkdtempSync(path.join(tmpdir(), 'custody-idp-'));
+  writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
+  const app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), RELAY_POLL_MS: '100', ...env }, undefined, { relay: true });
+  const receiver = await Receiver.start();
+  return {
+    app,
+    idp,
+    receiver,
+    dir,
+    close: async () => {
+      await app.close();
+      await receiver.close();
+      await idp.close();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
