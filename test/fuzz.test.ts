@@ -64,6 +64,10 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/api/v1/project/:project/webhooks/failedDeliveries/:id/retry' },
   { method: 'GET', path: '/healthz' },
   { method: 'GET', path: '/readyz' },
+  { method: 'GET', path: '/metrics' },
+  { method: 'GET', path: '/openapi.json' },
+  { method: 'GET', path: '/docs' },
+  { method: 'GET', path: '/docs/assets/:id' },
 ];
 
 const FIELDS = [
