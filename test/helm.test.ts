@@ -189,12 +189,20 @@ describe('Helm chart (helm/custody)', function () {
           expect(monitor.metadata.labels.release).to.equal('kube-prometheus-stack');
           expect(monitor.spec.endpoints[0].path).to.equal('/metrics');
         });
+        it('routes only /api/ through the Ingress without ingress.reference', () => {
+          const [ingress] = byKind(ms, 'Ingress');
+          expect(ingress.spec.rules[0].http.paths.map((p: { path: string }) => p.path)).to.deep.equal(['/api/']);
+        });
       }
       if (name === 'production-vault-kubernetes.yaml') {
-        it('routes only /api/ through the Ingress, with TLS', () => {
+        it('routes /api/ and (ingress.reference) the API reference through the Ingress, with TLS; never /metrics or the probes', () => {
           const [ingress] = byKind(ms, 'Ingress');
           expect(ingress.spec.tls[0].secretName).to.equal('custody-example-com-tls');
-          expect(ingress.spec.rules[0].http.paths.map((p: { path: string }) => p.path)).to.deep.equal(['/api/']);
+          expect(ingress.spec.rules[0].http.paths.map((p: { path: string; pathType: string }) => `${p.pathType} ${p.path}`)).to.deep.equal([
+            'Prefix /api/',
+            'Prefix /docs',
+            'Exact /openapi.json',
+          ]);
         });
       }
     });
