@@ -90,14 +90,37 @@ export async function expireProjectKeys(db: Executor, projectId: number, graceSe
  * not deleted, organisation not soft-deleted, project of this deployment's environment.
  */
 export async function findProjectByKeyHash(db: Executor, hash: Buffer, environment: AppEnv): Promise<ProjectRow | undefined> {
+  return (await findProjectAndWallet(db, hash, environment, undefined))?.project;
+}
+
+/**
+ * The project of a key and, in the same query, the wallet row of `email` in it (when an email
+ * is given): a known user's sign-in then costs one round trip. The wallet comes back as JSON
+ * (`null` when there is none); `has_failed` says a wallet-created delivery of it failed.
+ */
+export async function findProjectAndWallet(
+  db: Executor,
+  hash: Buffer,
+  environment: AppEnv,
+  email: string | undefined,
+): Promise<{ project: ProjectRow; wallet: (Record<string, unknown> & { has_failed: boolean }) | null | undefined } | undefined> {
   // Raw SQL: this runs on every wallet request.
-  const { rows } = await db.raw<{ rows: ProjectRow[] }>(
-    `SELECT p.* FROM project_keys k
+  const { rows } = await db.raw<{ rows: Array<ProjectRow & { prefetched_wallet: (Record<string, unknown> & { has_failed: boolean }) | null }> }>(
+    `SELECT p.*, ${
+      email === undefined
+        ? 'NULL'
+        : `(SELECT row_to_json(x) FROM (SELECT w.*, EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
+                FROM wallets w WHERE w.project_id = p.id AND w.email_lower = ?) x)`
+    } AS prefetched_wallet
+       FROM project_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organisations o ON o.id = p.organisation_id
       WHERE k.key_hash = ? AND (k.expires_at IS NULL OR k.expires_at > now())
         AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = ?`,
-    [hash, environment],
+    email === undefined ? [hash, environment] : [email.toLowerCase(), hash, environment],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row) return undefined;
+  const { prefetched_wallet: wallet, ...project } = row;
+  return { project: project, wallet: email === undefined ? undefined : wallet };
 }

@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
 import type { OidcVerifier } from '../auth/oidc.js';
@@ -10,7 +11,7 @@ import { recordAudit } from '../audit/audit.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
-import { findProject, findProjectByKeyHash, type ProjectRow } from '../projects/repository.js';
+import { findProject, findProjectAndWallet, type ProjectRow } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type WalletRow } from './repository.js';
 
@@ -28,6 +29,25 @@ export interface WalletCaller {
   email: string;
   token: string | null;
   requestId: string;
+  /** The wallet row read with the project (sign-in): for `email` as the token claimed it before verification. */
+  prefetched?: { emailLower: string; wallet: (WalletRow & { has_failed: boolean }) | undefined };
+}
+
+/** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
+function claimedEmail(jwt: string | undefined): string | undefined {
+  if (jwt === undefined) return undefined;
+  try {
+    const email = decodeJwt(jwt)['email'];
+    return typeof email === 'string' && email.length > 0 && email.length <= 320 ? email : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A wallet row that came back as JSON (timestamps as strings) made a row again. */
+function walletFromJson(w: Record<string, unknown> & { has_failed: boolean }): WalletRow & { has_failed: boolean } {
+  const row = w as unknown as WalletRow & { has_failed: boolean; created_at: string; activated_at: string | null };
+  return { ...row, created_at: new Date(row.created_at), activated_at: row.activated_at === null ? null : new Date(row.activated_at) };
 }
 
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
@@ -41,6 +61,7 @@ export async function identifyCaller(
   deps: WalletDeps,
   body: { key?: string | undefined; token?: string | undefined; any_other_tokens?: string | undefined },
   ctx: AppContext,
+  options: { prefetchWallet?: boolean } = {},
 ): Promise<WalletCaller> {
   const authorization = ctx.get('Authorization');
   if (body.token !== undefined && body.any_other_tokens !== undefined && body.token !== body.any_other_tokens) {
@@ -50,13 +71,18 @@ export async function identifyCaller(
   }
   if (body.key === undefined) throw new ValidationError('The project key is required in the body field `key`.', [{ in: 'body', path: '/key', message: 'is required' }], 'missing_project_key');
   const hash = projectKeyHash(body.key, deps.env);
-  const project = hash && (await findProjectByKeyHash(deps.db, hash, deps.env));
+  const bearer = BEARER.exec(authorization)?.[1];
+  // Sign-in reads the caller's wallet in the same query as the project (one round trip for a known user).
+  const email = options.prefetchWallet ? claimedEmail(bearer) : undefined;
+  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email) : undefined;
+  const project = found?.project;
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
   await deps.beforeJwt?.(ctx, project);
-  const bearer = BEARER.exec(authorization)?.[1];
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
-  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId };
+  const prefetched =
+    email !== undefined && found?.wallet !== undefined ? { emailLower: email.toLowerCase(), wallet: found.wallet === null ? undefined : walletFromJson(found.wallet) } : undefined;
+  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId, ...(prefetched ? { prefetched } : {}) };
 }
 
 /** The wallet-created payload of the interface document; `token` only when one was given. */
@@ -124,7 +150,11 @@ export async function completeWallet(
 
 /** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
 export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: WalletRow; isNew: boolean }> {
-  const known = await findWalletForSignin(deps.db, caller.project.id, caller.email);
+  // The prefetched row counts only if the verified email is the one it was read for.
+  const known =
+    caller.prefetched && caller.prefetched.emailLower === caller.email.toLowerCase()
+      ? caller.prefetched.wallet
+      : await findWalletForSignin(deps.db, caller.project.id, caller.email);
   if (known?.address) {
     if (known.has_failed) await resendFailedWalletDeliveries(deps.db, known.id);
     return { wallet: known, isNew: false };

@@ -37,7 +37,7 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
         responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
       },
     }, async (ctx, { body }) => {
-      const caller = await identifyCaller(wallets, body, ctx);
+      const caller = await identifyCaller(wallets, body, ctx, { prefetchWallet: true });
       const { wallet, isNew } = await signIn(wallets, caller);
       ctx.body = { ...presentWallet(wallet), isNew };
     }),
