@@ -103,6 +103,18 @@ describe('container image layout (Dockerfile)', function () {
     });
     expect(created.status).to.equal(201);
     expect((await fetch(`http://127.0.0.1:${workerPort}/metrics`)).status).to.equal(200);
+    // The API reference is served from the image's own production modules (no CDN, no dev dependency).
+    for (const p of ['/docs', '/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css', '/openapi.json']) {
+      expect((await fetch(`http://127.0.0.1:${apiPort}${p}`)).status, p).to.equal(200);
+    }
+    // The operator CLI runs from the image too (kubectl exec … node dist/src/cli/main.js …).
+    const cli = spawnService({ HOME: writable, CUSTODY_URL: `http://127.0.0.1:${apiPort}`, CUSTODY_TOKEN: common.OPERATOR_TOKEN }, path.join(app, 'dist/src/cli/main.js'), [], {
+      ...IMAGE_USER,
+      cwd: app,
+      args: ['orgs', 'list', '--json'],
+    });
+    expect(await cli.exited, cli.output()).to.equal(0);
+    expect(cli.output()).to.include('From the image');
 
     for (const svc of [api, worker, signer]) {
       svc.proc.kill('SIGTERM');

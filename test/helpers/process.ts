@@ -18,12 +18,13 @@ export function spawnService(
   env: Record<string, string>,
   main = MAIN,
   nodeArgs: string[] = [],
-  as: { uid?: number; gid?: number; cwd?: string } = {},
+  as: { uid?: number; gid?: number; cwd?: string; args?: string[] } = {},
 ): Service {
-  const proc = spawn(process.execPath, [...nodeArgs, main], {
+  const { args = [], ...options } = as;
+  const proc = spawn(process.execPath, [...nodeArgs, main, ...args], {
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    ...as,
+    ...options,
   });
   let out = '';
   const waiters: Array<() => void> = [];
