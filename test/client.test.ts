@@ -15,7 +15,7 @@ const observingFetch: typeof fetch = async (input, init) => {
   const text = await res.clone().text();
   const type = res.headers.get('content-type') ?? '';
   const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-  observe({ method: init?.method ?? 'GET', path: url.pathname, status: res.status, contentType: type, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
+  observe({ method: init?.method ?? 'GET', path: url.pathname, status: res.status, contentType: type, headers: res.headers, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
   return res;
 };
 

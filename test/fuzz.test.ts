@@ -173,7 +173,7 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
         const text = await res.text();
         const type = res.headers.get('content-type') ?? '';
         // Every answer also goes to the end-of-run OpenAPI conformance check.
-        observe({ method: route.method, path: new URL(path, app.url).pathname, status: res.status, contentType: type, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
+        observe({ method: route.method, path: new URL(path, app.url).pathname, status: res.status, contentType: type, headers: res.headers, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         const label = `${route.method} ${path}?${search} ${JSON.stringify(requestHeaders)} ${String(rawBody).slice(0, 200)} → ${res.status} ${text.slice(0, 200)}`;
         expect(res.status, label).to.be.below(500);

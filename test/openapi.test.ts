@@ -174,6 +174,14 @@ describe('OpenAPI document and API reference', () => {
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 418, contentType: json, body: org })).to.have.length(1);
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 200, contentType: 'text/html', body: '' })).to.have.length(1);
     expect(c.check({ method: 'GET', path: '/api/v1/nowhere', status: 200, contentType: json, body: {} })).to.have.length(1);
+    // Headers the document marks required: X-Request-Id on every answer, Retry-After on 503.
+    const requestId = new Headers({ 'x-request-id': 'r1' });
+    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 200, contentType: json, headers: requestId, body: org })).to.deep.equal([]);
+    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 200, contentType: json, headers: new Headers(), body: org })).to.have.length(1);
+    const problem = { type: 'urn:custody:problem:dependency_unavailable', title: 'Service Unavailable', status: 503, detail: 'd', code: 'dependency_unavailable', requestId: 'r1' };
+    const problemJson = 'application/problem+json';
+    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 503, contentType: problemJson, headers: requestId, body: problem })).to.have.length(1);
+    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 503, contentType: problemJson, headers: new Headers({ 'x-request-id': 'r1', 'retry-after': '2' }), body: problem })).to.deep.equal([]);
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1/', status: 200, contentType: json, body: org })).to.deep.equal([]);
     // The concrete path wins over a template: failedDeliveries is not a webhook id.
     expect(c.check({ method: 'GET', path: '/api/v1/project/3/webhooks/failedDeliveries', status: 200, contentType: json, body: { failedDeliveries: [], nextCursor: null } })).to.deep.equal([]);

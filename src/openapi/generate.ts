@@ -219,8 +219,8 @@ export function buildOpenApi(router: Router, options: OpenApiOptions): Json {
         },
       },
       headers: {
-        'X-Request-Id': { description: 'The request id, also in problem bodies and logs.', schema: { type: 'string' } },
-        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+        'X-Request-Id': { description: 'The request id, also in problem bodies and logs.', required: true, schema: { type: 'string' } },
+        'Retry-After': { description: 'Seconds to wait before retrying.', required: true, schema: { type: 'integer', minimum: 0 } },
         'WWW-Authenticate': { description: 'Bearer.', schema: { type: 'string' } },
         'RateLimit-Limit': { description: 'Requests allowed in the window (when rate limits are on).', schema: { type: 'integer' } },
         'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },

@@ -13,6 +13,8 @@ export interface Observation {
   path: string;
   status: number;
   contentType: string;
+  /** The answer's headers, when the observer kept them: headers the document marks required are checked. */
+  headers?: Headers;
   body: unknown;
 }
 
@@ -95,6 +97,10 @@ export class Conformance {
     }
     const response = op.responses[String(o.status)];
     if (!response) return [`${where}: status not documented for ${op.method} ${op.template}`];
+    const missing = Object.entries(response.headers ?? {})
+      .filter(([name, h]) => (h as OpenAPIV3_1.HeaderObject).required === true && o.headers !== undefined && !o.headers.has(name))
+      .map(([name]) => `${where}: the required header ${name} is missing`);
+    if (missing.length > 0) return missing;
     const content = response.content ?? {};
     const media = Object.keys(content);
     if (media.length === 0) return o.body === undefined || o.body === '' ? [] : [`${where}: documented without a body, answered with one`];

@@ -47,7 +47,7 @@ export class Client {
     const text = await res.text();
     const type = res.headers.get('content-type') ?? '';
     const parsed: unknown = /json/.test(type) && text !== '' ? JSON.parse(text) : undefined;
-    observe({ method, path: new URL(path, this.baseUrl).pathname, status: res.status, contentType: type, body: parsed ?? (text === '' ? undefined : text) });
+    observe({ method, path: new URL(path, this.baseUrl).pathname, status: res.status, contentType: type, headers: res.headers, body: parsed ?? (text === '' ? undefined : text) });
     return { status: res.status, headers: res.headers, body: parsed as T, text };
   }
 
