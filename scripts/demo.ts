@@ -10,13 +10,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { CustodyClient } from '../src/client/index.js';
 import { TestIdp } from './dev/idp.js';
 import { Receiver } from './dev/receiver.js';
+import { freePort, until } from './dev/wait.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 const AUDIENCE = 'urn:custody:testnet';
@@ -25,27 +25,6 @@ const out = (line = '') => process.stdout.write(`${line}\n`);
 const show = (value: unknown) => out(JSON.stringify(value, null, 2).replace(/^/gm, '    '));
 let stepNo = 0;
 const step = (title: string) => out(`\n[${++stepNo}] ${title}`);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 async function main(): Promise<number> {
   const dataDir = path.resolve(process.env['DEMO_DATA_DIR'] ?? '.data/demo');
@@ -98,16 +77,14 @@ async function main(): Promise<number> {
   try {
     const url = `http://127.0.0.1:${port}`;
     const operator = new CustodyClient({ baseUrl: url, token: operatorToken });
-    await waitFor(
+    await until(
       'the service to be ready',
       async () => {
-        if (exited !== undefined) throw new Error(`the service exited (${exited}); see ${logFile}`);
-        return (await operator.getReadiness()).status === 'ready' ? true : undefined;
+        if (exited !== undefined) throw new Error(`the service exited with code ${exited}; see ${logFile}`);
+        return (await operator.getReadiness().catch(() => undefined))?.status === 'ready';
       },
       180_000,
-    ).catch((err: unknown) => {
-      throw exited !== undefined ? new Error(`the service exited with code ${exited}; see ${logFile}`) : err;
-    });
+    );
     out(`    ready at ${url} (logs: ${logFile})`);
 
     step('Creating an organisation and a project registered for that identity provider (operator token)');
@@ -122,7 +99,7 @@ async function main(): Promise<number> {
     show(wallet);
 
     step('The wallet-created webhook arrives at the receiver; its signature is verified with the standardwebhooks package');
-    const received = await waitFor('the wallet-created webhook', () => Promise.resolve(receiver.received[0]), 30_000);
+    const received = await until('the wallet-created webhook', () => receiver.received[0], 30_000);
     const verified = new Webhook(project.walletWebhookSecret ?? '').verify(received.body, received.headers as Record<string, string>);
     out(`    webhook-id ${String(received.headers['webhook-id'])}: signature valid`);
     show(verified);

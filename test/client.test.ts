@@ -3,7 +3,7 @@ import { Webhook } from 'standardwebhooks';
 import { CustodyApiError, CustodyClient, OPERATIONS } from '../src/client/index.js';
 import { startAppWithIdp, type TestApp } from './helpers/app.js';
 import type { TestIdp } from './helpers/idp.js';
-import { observe } from './helpers/observed.js';
+import { observeResponse } from './helpers/observed.js';
 import type { Receiver } from './helpers/receiver.js';
 import { until } from './helpers/wait.js';
 
@@ -12,10 +12,8 @@ const AUDIENCE = 'urn:custody:testnet';
 /** fetch that also hands every answer to the end-of-run OpenAPI conformance check. */
 const observingFetch: typeof fetch = async (input, init) => {
   const res = await fetch(input, init);
-  const text = await res.clone().text();
-  const type = res.headers.get('content-type') ?? '';
-  const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-  observe({ method: init?.method ?? 'GET', path: url.pathname, status: res.status, contentType: type, headers: res.headers, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
+  const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+  observeResponse(init?.method ?? 'GET', url, res, await res.clone().text());
   return res;
 };
 

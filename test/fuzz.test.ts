@@ -7,7 +7,7 @@ import { startApp, type TestApp } from './helpers/app.js';
 import { createTenant } from './helpers/factories.js';
 import { TestIdp } from './helpers/idp.js';
 import { scratchDatabase } from './helpers/process.js';
-import { observe } from './helpers/observed.js';
+import { observeResponse } from './helpers/observed.js';
 
 /**
  * Property-based fuzzing of every endpoint's body, query and headers (issue "Holding up under
@@ -171,9 +171,8 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
         if (h.encoding !== undefined && sendBody) requestHeaders['content-encoding'] = h.encoding;
         const res = await fetch(`${app.url}${path}${search ? `?${search}` : ''}`, { method: route.method, headers: requestHeaders, ...(sendBody ? { body: rawBody } : {}) });
         const text = await res.text();
-        const type = res.headers.get('content-type') ?? '';
         // Every answer also goes to the end-of-run OpenAPI conformance check.
-        observe({ method: route.method, path: new URL(path, app.url).pathname, status: res.status, contentType: type, headers: res.headers, body: /json/.test(type) && text !== '' ? (JSON.parse(text) as unknown) : text || undefined });
+        observeResponse(route.method, `${app.url}${path}`, res, text);
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         const label = `${route.method} ${path}?${search} ${JSON.stringify(requestHeaders)} ${String(rawBody).slice(0, 200)} → ${res.status} ${text.slice(0, 200)}`;
         expect(res.status, label).to.be.below(500);

@@ -103,10 +103,6 @@ export class KeyLog {
     }
   }
 
-  get size(): number {
-    return this.#index.size;
-  }
-
   get(keyId: string): KeyRecord | undefined {
     return this.#index.get(keyId);
   }

@@ -27,6 +27,16 @@ function id(value: string | undefined, what: string): number {
   return Number(value);
 }
 
+/** Every item of a paged list. */
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
+const failedDeliveries = (c: CustodyClient, project: number) =>
+  collect(c.all('failedDeliveries', (cursor) => c.listFailedDeliveries(project, cursor ? { cursor } : {})));
+
 const TOKEN_COLUMNS = ['id', 'name', 'role', 'scope', 'projectId', 'createdAt', 'revokedAt'];
 const DELIVERY_COLUMNS = ['id', 'kind', 'webhookId', 'event', 'url', 'attempts', 'lastStatus', 'lastError', 'lastAttemptAt'];
 
@@ -61,8 +71,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     summary: 'list the organisations the token sees',
     async run({ flags, out, client }) {
       const c = client();
-      const rows = [];
-      for await (const o of c.all('organisations', (cursor) => c.listOrganisations({ showDeleted: flags['show-deleted'] === true, ...(cursor ? { cursor } : {}) }))) rows.push(o);
+      const rows = await collect(c.all('organisations', (cursor) => c.listOrganisations({ showDeleted: flags['show-deleted'] === true, ...(cursor ? { cursor } : {}) })));
       out.table(rows, ['id', 'name', 'createdAt', 'deletedAt']);
       return 0;
     },
@@ -86,8 +95,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     async run({ flags, out, client }) {
       const c = client();
       const org = id(str(flags, 'org'), '--org');
-      const rows = [];
-      for await (const t of c.all('tokens', (cursor) => c.listTokens(org, { showRevoked: flags['show-revoked'] === true, ...(cursor ? { cursor } : {}) }))) rows.push(t);
+      const rows = await collect(c.all('tokens', (cursor) => c.listTokens(org, { showRevoked: flags['show-revoked'] === true, ...(cursor ? { cursor } : {}) })));
       out.table(rows, TOKEN_COLUMNS);
       return 0;
     },
@@ -118,10 +126,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     usage: 'deliveries list --project ID',
     summary: "list a project's failed webhook deliveries",
     async run({ flags, out, client }) {
-      const c = client();
-      const project = id(str(flags, 'project'), '--project');
-      const rows = [];
-      for await (const d of c.all('failedDeliveries', (cursor) => c.listFailedDeliveries(project, cursor ? { cursor } : {}))) rows.push(d);
+      const rows = await failedDeliveries(client(), id(str(flags, 'project'), '--project'));
       out.table(rows, out.json ? Object.keys(rows[0] ?? {}) : DELIVERY_COLUMNS);
       return 0;
     },
@@ -135,8 +140,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
       let ids = args.map((a) => id(a, 'DELIVERY_ID'));
       if (flags['all'] === true) {
         if (ids.length > 0) throw new UsageError('give delivery ids or --all, not both');
-        ids = [];
-        for await (const d of c.all('failedDeliveries', (cursor) => c.listFailedDeliveries(project, cursor ? { cursor } : {}))) ids.push(d.id);
+        ids = (await failedDeliveries(c, project)).map((d) => d.id);
       }
       if (ids.length === 0) throw new UsageError(flags['all'] === true ? 'there are no failed deliveries' : 'give delivery ids or --all');
       const results: Array<Record<string, unknown>> = [];

@@ -32,7 +32,7 @@ interface Route {
 }
 
 /** Every route of the router with its docs; a route without docs is a bug the tests catch here. */
-export function routesOf(router: Router): Route[] {
+function routesOf(router: Router): Route[] {
   const routes: Route[] = [];
   for (const layer of router.stack) {
     if (typeof layer.path !== 'string') continue;
@@ -141,6 +141,7 @@ function responses(route: Route): Json {
 function operation(route: Route): Json {
   const { doc, schemas } = route;
   const body = schemas.body;
+  const bodyParts = objectParts(body);
   return {
     operationId: doc.operationId,
     summary: doc.summary,
@@ -151,7 +152,7 @@ function operation(route: Route): Json {
     ...(body
       ? {
           requestBody: {
-            required: objectParts(body).type === 'array' || objectParts(body).required.length > 0,
+            required: bodyParts.type === 'array' || bodyParts.required.length > 0,
             content: { 'application/json': { schema: toJson(body), ...(doc.requestExample === undefined ? {} : { example: doc.requestExample }) } },
           },
         }

@@ -6,6 +6,13 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 // ajv-formats is CommonJS: its default export arrives as the module object under ESM.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
+/** Ajv for the document's JSON Schema 2020-12, with formats (date-time), OpenAPI keywords tolerated. */
+export function schemaValidator(): Ajv2020 {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats(ajv);
+  return ajv;
+}
+
 /** One response seen by a test: what the conformance check compares with the document. */
 export interface Observation {
   method: string;
@@ -37,8 +44,7 @@ export class Conformance {
   readonly #problem: object;
 
   private constructor(doc: OpenAPIV3_1.Document) {
-    this.#ajv = new Ajv2020({ strict: false, allErrors: true });
-    addFormats(this.#ajv);
+    this.#ajv = schemaValidator();
     this.#ops = [];
     for (const [template, item] of Object.entries(doc.paths ?? {})) {
       for (const method of ['get', 'post', 'put', 'delete', 'patch'] as const) {

@@ -1,4 +1,4 @@
-import { observe } from './observed.js';
+import { observeResponse } from './observed.js';
 
 /** A reply body as JSON, read field by field: each test says which shape it expects. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -47,7 +47,7 @@ export class Client {
     const text = await res.text();
     const type = res.headers.get('content-type') ?? '';
     const parsed: unknown = /json/.test(type) && text !== '' ? JSON.parse(text) : undefined;
-    observe({ method, path: new URL(path, this.baseUrl).pathname, status: res.status, contentType: type, headers: res.headers, body: parsed ?? (text === '' ? undefined : text) });
+    observeResponse(method, `${this.baseUrl}${path}`, res, text);
     return { status: res.status, headers: res.headers, body: parsed as T, text };
   }
 

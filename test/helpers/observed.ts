@@ -9,3 +9,10 @@ const SERVICE_PATH = /^\/(api\/|healthz$|readyz$|metrics$|openapi\.json$|docs(\/
 export function observe(o: Observation): void {
   if (SERVICE_PATH.test(o.path)) observed.push(o);
 }
+
+/** Records a fetch answer whose body was read as `text`. */
+export function observeResponse(method: string, url: string, res: Response, text: string): void {
+  const type = res.headers.get('content-type') ?? '';
+  const body: unknown = /json/.test(type) && text !== '' ? JSON.parse(text) : text === '' ? undefined : text;
+  observe({ method, path: new URL(url).pathname, status: res.status, contentType: type, headers: res.headers, body });
+}

@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { adminQuery, databaseUrlFor } from './db.js';
 
@@ -60,14 +59,7 @@ export function spawnService(
   };
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
+export { freePort } from '../../scripts/dev/wait.js';
 
 /** An empty database on the machine's PostgreSQL for one process test; `drop` removes it. */
 export async function scratchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
