@@ -1,4 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -12,8 +13,11 @@ export interface Run {
   p99Ms: number;
 }
 
-/** Runs `op` `total` times with `concurrency` in flight; latency per call, throughput overall. */
-export async function closedLoop(total: number, concurrency: number, op: (i: number) => Promise<unknown>): Promise<Run> {
+/**
+ * Runs `op` `total` times with `concurrency` in flight; latency per call, throughput overall.
+ * `sink`, when given, also receives every latency (to pool several runs into one distribution).
+ */
+export async function closedLoop(total: number, concurrency: number, op: (i: number) => Promise<unknown>, sink?: number[]): Promise<Run> {
   const latencies: number[] = [];
   let next = 0;
   const started = process.hrtime.bigint();
@@ -28,6 +32,7 @@ export async function closedLoop(total: number, concurrency: number, op: (i: num
     }),
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  sink?.push(...latencies);
   latencies.sort((a, b) => a - b);
   return { ops: total, seconds, perSecond: total / seconds, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
 }
@@ -43,4 +48,56 @@ export function writeResult(name: string, result: unknown): string {
   writeFileSync(file, body);
   writeFileSync(`${dir}${name}-latest.json`, body);
   return file;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc; undefined where there is none. */
+export function cpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs `work` and adds the CPU milliseconds `pid` spent per operation during it. With
+ * BENCH_PERF=1 it also counts the instructions `pid` ran per operation (`perf stat`, user and
+ * kernel): unlike time, that count hardly moves with the machine's load, so it is the figure to
+ * compare two builds by.
+ */
+export async function withCpu<T extends { ops: number }>(
+  pid: number | undefined,
+  work: () => Promise<T>,
+): Promise<T & { cpuMsPerOp?: number; instructionsPerOp?: number }> {
+  const perf = process.env['BENCH_PERF'] === '1' && pid !== undefined ? await startPerf(pid) : undefined;
+  const before = cpuSeconds(pid);
+  const result = await work();
+  const after = cpuSeconds(pid);
+  const instructions = await perf?.stop();
+  return {
+    ...result,
+    ...(before === undefined || after === undefined ? {} : { cpuMsPerOp: ((after - before) * 1000) / result.ops }),
+    ...(instructions === undefined ? {} : { instructionsPerOp: Math.round(instructions / result.ops) }),
+  };
+}
+
+async function startPerf(pid: number): Promise<{ stop(): Promise<number | undefined> }> {
+  const proc = spawn('perf', ['stat', '-x', ',', '-e', 'instructions', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<void>((resolve) => proc.on('close', () => resolve()));
+  proc.on('error', () => undefined);
+  await new Promise((r) => setTimeout(r, 300)); // perf attaches
+  return {
+    async stop() {
+      proc.kill('SIGINT');
+      await exited;
+      const line = err.split('\n').find((l) => l.includes('instructions'));
+      const count = Number(line?.split(',')[0]);
+      return Number.isFinite(count) && count > 0 ? count : undefined;
+    },
+  };
 }

@@ -2,7 +2,8 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '../test/helpers/http.js';
 import { freePort, spawnService } from '../test/helpers/process.js';
 import { startStack } from '../test/helpers/stack.js';
-import { closedLoop, percentile, writeResult } from './stats.js';
+import { LoadClient } from './load.js';
+import { closedLoop, percentile, withCpu, writeResult } from './stats.js';
 
 /**
  * Wallet endpoints with the local signer: existing-user sign-in at saturation beside a bare
@@ -10,6 +11,20 @@ import { closedLoop, percentile, writeResult } from './stats.js';
  */
 const AUDIENCE = 'urn:custody:testnet';
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
+/** For profiling, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": given to the service and the bare server. */
+const NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
+/** BENCH_ONLY=saturation stops after the saturation runs (for profiling them alone). */
+const ONLY_SATURATION = process.env['BENCH_ONLY'] === 'saturation';
+
+class Stop extends Error {}
+
+/** After start-up the children's output is read and dropped, not kept in the generator's memory. */
+function quiet(service: ReturnType<typeof spawnService>): void {
+  for (const stream of [service.proc.stdout, service.proc.stderr]) {
+    stream?.removeAllListeners('data');
+    stream?.resume();
+  }
+}
 
 /** Open loop: `rate` requests per second for `seconds`, whatever the answers take. */
 async function fixedRate(rate: number, seconds: number, op: (i: number) => Promise<unknown>) {
@@ -39,48 +54,63 @@ const svc = spawnService({
   RATE_LIMIT_PROJECT: '0',
   DB_POOL_MAX: '20',
   RELAY_POLL_MS: '200',
-});
+  ...(process.env['BENCH_LOG_LEVEL'] ? { LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] } : {}),
+}, undefined, NODE_ARGS);
 const barePort = await freePort();
 let bare: ReturnType<typeof spawnService> | undefined;
+const loadClients: LoadClient[] = [];
 try {
   await svc.waitFor(/listening on http/, 60_000);
+  quiet(svc);
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
   const iss = await idp.issuer();
   const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
   const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer, walletWebhookUrl: receiver.url });
   const key = project.body.projectKey;
   const existing = await iss.sign({ email: 'existing@bench.example.com' }, { audience: AUDIENCE, expiresIn: '1h' });
-  const signin = (client: Client, jwt: string) =>
-    client.post('/api/v1/signin', { key }, { token: jwt }).then((r) => {
+  const signinBody = JSON.stringify({ key });
+  const signin = (client: LoadClient, jwt: string) =>
+    client.post('/api/v1/signin', signinBody, jwt).then((r) => {
       if (r.status !== 200) throw new Error(`signin answered ${r.status}: ${r.text}`);
     });
-  await signin(api, existing);
+  const load = new LoadClient(`http://127.0.0.1:${port}`);
+  loadClients.push(load);
+  await signin(load, existing);
 
   bare = spawnService(
     { DATABASE_URL: db.url, PORT: String(barePort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
     fileURLToPath(new URL('./bare-signin-server.js', import.meta.url)),
+    NODE_ARGS,
   );
   await bare.waitFor(/bare server listening/);
-  const bareClient = new Client(`http://127.0.0.1:${barePort}`, null);
+  quiet(bare);
+  const bareClient = new LoadClient(`http://127.0.0.1:${barePort}`);
+  loadClients.push(bareClient);
 
-  const saturation = async (client: Client) => {
+  // Each server's own CPU time per request is printed too: a steadier figure than throughput here.
+  const saturation = async (client: LoadClient, pid: number | undefined) => {
     await closedLoop(500, 64, () => signin(client, existing));
-    return closedLoop(Math.round(SECONDS * 1500), 64, () => signin(client, existing));
+    return withCpu(pid, () => closedLoop(Math.round(SECONDS * 1500), 64, () => signin(client, existing)));
   };
-  const bareRun = await saturation(bareClient);
-  console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms`);
-  const service = await saturation(api);
+  const cpu = (r: { cpuMsPerOp?: number; instructionsPerOp?: number }) =>
+    (r.cpuMsPerOp === undefined ? '' : `, ${r.cpuMsPerOp.toFixed(3)} ms CPU/request`) +
+    (r.instructionsPerOp === undefined ? '' : `, ${(r.instructionsPerOp / 1e6).toFixed(2)} M instructions/request`);
+  const bareRun = await saturation(bareClient, bare.proc.pid);
+  console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
+  const service = await saturation(load, svc.proc.pid);
   const ratio = service.perSecond / bareRun.perSecond;
-  console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)`);
+  console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
+
+  if (ONLY_SATURATION) throw new Stop();
 
   // The same fixed rate against the bare server shows how much of the tail is the machine's.
   const bare200 = await fixedRate(200, SECONDS, () => signin(bareClient, existing));
   console.log(`bare server at 200/s: p50 ${bare200.p50Ms.toFixed(1)} ms, p99 ${bare200.p99Ms.toFixed(1)} ms`);
-  const existing200 = await fixedRate(200, SECONDS, () => signin(api, existing));
+  const existing200 = await fixedRate(200, SECONDS, () => signin(load, existing));
   console.log(`existing-user signin at 200/s: p50 ${existing200.p50Ms.toFixed(1)} ms, p99 ${existing200.p99Ms.toFixed(1)} ms (goal p99 <= 25 ms)`);
 
   const newJwts = await Promise.all(Array.from({ length: 20 * SECONDS }, (_, i) => iss.sign({ email: `new${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })));
-  const new20 = await fixedRate(20, SECONDS, (i) => signin(api, newJwts[i]!));
+  const new20 = await fixedRate(20, SECONDS, (i) => signin(load, newJwts[i]!));
   console.log(`new-user signin at 20/s: p50 ${new20.p50Ms.toFixed(1)} ms, p99 ${new20.p99Ms.toFixed(1)} ms (goal p99 <= 100 ms)`);
 
   // createasync → webhook received, at 50/s.
@@ -89,7 +119,7 @@ try {
   const before = receiver.received.length;
   await fixedRate(50, SECONDS, async (i) => {
     sentAt.set(`async${i}@bench.example.com`, Date.now());
-    const r = await api.post('/api/v1/wallets/createasync', { key }, { token: asyncJwts[i]! });
+    const r = await load.post('/api/v1/wallets/createasync', signinBody, asyncJwts[i]!);
     if (r.status !== 202) throw new Error(`createasync answered ${r.status}`);
   });
   const arrivals = new Map<string, number>();
@@ -112,7 +142,10 @@ try {
     createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },
   });
   console.log(`results: ${file}`);
+} catch (err) {
+  if (!(err instanceof Stop)) throw err;
 } finally {
+  for (const c of loadClients) c.close();
   bare?.proc.kill('SIGTERM');
   svc.proc.kill('SIGTERM');
   await svc.exited;

@@ -112,13 +112,9 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
 
   const middleware: Array<Koa.Middleware<AppState>> = [
-    requestId(deps.log),
+    requestId(deps.log, deps.db),
     accessLog(deps.log),
     errorHandler(),
-    async (ctx, next) => {
-      ctx.state.db = deps.db;
-      await next();
-    },
     requireJsonBody(),
     koaBody({
       json: true,

@@ -70,23 +70,33 @@ export function uniqueTopLevelNames(json: string): boolean {
   const seen = new Set<string>();
   let depth = 0;
   for (let i = 0; i < json.length; i++) {
-    const c = json[i];
-    if (c === '{' || c === '[') depth++;
-    else if (c === '}' || c === ']') depth--;
-    else if (c === '"') {
+    const c = json.charCodeAt(i);
+    if (c === 0x7b || c === 0x5b) depth++; // { [
+    else if (c === 0x7d || c === 0x5d) depth--; // } ]
+    else if (c === 0x22) {
+      // A string: find its closing quote, noting whether it has escapes.
       let j = i + 1;
-      while (j < json.length && json[j] !== '"') j += json[j] === '\\' ? 2 : 1;
-      const token = json.slice(i, j + 1);
+      let escaped = false;
+      while (j < json.length && json.charCodeAt(j) !== 0x22) {
+        if (json.charCodeAt(j) === 0x5c) {
+          escaped = true;
+          j += 2;
+        } else j++;
+      }
+      const start = i;
       i = j;
       if (depth !== 1) continue;
       let k = j + 1;
-      while (k < json.length && /\s/.test(json[k] ?? '')) k++;
-      if (json[k] !== ':') continue;
+      while (k < json.length && isJsonSpace(json.charCodeAt(k))) k++;
+      if (json.charCodeAt(k) !== 0x3a) continue; // not followed by ':', so a value
       let name: string;
-      try {
-        name = JSON.parse(token) as string;
-      } catch {
-        return false;
+      if (!escaped) name = json.slice(start + 1, j);
+      else {
+        try {
+          name = JSON.parse(json.slice(start, j + 1)) as string;
+        } catch {
+          return false;
+        }
       }
       if (seen.has(name)) return false;
       seen.add(name);
@@ -95,14 +105,49 @@ export function uniqueTopLevelNames(json: string): boolean {
   return true;
 }
 
-/** The header and payload of a compact JWS have no repeated member names. */
-function noDuplicateNames(token: string): boolean {
-  const [header, payload] = token.split('.');
+/** JSON's insignificant whitespace (RFC 8259): space, tab, line feed, carriage return. */
+const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
+/** A compact JWS decoded once, not verified: its header, its claims, or what is wrong with its form. */
+export interface ParsedJwt {
+  token: string;
+  header?: Record<string, unknown>;
+  /** The payload as a JSON object, when it is one; read before verification only to look things up. */
+  claims?: Record<string, unknown>;
+  /** The first problem of form found (an InvalidTokenError detail). */
+  problem?: string;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Decodes a compact JWS's header and payload once (sign-in reads the claimed `email` before the
+ * signature is checked, to prefetch the wallet; verification then reuses the header): three parts,
+ * a JSON object header, and no repeated member names in header or payload (RFC 7519 section 4).
+ */
+export function parseJwt(token: string): ParsedJwt {
+  if (token.length > MAX_TOKEN_CHARS) return { token, problem: `token: longer than ${MAX_TOKEN_CHARS} characters` };
+  const parts = token.split('.');
+  if (parts.length !== 3) return { token, problem: 'token: not a signed JWT in compact form' };
+  const headerText = Buffer.from(parts[0] ?? '', 'base64url').toString('utf8');
+  const payloadText = Buffer.from(parts[1] ?? '', 'base64url').toString('utf8');
+  let header: unknown;
   try {
-    return [header, payload].every((part) => part !== undefined && uniqueTopLevelNames(Buffer.from(part, 'base64url').toString('utf8')));
+    header = JSON.parse(headerText);
   } catch {
-    return false;
+    return { token, problem: 'token: not a signed JWT in compact form' };
   }
+  if (!isObject(header)) return { token, problem: 'token: not a signed JWT in compact form' };
+  if (!uniqueTopLevelNames(headerText) || !uniqueTopLevelNames(payloadText)) {
+    return { token, header, problem: 'token: a header parameter or claim name appears twice' };
+  }
+  let claims: unknown;
+  try {
+    claims = JSON.parse(payloadText);
+  } catch {
+    claims = undefined; // jose's verification reports it
+  }
+  return { token, header, ...(isObject(claims) ? { claims } : {}) };
 }
 
 /**
@@ -259,22 +304,18 @@ export class OidcVerifier {
     return fresh;
   }
 
-  async verify(token: string, project: { issuer: string; requireVerifiedEmail: boolean }): Promise<VerifiedUser> {
-    if (token.length > MAX_TOKEN_CHARS) throw new InvalidTokenError(`token: longer than ${MAX_TOKEN_CHARS} characters`);
-    let header;
-    try {
-      header = decodeProtectedHeader(token);
-    } catch {
-      throw new InvalidTokenError('token: not a signed JWT in compact form');
-    }
-    if (!noDuplicateNames(token)) throw new InvalidTokenError('token: a header parameter or claim name appears twice');
-    if (header.alg !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(header.alg).slice(0, 20)})`);
-    if (header.crit !== undefined) throw new InvalidTokenError('crit: no critical header extensions are supported');
+  /** `parsed`: the token as parseJwt decoded it already, if it did. */
+  async verify(token: string, project: { issuer: string; requireVerifiedEmail: boolean }, parsed?: ParsedJwt): Promise<VerifiedUser> {
+    const { header, problem } = parsed?.token === token ? parsed : parseJwt(token);
+    if (problem !== undefined || header === undefined) throw new InvalidTokenError(problem ?? 'token: not a signed JWT in compact form');
+    if (header['alg'] !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(header['alg']).slice(0, 20)})`);
+    if (header['crit'] !== undefined) throw new InvalidTokenError('crit: no critical header extensions are supported');
     // A kid that cannot name a key never triggers a key-set re-fetch.
-    if (header.kid !== undefined && (typeof header.kid !== 'string' || !KID.test(header.kid))) throw new InvalidTokenError('kid: not a valid key id');
+    const kid = header['kid'];
+    if (kid !== undefined && (typeof kid !== 'string' || !KID.test(kid))) throw new InvalidTokenError('kid: not a valid key id');
 
     let keys = await this.#keys(project.issuer, false);
-    const knows = (k: IssuerKeys) => header.kid === undefined || k.jwks.keys.some((key) => key.kid === header.kid);
+    const knows = (k: IssuerKeys) => kid === undefined || k.jwks.keys.some((key) => key.kid === kid);
     if (!knows(keys) && this.#now() - keys.lastRefetchAt >= this.options.refetchIntervalMs) {
       // An unknown kid: the IdP may have rotated its keys. One re-fetch, rate-limited per issuer.
       keys = await this.#keys(project.issuer, true);

@@ -1,30 +1,49 @@
 import { httpDuration, httpRequests } from '../metrics.js';
 import { randomUUID } from 'node:crypto';
 import type { Middleware } from 'koa';
-import type { Logger } from '../logger.js';
+import { accessLogger, type Logger } from '../logger.js';
 import type { AppState } from './context.js';
+import type { Principal } from '../auth/principal.js';
+import type { Executor } from '../db/knex.js';
 import { INTERNAL_ERROR, sendProblem, toAppError } from './problem.js';
 import { ValidationError } from '../errors.js';
 
 const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Echo a caller's well-formed X-Request-Id (for tracing only), else make one. */
-export function requestId(log: Logger): Middleware<AppState> {
+/**
+ * A request's state. Its child logger costs a serialisation, and most requests never log beyond
+ * the access line, so it is made on first use only (a getter of the class: adding one to each
+ * request's object made every later property access on it slower).
+ */
+class RequestState implements AppState {
+  principal?: Principal;
+  #child: Logger | undefined;
+
+  constructor(
+    readonly requestId: string,
+    private readonly parentLog: Logger,
+    public db: Executor,
+  ) {}
+
+  get log(): Logger {
+    return (this.#child ??= this.parentLog.child({ requestId: this.requestId }));
+  }
+}
+
+/** Echo a caller's well-formed X-Request-Id (for tracing only), else make one; the request's state. */
+export function requestId(log: Logger, db: Executor): Middleware<AppState> {
   return async (ctx, next) => {
     const given = ctx.get('X-Request-Id');
     const id = CALLER_REQUEST_ID.test(given) ? given : randomUUID();
-    ctx.state.requestId = id;
-    // A child logger costs a serialisation per request; most requests never log beyond the
-    // access line, so it is made on first use only.
-    let child: Logger | undefined;
-    Object.defineProperty(ctx.state, 'log', { get: () => (child ??= log.child({ requestId: id })), configurable: true });
+    ctx.state = new RequestState(id, log, db);
     ctx.set('X-Request-Id', id);
     await next();
   };
 }
 
 /** One line per request: method, route path, status, duration. Never headers, query or body. */
-export function accessLog(log: Logger): Middleware<AppState> {
+export function accessLog(parent: Logger): Middleware<AppState> {
+  const log = accessLogger(parent);
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     try {

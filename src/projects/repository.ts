@@ -1,4 +1,4 @@
-import type { Executor, Knex } from '../db/knex.js';
+import { hotQuery, type Executor, type Knex } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
 import type { AppEnv } from '../config.js';
 import type { Page } from '../http/pagination.js';
@@ -85,11 +85,14 @@ export async function expireProjectKeys(db: Executor, projectId: number, graceSe
   return until;
 }
 
+/** What a wallet request needs of its project (read on every such request, so no more). */
+export type CallerProject = Pick<ProjectRow, 'id' | 'organisation_id' | 'issuer' | 'wallet_webhook_url' | 'require_verified_email'>;
+
 /**
  * The live project a project key belongs to: key current or within its grace period, project
  * not deleted, organisation not soft-deleted, project of this deployment's environment.
  */
-export async function findProjectByKeyHash(db: Executor, hash: Buffer, environment: AppEnv): Promise<ProjectRow | undefined> {
+export async function findProjectByKeyHash(db: Executor, hash: Buffer, environment: AppEnv): Promise<CallerProject | undefined> {
   return (await findProjectAndWallet(db, hash, environment, undefined))?.project;
 }
 
@@ -103,21 +106,22 @@ export async function findProjectAndWallet(
   hash: Buffer,
   environment: AppEnv,
   email: string | undefined,
-): Promise<{ project: ProjectRow; wallet: (Record<string, unknown> & { has_failed: boolean }) | null | undefined } | undefined> {
-  // Raw SQL: this runs on every wallet request.
-  const { rows } = await db.raw<{ rows: Array<ProjectRow & { prefetched_wallet: (Record<string, unknown> & { has_failed: boolean }) | null }> }>(
-    `SELECT p.*, ${
+): Promise<{ project: CallerProject; wallet: (Record<string, unknown> & { has_failed: boolean }) | null | undefined } | undefined> {
+  // Every wallet request runs this: node-postgres directly on knex's pool (db/knex.ts hotQuery).
+  const rows = await hotQuery<CallerProject & { prefetched_wallet: (Record<string, unknown> & { has_failed: boolean }) | null }>(
+    db,
+    `SELECT p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined
         ? 'NULL'
         : `(SELECT row_to_json(x) FROM (SELECT w.*, EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
-                FROM wallets w WHERE w.project_id = p.id AND w.email_lower = ?) x)`
+                FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3) x)`
     } AS prefetched_wallet
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organisations o ON o.id = p.organisation_id
-      WHERE k.key_hash = ? AND (k.expires_at IS NULL OR k.expires_at > now())
-        AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = ?`,
-    email === undefined ? [hash, environment] : [email.toLowerCase(), hash, environment],
+      WHERE k.key_hash = $1 AND (k.expires_at IS NULL OR k.expires_at > now())
+        AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = $2`,
+    email === undefined ? [hash, environment] : [hash, environment, email.toLowerCase()],
   );
   const row = rows[0];
   if (!row) return undefined;

@@ -1,7 +1,6 @@
-import { decodeJwt } from 'jose';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
-import type { OidcVerifier } from '../auth/oidc.js';
+import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
@@ -11,7 +10,7 @@ import { recordAudit } from '../audit/audit.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
-import { findProject, findProjectAndWallet, type ProjectRow } from '../projects/repository.js';
+import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type WalletRow } from './repository.js';
 
@@ -21,11 +20,11 @@ export interface WalletDeps {
   oidc: OidcVerifier;
   env: AppEnv;
   /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
-  beforeJwt?: (ctx: AppContext, project: ProjectRow) => Promise<void>;
+  beforeJwt?: (ctx: AppContext, project: CallerProject) => Promise<void>;
 }
 
 export interface WalletCaller {
-  project: ProjectRow;
+  project: CallerProject;
   email: string;
   token: string | null;
   requestId: string;
@@ -34,14 +33,9 @@ export interface WalletCaller {
 }
 
 /** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
-function claimedEmail(jwt: string | undefined): string | undefined {
-  if (jwt === undefined) return undefined;
-  try {
-    const email = decodeJwt(jwt)['email'];
-    return typeof email === 'string' && email.length > 0 && email.length <= 320 ? email : undefined;
-  } catch {
-    return undefined;
-  }
+function claimedEmail(parsed: ParsedJwt | undefined): string | undefined {
+  const email = parsed?.claims?.['email'];
+  return typeof email === 'string' && email.length > 0 && email.length <= 320 ? email : undefined;
 }
 
 /** A wallet row that came back as JSON (timestamps as strings) made a row again. */
@@ -72,14 +66,16 @@ export async function identifyCaller(
   if (body.key === undefined) throw new ValidationError('The project key is required in the body field `key`.', [{ in: 'body', path: '/key', message: 'is required' }], 'missing_project_key');
   const hash = projectKeyHash(body.key, deps.env);
   const bearer = BEARER.exec(authorization)?.[1];
-  // Sign-in reads the caller's wallet in the same query as the project (one round trip for a known user).
-  const email = options.prefetchWallet ? claimedEmail(bearer) : undefined;
+  // Sign-in reads the caller's wallet in the same query as the project (one round trip for a known
+  // user). The token is decoded once here; verification below reuses it.
+  const parsed = bearer !== undefined ? parseJwt(bearer) : undefined;
+  const email = options.prefetchWallet ? claimedEmail(parsed) : undefined;
   const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email) : undefined;
   const project = found?.project;
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
   await deps.beforeJwt?.(ctx, project);
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
-  const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
+  const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
   const prefetched =
     email !== undefined && found?.wallet !== undefined ? { emailLower: email.toLowerCase(), wallet: found.wallet === null ? undefined : walletFromJson(found.wallet) } : undefined;
   return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId, ...(prefetched ? { prefetched } : {}) };
@@ -96,7 +92,7 @@ export function walletCreatedPayload(w: WalletRow): Record<string, unknown> {
 }
 
 /** In the transaction that activates the wallet: its webhook delivery and its `wallet.created` event. */
-async function recordWalletCreated(tx: Executor, project: ProjectRow, wallet: WalletRow): Promise<void> {
+async function recordWalletCreated(tx: Executor, project: CallerProject, wallet: WalletRow): Promise<void> {
   const data = walletCreatedPayload(wallet);
   if (project.wallet_webhook_url) {
     await enqueue(tx, {
@@ -119,7 +115,7 @@ async function recordWalletCreated(tx: Executor, project: ProjectRow, wallet: Wa
  */
 export async function completeWallet(
   deps: Pick<WalletDeps, 'db' | 'signer'>,
-  project: ProjectRow,
+  project: CallerProject,
   row: WalletRow,
   requestId?: string,
 ): Promise<{ wallet: WalletRow; isNew: boolean }> {

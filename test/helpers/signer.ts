@@ -18,13 +18,21 @@ export interface RunningSigner {
   destroy(): Promise<void>;
 }
 
-/** The real signer process on a loopback port (local backend unless VAULT_ADDR is given). */
-export async function startSigner(env: Record<string, string> = {}, reuse?: { dataDir: string; token: string; port?: number }): Promise<RunningSigner> {
+/**
+ * The real signer process on a loopback port (local backend unless VAULT_ADDR is given), or with
+ * `options.unixSocket` on a Unix socket in its data directory, as ROLE=all starts it.
+ */
+export async function startSigner(
+  env: Record<string, string> = {},
+  reuse?: { dataDir: string; token: string; port?: number },
+  options: { unixSocket?: boolean; nodeArgs?: string[] } = {},
+): Promise<RunningSigner> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(path.join(tmpdir(), 'custody-signer-'));
   chmodSync(dataDir, 0o700);
   const token = reuse?.token ?? randomBytes(32).toString('base64url');
-  const port = reuse?.port ?? (await freePort());
-  const service = spawnService({ KEYVAULT_LISTEN: `127.0.0.1:${port}`, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: dataDir, ...env }, SIGNER_MAIN);
+  const port = options.unixSocket ? 0 : (reuse?.port ?? (await freePort()));
+  const listen = options.unixSocket ? `unix:${path.join(dataDir, 'signer.sock')}` : `127.0.0.1:${port}`;
+  const service = spawnService({ KEYVAULT_LISTEN: listen, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: dataDir, ...env }, SIGNER_MAIN, options.nodeArgs);
   await service.waitFor(/keyvault listening/, 30_000);
   const stop = async () => {
     if (service.proc.exitCode === null && service.proc.signalCode === null) {
@@ -33,7 +41,7 @@ export async function startSigner(env: Record<string, string> = {}, reuse?: { da
     }
   };
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: options.unixSocket ? listen : `http://127.0.0.1:${port}`,
     token,
     service,
     dataDir,
