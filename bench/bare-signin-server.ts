@@ -21,11 +21,13 @@ createServer((req, res) => {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { key: string };
         const token = (req.headers.authorization ?? '').slice(7);
         const { payload } = await jwtVerify(token, keys, { algorithms: ['RS256'], issuer: ISSUER ?? '', audience: AUDIENCE ?? '' });
-        const { rows } = await pool.query(
-          `SELECT w.id, w.address, w.email, w.created_at FROM wallets w JOIN project_keys k ON k.project_id = w.project_id
-            WHERE k.key_hash = $1 AND w.email_lower = $2`,
-          [createHash('sha256').update(body.key).digest(), String(payload['email']).toLowerCase()],
-        );
+        // A named (prepared) statement, as the service's own lookup is: planned once per connection.
+        const { rows } = await pool.query({
+          name: 'bare_signin',
+          text: `SELECT w.id, w.address, w.email, w.created_at FROM wallets w JOIN project_keys k ON k.project_id = w.project_id
+                  WHERE k.key_hash = $1 AND w.email_lower = $2`,
+          values: [createHash('sha256').update(body.key).digest(), String(payload['email']).toLowerCase()],
+        });
         const w = rows[0] as { id: number; address: string; email: string; created_at: Date } | undefined;
         res.writeHead(w ? 200 : 404, { 'content-type': 'application/json' });
         res.end(JSON.stringify(w ? { walletId: w.id, walletAddress: w.address, emailAddress: w.email, createdAt: w.created_at, isNew: false } : {}));

@@ -29,6 +29,8 @@ export interface Config {
   /** Time between SIGTERM (readyz turns 503) and closing the listener, for load balancers to notice. */
   readonly shutdownDelayMs: number;
   readonly dbPoolMax: number;
+  /** Named prepared statements for the per-request lookups (off behind a transaction-mode pooler that cannot keep them). */
+  readonly dbPreparedStatements: boolean;
   readonly idempotencyTtlS: number;
   /** Where the signer is (`unix:/path` or http(s)://); unset in ROLE=all: the signer it starts. */
   readonly keyvaultUrl: string | undefined;
@@ -229,6 +231,7 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
     shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    dbPreparedStatements: bool('DB_PREPARED_STATEMENTS', true),
     idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
     keyvaultUrl,
     keyvaultToken,

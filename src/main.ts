@@ -34,7 +34,7 @@ async function openDatabase(config: Config, log: Logger): Promise<Database> {
   const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, log) : undefined;
   if (embedded) log.info({ port: config.embeddedPgPort, dataDir: config.dataDir }, 'embedded PostgreSQL running (DATABASE_URL unset)');
   const url = config.databaseUrl ?? embedded?.url ?? '';
-  const db = createDb({ url, poolMax: config.dbPoolMax, log });
+  const db = createDb({ url, poolMax: config.dbPoolMax, log, preparedStatements: config.dbPreparedStatements });
   return {
     db,
     url,

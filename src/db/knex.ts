@@ -16,10 +16,15 @@ export interface DbOptions {
   poolMax: number;
   /** How long a query waits for a pooled connection before the request gets a 503. */
   acquireTimeoutMs?: number;
+  /** Whether hotQuery names its statements (default true); see hotQuery. */
+  preparedStatements?: boolean;
 }
 
+/** The pools whose hot statements are sent unnamed (DB_PREPARED_STATEMENTS=false). */
+const unprepared = new WeakSet<object>();
+
 export function createDb(options: DbOptions): Knex {
-  return knexFactory({
+  const db = knexFactory({
     client: 'pg',
     connection: { connectionString: options.url, connectionTimeoutMillis: 5_000 },
     pool: { min: 0, max: options.poolMax },
@@ -31,6 +36,8 @@ export function createDb(options: DbOptions): Knex {
       debug: (m: unknown) => options.log?.debug({ knex: String(m) }, 'database debug'),
     },
   });
+  if (options.preparedStatements === false) unprepared.add(db);
+  return db;
 }
 
 /**
@@ -46,12 +53,16 @@ interface PooledPg {
 
 /**
  * One parameterised statement (`$1`, `$2`, … placeholders) on a connection of knex's own pool,
- * through node-postgres directly: for the few reads that run on every request (sign-in's project
- * and wallet lookup), where knex's formatter and runner cost about 6% of the request. A
- * transaction runs it on its own connection through knex as usual. Errors are node-postgres's
- * (or knex's pool timeout), mapped like any other database error.
+ * through node-postgres directly, as a named prepared statement: for the few reads that run on
+ * every request (sign-in's project and wallet lookup). Prepared, PostgreSQL plans the statement
+ * a few times per connection and then keeps a generic plan; unprepared, planning that join cost
+ * the database 0.6-0.9 ms per request, more than running it (bench/README.md). knex's formatter
+ * and runner are skipped too (about 6% of the request). A transaction runs it on its own
+ * connection through knex as usual. Errors are node-postgres's (or knex's pool timeout), mapped
+ * like any other database error. `name` must be unique to `sql`. With DB_PREPARED_STATEMENTS=false
+ * (PgBouncer before 1.21 in transaction mode cannot keep prepared statements) they go unnamed.
  */
-export async function hotQuery<R>(db: Executor, sql: string, bindings: readonly unknown[]): Promise<R[]> {
+export async function hotQuery<R>(db: Executor, name: string, sql: string, bindings: readonly unknown[]): Promise<R[]> {
   if (db.isTransaction) {
     // knex's placeholders are `?`, bound in order of appearance.
     const ordered: unknown[] = [];
@@ -65,7 +76,8 @@ export async function hotQuery<R>(db: Executor, sql: string, bindings: readonly 
   const pool = db.client as unknown as PooledPg;
   const connection = await pool.acquireConnection();
   try {
-    const { rows } = await connection.query<R & pg.QueryResultRow>(sql, bindings as unknown[]);
+    const values = bindings as unknown[];
+    const { rows } = await connection.query<R & pg.QueryResultRow>(unprepared.has(db) ? { text: sql, values } : { name, text: sql, values });
     return rows;
   } finally {
     await pool.releaseConnection(connection);

@@ -110,6 +110,7 @@ export async function findProjectAndWallet(
   // Every wallet request runs this: node-postgres directly on knex's pool (db/knex.ts hotQuery).
   const rows = await hotQuery<CallerProject & { prefetched_wallet: (Record<string, unknown> & { has_failed: boolean }) | null }>(
     db,
+    email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
     `SELECT p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined
         ? 'NULL'
