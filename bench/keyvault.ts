@@ -2,7 +2,7 @@ import { generateKey } from '../keyvault/eth.js';
 import { SignerClient } from '../src/signer/client.js';
 import { startSigner } from '../test/helpers/signer.js';
 import { startDevVault } from '../test/helpers/vault.js';
-import { closedLoop, percentile, writeResult, type Run } from './stats.js';
+import { BENCH_NODE_ARGS, closedLoop, Slices, writeResult, type Run } from './stats.js';
 
 /**
  * Keys per second and latency of the signer at concurrency 32, for the local backend and for a
@@ -15,8 +15,6 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const CEILING_SECONDS = Number(process.env['BENCH_CEILING_SECONDS'] ?? 1.5);
 /** Keys created before measuring, so that both processes' code is compiled (the ceiling warms up too). */
 const WARM_UP = Number(process.env['BENCH_WARM_UP'] ?? 2000);
-/** For profiling the signer, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
-const NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
 
 function ceiling(seconds: number): { keys: number; seconds: number } {
   // Warm up the curve's precomputed tables first.
@@ -37,7 +35,7 @@ interface Round {
   ratio: number;
 }
 
-interface Measured extends Run {
+interface BackendResult extends Run {
   ceiling: number;
   ratio: number;
   goal: number;
@@ -49,48 +47,44 @@ interface Measured extends Run {
  * keys through the signer at concurrency 32 (the bench process idle but for its client). Keys per
  * second and the ceiling are each totalled over their slices; the ratio is theirs.
  */
-async function measure(env: Record<string, string>, label: string, keys: number, goal: number): Promise<Measured> {
+async function measure(env: Record<string, string>, label: string, keys: number, goal: number): Promise<BackendResult> {
   // The signer's settings may be varied from the bench's environment (e.g. KEYVAULT_KEYGEN_THREADS).
   const passed = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('KEYVAULT_') && e[1] !== undefined));
   // Over a Unix socket, as ROLE=all (`npm start`) runs it beside the API.
-  const signer = await startSigner({ ...passed, ...env }, undefined, { unixSocket: true, nodeArgs: NODE_ARGS });
+  const signer = await startSigner({ ...passed, ...env }, undefined, { unixSocket: true, nodeArgs: BENCH_NODE_ARGS });
   try {
     const client = new SignerClient(signer.url, signer.token, 60_000);
     await closedLoop(WARM_UP, CONCURRENCY, (i) => client.createKey(`warm-${label}-${i}`));
-    const latencies: number[] = [];
+    const signed = new Slices();
     const rounds: Round[] = [];
     let topKeys = 0;
     let topSeconds = 0;
-    let ops = 0;
-    let seconds = 0;
     const perRound = Math.ceil(keys / ROUNDS);
     for (let r = 0; r < ROUNDS; r++) {
       const top = ceiling(CEILING_SECONDS);
-      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(`${label}-${Date.now()}-${r}-${i}`), latencies);
+      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(`${label}-${Date.now()}-${r}-${i}`), signed.latencies);
+      signed.add(run);
       topKeys += top.keys;
       topSeconds += top.seconds;
-      ops += run.ops;
-      seconds += run.seconds;
       const round = { ceiling: top.keys / top.seconds, perSecond: run.perSecond, ratio: run.perSecond / (top.keys / top.seconds) };
       rounds.push(round);
       console.log(`  ${label} round ${r + 1}: ceiling ${round.ceiling.toFixed(0)} keys/s, signer ${round.perSecond.toFixed(0)} keys/s, ratio ${round.ratio.toFixed(2)}`);
     }
-    latencies.sort((a, b) => a - b);
-    const perSecond = ops / seconds;
+    const total = signed.run();
     const top = topKeys / topSeconds;
-    return { ops, seconds, perSecond, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99), ceiling: top, ratio: perSecond / top, goal, rounds };
+    return { ...total, ceiling: top, ratio: total.perSecond / top, goal, rounds };
   } finally {
     await signer.destroy();
   }
 }
 
-const fmt = (r: Measured) =>
+const fmt = (r: BackendResult) =>
   `${r.perSecond.toFixed(0)} keys/s, p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms; ceiling ${r.ceiling.toFixed(0)} keys/s; ratio ${r.ratio.toFixed(2)} (goal >= ${r.goal})`;
 
 const local = await measure({}, 'local', KEYS, 0.7);
 console.log(`local backend @${CONCURRENCY}: ${fmt(local)}`);
 
-let vault: Measured | undefined;
+let vault: BackendResult | undefined;
 let vaultError: string | undefined;
 try {
   const dev = await startDevVault();

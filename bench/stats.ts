@@ -37,6 +37,34 @@ export async function closedLoop(total: number, concurrency: number, op: (i: num
   return { ops: total, seconds, perSecond: total / seconds, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
 }
 
+/** Node flags for the processes a benchmark starts, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
+export const BENCH_NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
+
+export type Measured = Run & { cpuMsPerOp?: number; instructionsPerOp?: number };
+
+/**
+ * Slices of one measurement taken turn by turn with another's (so a drift of the machine's speed
+ * touches both alike), added up: operations over time, latencies pooled (pass `latencies` to
+ * closedLoop as its sink), CPU figures weighted by operations.
+ */
+export class Slices {
+  readonly latencies: number[] = [];
+  readonly slices: Measured[] = [];
+
+  add(slice: Measured): void {
+    this.slices.push(slice);
+  }
+
+  run(): Measured {
+    const ops = this.slices.reduce((a, s) => a + s.ops, 0);
+    const seconds = this.slices.reduce((a, s) => a + s.seconds, 0);
+    const sorted = [...this.latencies].sort((a, b) => a - b);
+    const mean = (key: 'cpuMsPerOp' | 'instructionsPerOp') =>
+      this.slices.every((s) => s[key] !== undefined) ? { [key]: this.slices.reduce((a, s) => a + (s[key] ?? 0) * s.ops, 0) / ops } : {};
+    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...mean('cpuMsPerOp'), ...mean('instructionsPerOp') };
+  }
+}
+
 export const machine = () => ({ cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version });
 
 /** Writes bench/results/<name>-<timestamp>.json and bench/results/<name>-latest.json. */
@@ -71,7 +99,7 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
 export async function withCpu<T extends { ops: number }>(
   pid: number | undefined,
   work: () => Promise<T>,
-): Promise<T & { cpuMsPerOp?: number; instructionsPerOp?: number }> {
+): Promise<T & Pick<Measured, 'cpuMsPerOp' | 'instructionsPerOp'>> {
   const perf = process.env['BENCH_PERF'] === '1' && pid !== undefined ? await startPerf(pid) : undefined;
   const before = cpuSeconds(pid);
   const result = await work();

@@ -3,7 +3,7 @@ import { Client } from '../test/helpers/http.js';
 import { freePort, spawnService } from '../test/helpers/process.js';
 import { startStack } from '../test/helpers/stack.js';
 import { LoadClient } from './load.js';
-import { closedLoop, percentile, withCpu, writeResult, type Run } from './stats.js';
+import { BENCH_NODE_ARGS, closedLoop, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
 
 /**
  * Wallet endpoints with the local signer: existing-user sign-in at saturation beside a bare
@@ -11,8 +11,6 @@ import { closedLoop, percentile, withCpu, writeResult, type Run } from './stats.
  */
 const AUDIENCE = 'urn:custody:testnet';
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
-/** For profiling, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": given to the service and the bare server. */
-const NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
 /** BENCH_ONLY=saturation stops after the saturation runs (for profiling them alone). */
 /** Requests before each saturation run is measured (both servers' code compiled, pools filled). */
 const WARM_UP = Number(process.env['BENCH_WARM_UP'] ?? 5000);
@@ -21,25 +19,6 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
 const ONLY_SATURATION = process.env['BENCH_ONLY'] === 'saturation';
 
 class Stop extends Error {}
-
-/** Slices of one server's saturation run, added up. */
-class Totals {
-  readonly latencies: number[] = [];
-  readonly slices: Array<Run & { cpuMsPerOp?: number; instructionsPerOp?: number }> = [];
-
-  add(slice: Run & { cpuMsPerOp?: number; instructionsPerOp?: number }): void {
-    this.slices.push(slice);
-  }
-
-  run(): Run & { cpuMsPerOp?: number; instructionsPerOp?: number } {
-    const ops = this.slices.reduce((a, s) => a + s.ops, 0);
-    const seconds = this.slices.reduce((a, s) => a + s.seconds, 0);
-    const sorted = [...this.latencies].sort((a, b) => a - b);
-    const mean = (key: 'cpuMsPerOp' | 'instructionsPerOp') =>
-      this.slices.every((s) => s[key] !== undefined) ? { [key]: this.slices.reduce((a, s) => a + (s[key] ?? 0) * s.ops, 0) / ops } : {};
-    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...mean('cpuMsPerOp'), ...mean('instructionsPerOp') };
-  }
-}
 
 /** After start-up the children's output is read and dropped, not kept in the generator's memory. */
 function quiet(service: ReturnType<typeof spawnService>): void {
@@ -79,7 +58,7 @@ const svc = spawnService({
   DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
   RELAY_POLL_MS: '200',
   ...(process.env['BENCH_LOG_LEVEL'] ? { LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] } : {}),
-}, undefined, NODE_ARGS);
+}, undefined, BENCH_NODE_ARGS);
 const barePort = await freePort();
 let bare: ReturnType<typeof spawnService> | undefined;
 const loadClients: LoadClient[] = [];
@@ -104,7 +83,7 @@ try {
   bare = spawnService(
     { DATABASE_URL: db.url, PORT: String(barePort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
     fileURLToPath(new URL('./bare-signin-server.js', import.meta.url)),
-    NODE_ARGS,
+    BENCH_NODE_ARGS,
   );
   await bare.waitFor(/bare server listening/);
   quiet(bare);
@@ -114,12 +93,12 @@ try {
   // Saturation, in ROUNDS slices taken turn by turn (bare, service, bare, …) so that a drift in
   // the machine's speed touches both alike; throughput, latency and each server's own CPU time per
   // request are totalled over its slices.
-  const cpu = (r: { cpuMsPerOp?: number; instructionsPerOp?: number }) =>
+  const cpu = (r: Measured) =>
     (r.cpuMsPerOp === undefined ? '' : `, ${r.cpuMsPerOp.toFixed(3)} ms CPU/request`) +
     (r.instructionsPerOp === undefined ? '' : `, ${(r.instructionsPerOp / 1e6).toFixed(2)} M instructions/request`);
   await closedLoop(WARM_UP, 64, () => signin(bareClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(load, existing));
-  const total = { bare: new Totals(), service: new Totals() };
+  const total = { bare: new Slices(), service: new Slices() };
   const perSlice = Math.round((SECONDS * 1500) / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
     for (const [name, client, pid] of [['bare', bareClient, bare.proc.pid], ['service', load, svc.proc.pid]] as const) {
@@ -130,9 +109,10 @@ try {
   const bareRun = total.bare.run();
   const service = total.service.run();
   const ratio = service.perSecond / bareRun.perSecond;
+  const roundRatios = total.service.slices.map((s, i) => s.perSecond / (total.bare.slices[i]?.perSecond ?? Number.NaN));
   console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
   console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
-  console.log(`  per round (service/bare): ${total.service.slices.map((s, i) => (s.perSecond / (total.bare.slices[i]?.perSecond ?? Number.NaN)).toFixed(2)).join(', ')}`);
+  console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
   if (ONLY_SATURATION) throw new Stop();
 
@@ -169,7 +149,7 @@ try {
   console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
 
   const file = writeResult('wallets', {
-    saturation: { bare: bareRun, service, ratio, goal: 0.6, rounds: ROUNDS, warmUp: WARM_UP, roundRatios: total.service.slices.map((s, i) => s.perSecond / (total.bare.slices[i]?.perSecond ?? Number.NaN)) },
+    saturation: { bare: bareRun, service, ratio, goal: 0.6, rounds: ROUNDS, warmUp: WARM_UP, roundRatios },
     existingSignin200: { ...existing200, goalP99Ms: 25, bare: bare200 },
     newSignin20: { ...new20, goalP99Ms: 100 },
     createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },
