@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -40,7 +40,7 @@ export async function closedLoop(total: number, concurrency: number, op: (i: num
 /** Node flags for the processes a benchmark starts, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
 export const BENCH_NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
 
-export type Measured = Run & { cpuMsPerOp?: number; instructionsPerOp?: number };
+export type Measured = Run & { cpuMsPerOp?: number; mainThreadCpuMsPerOp?: number; instructionsPerOp?: number };
 
 /**
  * Slices of one measurement taken turn by turn with another's (so a drift of the machine's speed
@@ -59,9 +59,9 @@ export class Slices {
     const ops = this.slices.reduce((a, s) => a + s.ops, 0);
     const seconds = this.slices.reduce((a, s) => a + s.seconds, 0);
     const sorted = [...this.latencies].sort((a, b) => a - b);
-    const mean = (key: 'cpuMsPerOp' | 'instructionsPerOp') =>
+    const mean = (key: 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp') =>
       this.slices.every((s) => s[key] !== undefined) ? { [key]: this.slices.reduce((a, s) => a + (s[key] ?? 0) * s.ops, 0) / ops } : {};
-    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...mean('cpuMsPerOp'), ...mean('instructionsPerOp') };
+    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...mean('cpuMsPerOp'), ...mean('mainThreadCpuMsPerOp'), ...mean('instructionsPerOp') };
   }
 }
 
@@ -78,11 +78,15 @@ export function writeResult(name: string, result: unknown): string {
   return file;
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc; undefined where there is none. */
-export function cpuSeconds(pid: number | undefined): number | undefined {
+/**
+ * CPU seconds (user + system) a process has used so far, from /proc; undefined where there is
+ * none. `mainThread`: its main thread's alone (a Node server's JavaScript runs there; key
+ * generation, crypto jobs and the garbage collector's helpers run on other threads).
+ */
+export function cpuSeconds(pid: number | undefined, mainThread = false): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    const fields = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
     // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
     return (Number(fields[11]) + Number(fields[12])) / 100;
   } catch {
@@ -99,15 +103,20 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
 export async function withCpu<T extends { ops: number }>(
   pid: number | undefined,
   work: () => Promise<T>,
-): Promise<T & Pick<Measured, 'cpuMsPerOp' | 'instructionsPerOp'>> {
+): Promise<T & Pick<Measured, 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp'>> {
   const perf = process.env['BENCH_PERF'] === '1' && pid !== undefined ? await startPerf(pid) : undefined;
+  const record = process.env['BENCH_PERF_RECORD'] && pid !== undefined ? await startPerfRecord(pid, process.env['BENCH_PERF_RECORD']) : undefined;
   const before = cpuSeconds(pid);
+  const mainBefore = cpuSeconds(pid, true);
   const result = await work();
   const after = cpuSeconds(pid);
+  const mainAfter = cpuSeconds(pid, true);
   const instructions = await perf?.stop();
+  await record?.stop(result.ops);
   return {
     ...result,
     ...(before === undefined || after === undefined ? {} : { cpuMsPerOp: ((after - before) * 1000) / result.ops }),
+    ...(mainBefore === undefined || mainAfter === undefined ? {} : { mainThreadCpuMsPerOp: ((mainAfter - mainBefore) * 1000) / result.ops }),
     ...(instructions === undefined ? {} : { instructionsPerOp: Math.round(instructions / result.ops) }),
   };
 }
@@ -126,6 +135,33 @@ async function startPerf(pid: number): Promise<{ stop(): Promise<number | undefi
       const line = err.split('\n').find((l) => l.includes('instructions'));
       const count = Number(line?.split(',')[0]);
       return Number.isFinite(count) && count > 0 ? count : undefined;
+    },
+  };
+}
+
+let recordings = 0;
+
+/**
+ * BENCH_PERF_RECORD=<dir>: a CPU profile of `pid` for exactly this measurement (`perf record -e
+ * cpu-clock -g`, which needs no hardware counters), written to <dir>/<pid>-<n>-<ops>ops.data; Node
+ * must run with --perf-basic-prof (BENCH_NODE_ARGS) for JavaScript frames to have names.
+ */
+async function startPerfRecord(pid: number, dir: string): Promise<{ stop(ops: number): Promise<void> }> {
+  mkdirSync(dir, { recursive: true });
+  const file = `${dir}/${pid}-${++recordings}.data`;
+  const proc = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '2000', '-g', '-p', String(pid), '-o', file], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => proc.on('close', () => resolve()));
+  proc.on('error', () => undefined);
+  await new Promise((r) => setTimeout(r, 300)); // perf attaches
+  return {
+    async stop(ops: number) {
+      proc.kill('SIGINT');
+      await exited;
+      try {
+        renameSync(file, file.replace(/\.data$/, `-${ops}ops.data`));
+      } catch {
+        // perf could not record (not installed, not permitted): nothing to name.
+      }
     },
   };
 }

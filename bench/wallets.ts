@@ -61,6 +61,7 @@ const svc = spawnService({
 }, undefined, BENCH_NODE_ARGS);
 const barePort = await freePort();
 let bare: ReturnType<typeof spawnService> | undefined;
+let koa: ReturnType<typeof spawnService> | undefined;
 const loadClients: LoadClient[] = [];
 try {
   await svc.waitFor(/listening on http/, 60_000);
@@ -89,28 +90,43 @@ try {
   quiet(bare);
   const bareClient = new LoadClient(`http://127.0.0.1:${barePort}`);
   loadClients.push(bareClient);
+  // The same work behind Koa, @koa/router and koa-body only: the framework's own share of the gap.
+  const koaPort = await freePort();
+  koa = spawnService(
+    { DATABASE_URL: db.url, PORT: String(koaPort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
+    fileURLToPath(new URL('./koa-signin-server.js', import.meta.url)),
+    BENCH_NODE_ARGS,
+  );
+  await koa.waitFor(/koa server listening/);
+  quiet(koa);
+  const koaClient = new LoadClient(`http://127.0.0.1:${koaPort}`);
+  loadClients.push(koaClient);
 
   // Saturation, in ROUNDS slices taken turn by turn (bare, service, bare, …) so that a drift in
   // the machine's speed touches both alike; throughput, latency and each server's own CPU time per
   // request are totalled over its slices.
   const cpu = (r: Measured) =>
     (r.cpuMsPerOp === undefined ? '' : `, ${r.cpuMsPerOp.toFixed(3)} ms CPU/request`) +
+    (r.mainThreadCpuMsPerOp === undefined ? '' : ` (main thread ${r.mainThreadCpuMsPerOp.toFixed(3)})`) +
     (r.instructionsPerOp === undefined ? '' : `, ${(r.instructionsPerOp / 1e6).toFixed(2)} M instructions/request`);
   await closedLoop(WARM_UP, 64, () => signin(bareClient, existing));
+  await closedLoop(WARM_UP, 64, () => signin(koaClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(load, existing));
-  const total = { bare: new Slices(), service: new Slices() };
+  const total = { bare: new Slices(), koa: new Slices(), service: new Slices() };
   const perSlice = Math.round((SECONDS * 1500) / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, client, pid] of [['bare', bareClient, bare.proc.pid], ['service', load, svc.proc.pid]] as const) {
+    for (const [name, client, pid] of [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as const) {
       const slice = await withCpu(pid, () => closedLoop(perSlice, 64, () => signin(client, existing), total[name].latencies));
       total[name].add(slice);
     }
   }
   const bareRun = total.bare.run();
+  const koaRun = total.koa.run();
   const service = total.service.run();
   const ratio = service.perSecond / bareRun.perSecond;
   const roundRatios = total.service.slices.map((s, i) => s.perSecond / (total.bare.slices[i]?.perSecond ?? Number.NaN));
   console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
+  console.log(`Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`);
   console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
   console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
@@ -149,7 +165,7 @@ try {
   console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
 
   const file = writeResult('wallets', {
-    saturation: { bare: bareRun, service, ratio, goal: 0.6, rounds: ROUNDS, warmUp: WARM_UP, roundRatios },
+    saturation: { bare: bareRun, koaOnly: koaRun, koaOnlyRatio: koaRun.perSecond / bareRun.perSecond, service, ratio, goal: 0.6, rounds: ROUNDS, warmUp: WARM_UP, roundRatios },
     existingSignin200: { ...existing200, goalP99Ms: 25, bare: bare200 },
     newSignin20: { ...new20, goalP99Ms: 100 },
     createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },
@@ -160,6 +176,7 @@ try {
 } finally {
   for (const c of loadClients) c.close();
   bare?.proc.kill('SIGTERM');
+  koa?.proc.kill('SIGTERM');
   svc.proc.kill('SIGTERM');
   await svc.exited;
   await stack.teardown();
