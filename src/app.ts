@@ -10,7 +10,7 @@ import type { Config } from './config.js';
 import { Cursors } from './http/pagination.js';
 import { hmacSha256, SecretBox } from './crypto/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from './errors.js';
-import { accessLog, errorHandler, requestId, requireJsonBody } from './http/base-middleware.js';
+import { base } from './http/base-middleware.js';
 import type { AppState } from './http/context.js';
 import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
@@ -100,8 +100,8 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       signer: deps.signer,
       oidc,
       env: deps.config.appEnv,
-      // Counted once the project key is known, before the JWT is verified.
-      beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject),
+      // Counted once the project key is known, before the JWT is verified (0: not limited).
+      ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     },
   });
   membershipRoutes(router, routeDeps);
@@ -112,10 +112,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
 
   const middleware: Array<Koa.Middleware<AppState>> = [
-    requestId(deps.log, deps.db),
-    accessLog(deps.log),
-    errorHandler(),
-    requireJsonBody(),
+    base(deps.log, deps.db),
     koaBody({
       json: true,
       jsonStrict: true,

@@ -280,13 +280,20 @@ export class OidcVerifier {
     return checks;
   }
 
-  /** One fetch at a time per issuer; the cache is bounded (oldest entry out first). */
-  async #keys(issuer: string, refresh: boolean): Promise<IssuerKeys> {
+  /** The issuer's keys when they are cached and fresh (every request after the first: no promise to wait for). */
+  #cachedKeys(issuer: string): IssuerKeys | undefined {
     const cached = this.#cache.get(issuer);
-    if (cached && !refresh && this.#now() - cached.fetchedAt < this.options.cacheTtlS * 1000) {
+    if (cached && this.#now() - cached.fetchedAt < this.options.cacheTtlS * 1000) {
       jwtKeyCache.inc({ result: 'hit' });
       return cached;
     }
+    return undefined;
+  }
+
+  /** One fetch at a time per issuer; the cache is bounded (oldest entry out first). */
+  async #keys(issuer: string, refresh: boolean): Promise<IssuerKeys> {
+    const cached = refresh ? undefined : this.#cachedKeys(issuer);
+    if (cached) return cached;
     jwtKeyCache.inc({ result: 'miss' });
     let loading = this.#loading.get(issuer);
     if (!loading) {
@@ -314,7 +321,7 @@ export class OidcVerifier {
     const kid = header['kid'];
     if (kid !== undefined && (typeof kid !== 'string' || !KID.test(kid))) throw new InvalidTokenError('kid: not a valid key id');
 
-    let keys = await this.#keys(project.issuer, false);
+    let keys = this.#cachedKeys(project.issuer) ?? (await this.#keys(project.issuer, false));
     const knows = (k: IssuerKeys) => kid === undefined || k.jwks.keys.some((key) => key.kid === kid);
     if (!knows(keys) && this.#now() - keys.lastRefetchAt >= this.options.refetchIntervalMs) {
       // An unknown kid: the IdP may have rotated its keys. One re-fetch, rate-limited per issuer.

@@ -1,10 +1,14 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** A new high-entropy secret: a prefix that says what it is, then 32 random bytes, base64url. */
 export const newSecret = (prefix: string): string => `${prefix}${randomBytes(32).toString('base64url')}`;
 
-/** SHA-256 is enough to store secrets of 256 bits of entropy (CONTRACT.md section 1). */
-export const hashSecret = (secret: string): Buffer => createHash('sha256').update(secret, 'utf8').digest();
+/**
+ * SHA-256 is enough to store secrets of 256 bits of entropy (CONTRACT.md section 1). One-shot
+ * `crypto.hash` (Node >= 20.12): it runs on every request with a key or token, and is about
+ * 40% cheaper than a createHash object.
+ */
+export const hashSecret = (secret: string): Buffer => hash('sha256', secret, 'buffer');
 
 export function constantTimeEqual(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);

@@ -80,6 +80,7 @@ export async function hotQuery<R>(db: Executor, name: string, sql: string, bindi
     const { rows } = await connection.query<R & pg.QueryResultRow>(unprepared.has(db) ? { text: sql, values } : { name, text: sql, values });
     return rows;
   } finally {
-    await pool.releaseConnection(connection);
+    // knex's release is synchronous (it returns a resolved promise): nothing to wait for.
+    void pool.releaseConnection(connection);
   }
 }

@@ -1,7 +1,7 @@
 import { httpDuration, httpRequests } from '../metrics.js';
 import { randomUUID } from 'node:crypto';
-import type { Middleware } from 'koa';
-import { accessLogger, type Logger } from '../logger.js';
+import type { Context, Middleware } from 'koa';
+import { accessLine, type Logger } from '../logger.js';
 import type { AppState } from './context.js';
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
@@ -30,50 +30,44 @@ class RequestState implements AppState {
   }
 }
 
-/** Echo a caller's well-formed X-Request-Id (for tracing only), else make one; the request's state. */
-export function requestId(log: Logger, db: Executor): Middleware<AppState> {
+/**
+ * What every request goes through first, in this order (one middleware, not four: each layer of
+ * Koa's chain costs a promise and a call on every request):
+ * 1. its id: a caller's well-formed X-Request-Id is echoed (for tracing only), else one is made;
+ * 2. one access line and the HTTP metrics once it is answered: method, route pattern, status,
+ *    duration; never headers, query or body;
+ * 3. anything thrown below becomes problem+json; unknown errors are logged and answered as a
+ *    bare 500;
+ * 4. a body must be UTF-8 JSON (CONTRACT.md section 2: wrong Content-Type is a 400, never a 500).
+ */
+export function base(log: Logger, db: Executor): Middleware<AppState> {
+  const access = accessLine(log);
   return async (ctx, next) => {
+    const started = process.hrtime.bigint();
     const given = ctx.get('X-Request-Id');
     const id = CALLER_REQUEST_ID.test(given) ? given : randomUUID();
     ctx.state = new RequestState(id, log, db);
     ctx.set('X-Request-Id', id);
-    await next();
-  };
-}
-
-/** One line per request: method, route path, status, duration. Never headers, query or body. */
-export function accessLog(parent: Logger): Middleware<AppState> {
-  const log = accessLogger(parent);
-  return async (ctx, next) => {
-    const started = process.hrtime.bigint();
     try {
-      await next();
-    } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The route pattern, not the path: ids must not become label values.
-      const route = (ctx as { _matchedRoute?: string | RegExp })._matchedRoute;
-      const labels = { method: ctx.method, route: typeof route === 'string' ? route : 'unmatched' };
-      httpRequests.inc({ ...labels, status: String(ctx.status) });
-      httpDuration.observe(labels, ms / 1000);
-      log.info({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
-    }
-  };
-}
-
-/** Everything thrown below becomes problem+json; unknown errors are logged and answered as a bare 500. */
-export function errorHandler(): Middleware<AppState> {
-  return async (ctx, next) => {
-    try {
+      requireJsonBody(ctx);
       await next();
     } catch (err) {
       const known = toAppError(err);
       if (known) {
         if (known.status >= 500) ctx.state.log.warn({ code: known.code, err: describe(err) }, 'dependency failure');
-        sendProblem(ctx, known, ctx.state.requestId);
+        sendProblem(ctx, known, id);
       } else {
         ctx.state.log.error({ err: describe(err) }, 'unhandled error');
-        sendProblem(ctx, INTERNAL_ERROR, ctx.state.requestId);
+        sendProblem(ctx, INTERNAL_ERROR, id);
       }
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // The route pattern, not the path: ids must not become label values.
+      const matched = (ctx as { _matchedRoute?: string | RegExp })._matchedRoute;
+      const route = typeof matched === 'string' ? matched : 'unmatched';
+      httpRequests.inc({ method: ctx.method, route, status: String(ctx.status) });
+      httpDuration.observe({ method: ctx.method, route }, ms / 1000);
+      access(id, ctx.method, ctx.path, ctx.status, Math.round(ms * 10) / 10);
     }
   };
 }
@@ -89,16 +83,13 @@ function describe(err: unknown): Record<string, unknown> {
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** A body must be JSON (CONTRACT.md section 2: wrong Content-Type is a 400, never a 500). */
-export function requireJsonBody(): Middleware<AppState> {
-  return async (ctx, next) => {
-    const hasBody = ctx.request.length > 0 || ctx.get('Transfer-Encoding') !== '';
-    if (BODY_METHODS.has(ctx.method) && hasBody) {
-      // JSON is UTF-8 (RFC 8259); a declared other charset would be decoded wrongly.
-      const charset = /;\s*charset=("?)([^";]*)\1/i.exec(ctx.get('Content-Type'))?.[2]?.toLowerCase();
-      if (ctx.is('application/json') !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
-        throw new ValidationError('Request bodies must be UTF-8 JSON with Content-Type: application/json.', undefined, 'unsupported_media_type');
-      }
-    }
-    await next();
-  };
+function requireJsonBody(ctx: Context): void {
+  if (!BODY_METHODS.has(ctx.method)) return;
+  const hasBody = ctx.request.length > 0 || ctx.get('Transfer-Encoding') !== '';
+  if (!hasBody) return;
+  // JSON is UTF-8 (RFC 8259); a declared other charset would be decoded wrongly.
+  const charset = /;\s*charset=("?)([^";]*)\1/i.exec(ctx.get('Content-Type'))?.[2]?.toLowerCase();
+  if (ctx.is('application/json') !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+    throw new ValidationError('Request bodies must be UTF-8 JSON with Content-Type: application/json.', undefined, 'unsupported_media_type');
+  }
 }

@@ -1,5 +1,6 @@
 import { hotQuery, type Executor, type Knex } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
+import type { SigninWallet } from '../wallets/repository.js';
 import type { AppEnv } from '../config.js';
 import type { Page } from '../http/pagination.js';
 
@@ -97,25 +98,28 @@ export async function findProjectByKeyHash(db: Executor, hash: Buffer, environme
 }
 
 /**
- * The project of a key and, in the same query, the wallet row of `email` in it (when an email
- * is given): a known user's sign-in then costs one round trip. The wallet comes back as JSON
- * (`null` when there is none); `has_failed` says a wallet-created delivery of it failed.
+ * The project of a key and, in the same query, what sign-in needs of the wallet of `email` in it
+ * (when an email is given): a known user's sign-in then costs one round trip. The wallet comes
+ * back as one small JSON array (`[id, address, email, created_at, has_failed]`, `null` when there
+ * is none): one column to decode, not a row of a dozen; `has_failed` says a wallet-created
+ * delivery of it failed.
  */
 export async function findProjectAndWallet(
   db: Executor,
   hash: Buffer,
   environment: AppEnv,
   email: string | undefined,
-): Promise<{ project: CallerProject; wallet: (Record<string, unknown> & { has_failed: boolean }) | null | undefined } | undefined> {
+): Promise<{ project: CallerProject; wallet: SigninWallet | null | undefined } | undefined> {
   // Every wallet request runs this: node-postgres directly on knex's pool (db/knex.ts hotQuery).
-  const rows = await hotQuery<CallerProject & { prefetched_wallet: (Record<string, unknown> & { has_failed: boolean }) | null }>(
+  const rows = await hotQuery<CallerProject & { prefetched_wallet: WalletTuple | null }>(
     db,
     email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
     `SELECT p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined
         ? 'NULL'
-        : `(SELECT row_to_json(x) FROM (SELECT w.*, EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
-                FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3) x)`
+        : `(SELECT json_build_array(w.id, w.address, w.email, w.created_at,
+                  EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed'))
+              FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3)`
     } AS prefetched_wallet
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
@@ -126,6 +130,10 @@ export async function findProjectAndWallet(
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { prefetched_wallet: wallet, ...project } = row;
-  return { project: project, wallet: email === undefined ? undefined : wallet };
+  const { prefetched_wallet: w, ...project } = row;
+  if (email === undefined) return { project, wallet: undefined };
+  // JSON has no timestamps: created_at arrives as PostgreSQL's ISO 8601 text, with its offset.
+  return { project, wallet: w === null ? null : { id: w[0], address: w[1], email: w[2], created_at: new Date(w[3]), has_failed: w[4] } };
 }
+
+type WalletTuple = [id: number, address: string | null, email: string, createdAt: string, hasFailed: boolean];

@@ -12,7 +12,7 @@ import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
-import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type WalletRow } from './repository.js';
+import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
@@ -29,19 +29,13 @@ export interface WalletCaller {
   token: string | null;
   requestId: string;
   /** The wallet row read with the project (sign-in): for `email` as the token claimed it before verification. */
-  prefetched?: { emailLower: string; wallet: (WalletRow & { has_failed: boolean }) | undefined };
+  prefetched?: { emailLower: string; wallet: SigninWallet | undefined };
 }
 
 /** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
 function claimedEmail(parsed: ParsedJwt | undefined): string | undefined {
   const email = parsed?.claims?.['email'];
   return typeof email === 'string' && email.length > 0 && email.length <= 320 ? email : undefined;
-}
-
-/** A wallet row that came back as JSON (timestamps as strings) made a row again. */
-function walletFromJson(w: Record<string, unknown> & { has_failed: boolean }): WalletRow & { has_failed: boolean } {
-  const row = w as unknown as WalletRow & { has_failed: boolean; created_at: string; activated_at: string | null };
-  return { ...row, created_at: new Date(row.created_at), activated_at: row.activated_at === null ? null : new Date(row.activated_at) };
 }
 
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
@@ -73,11 +67,11 @@ export async function identifyCaller(
   const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email) : undefined;
   const project = found?.project;
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
-  await deps.beforeJwt?.(ctx, project);
+  if (deps.beforeJwt) await deps.beforeJwt(ctx, project);
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
   const prefetched =
-    email !== undefined && found?.wallet !== undefined ? { emailLower: email.toLowerCase(), wallet: found.wallet === null ? undefined : walletFromJson(found.wallet) } : undefined;
+    email !== undefined && found?.wallet !== undefined ? { emailLower: email.toLowerCase(), wallet: found.wallet ?? undefined } : undefined;
   return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId, ...(prefetched ? { prefetched } : {}) };
 }
 
@@ -145,7 +139,7 @@ export async function completeWallet(
 }
 
 /** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
-export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: WalletRow; isNew: boolean }> {
+export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'>; isNew: boolean }> {
   // The prefetched row counts only if the verified email is the one it was read for.
   const known =
     caller.prefetched && caller.prefetched.emailLower === caller.email.toLowerCase()

@@ -30,13 +30,14 @@ export async function claimWallet(
   return { row, inserted: false };
 }
 
-/**
- * The sign-in fast path for a known user: the wallet and whether it has failed wallet
- * deliveries to re-send, in one query.
- */
-export async function findWalletForSignin(db: Executor, projectId: number, email: string): Promise<(WalletRow & { has_failed: boolean }) | undefined> {
-  const { rows } = await db.raw<{ rows: Array<WalletRow & { has_failed: boolean }> }>(
-    `SELECT w.*, EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
+/** What sign-in needs of a known user's wallet: what it answers with, and whether a wallet-created delivery of it failed. */
+export type SigninWallet = Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'> & { has_failed: boolean };
+
+/** The sign-in fast path for a known user: the wallet and whether it has failed wallet deliveries to re-send, in one query. */
+export async function findWalletForSignin(db: Executor, projectId: number, email: string): Promise<SigninWallet | undefined> {
+  const { rows } = await db.raw<{ rows: SigninWallet[] }>(
+    `SELECT w.id, w.address, w.email, w.created_at,
+            EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
        FROM wallets w WHERE w.project_id = ? AND w.email_lower = ?`,
     [projectId, email.toLowerCase()],
   );

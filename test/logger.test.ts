@@ -1,0 +1,60 @@
+import { Writable } from 'node:stream';
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { accessLine, createLogger } from '../src/logger.js';
+
+/** A destination that keeps every line written to it. */
+function sink(): { stream: Writable; lines: () => Array<Record<string, unknown>> } {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      text += chunk.toString('utf8');
+      done();
+    },
+  });
+  return { stream, lines: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+describe('access line', () => {
+  const cases: Array<[string, string, string, number, number]> = [
+    ['0b7d3c1e-4d7a-4a53-9a57-7d8f6c4b1e2a', 'POST', '/api/v1/signin', 200, 1.3],
+    ['caller:id.1', 'GET', '/api/v1/project/7/wallets', 404, 0],
+    ['x', 'PUT', '/a"b\\c/\u00e9/\u0001/' + 'long'.repeat(20), 500, 12345.6],
+  ];
+
+  it('is the line pino writes for the same fields, field for field and in the same order', () => {
+    const ours = sink();
+    const theirs = sink();
+    const write = accessLine(createLogger('info', ours.stream));
+    const reference = pino({ level: 'info', base: { service: 'custody' } }, theirs.stream);
+    for (const [requestId, method, path, status, ms] of cases) {
+      write(requestId, method, path, status, ms);
+      reference.info({ requestId, method, path, status, ms }, 'request');
+    }
+    const a = ours.lines();
+    const b = theirs.lines();
+    expect(a).to.have.length(cases.length);
+    for (let i = 0; i < cases.length; i++) {
+      expect(Object.keys(a[i] ?? {})).to.deep.equal(Object.keys(b[i] ?? {}));
+      expect(typeof a[i]?.['time']).to.equal('number');
+      expect({ ...a[i], time: 0 }).to.deep.equal({ ...b[i], time: 0 });
+    }
+  });
+
+  it('follows the logger level', () => {
+    const out = sink();
+    const log = createLogger('warn', out.stream);
+    const write = accessLine(log);
+    write('a', 'GET', '/', 200, 1);
+    log.level = 'info';
+    write('b', 'GET', '/', 200, 1);
+    expect(out.lines().map((l) => l['requestId'])).to.deep.equal(['b']);
+  });
+
+  it('falls back to the logger itself for a logger not made by createLogger', () => {
+    const out = sink();
+    accessLine(pino({ level: 'info' }, out.stream))('c', 'GET', '/x', 201, 2);
+    expect(out.lines()).to.have.length(1);
+    expect(out.lines()[0]).to.include({ requestId: 'c', method: 'GET', path: '/x', status: 201, ms: 2, msg: 'request' });
+  });
+});
