@@ -63,18 +63,19 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   ];
   const middleware: AppMiddleware = async (ctx) => {
     // Query values arrive as strings, or arrays when repeated (which the string schemas refuse);
-    // koa-body leaves `body` undefined when nothing was sent.
-    const values: Record<Location, unknown> = { params: { ...ctx.params }, query: { ...ctx.query }, body: ctx.request.body };
+    // koa-body leaves `body` undefined when nothing was sent. Only what has a schema is copied.
+    const values: Record<Location, unknown> = { params: undefined, query: undefined, body: ctx.request.body };
     const found: FieldProblem[] = [];
     for (const [location, check] of checks) {
-      const value = values[location];
       if (check) {
+        if (location === 'params') values.params = { ...ctx.params };
+        else if (location === 'query') values.query = { ...ctx.query };
         // No body is checked as `{}`: optional-only bodies pass, required fields are named.
-        if (location === 'body' && value === undefined) values.body = {};
+        else if (values.body === undefined) values.body = {};
         if (!check(values[location])) found.push(...problems(location, check.errors));
-      } else if (location === 'query' && Object.keys(value as object).length > 0) {
-        found.push(...Object.keys(value as object).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
-      } else if (location === 'body' && value !== undefined && !isEmptyObject(value)) {
+      } else if (location === 'query' && ctx.querystring !== '') {
+        found.push(...Object.keys(ctx.query).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
+      } else if (location === 'body' && values.body !== undefined && !isEmptyObject(values.body)) {
         found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
       }
     }

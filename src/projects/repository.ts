@@ -99,10 +99,13 @@ export async function findProjectByKeyHash(db: Executor, hash: Buffer, environme
 
 /**
  * The project of a key and, in the same query, what sign-in needs of the wallet of `email` in it
- * (when an email is given): a known user's sign-in then costs one round trip. The wallet comes
- * back as one small JSON array (`[id, address, email, created_at, has_failed]`, `null` when there
- * is none): one column to decode, not a row of a dozen; `has_failed` says a wallet-created
- * delivery of it failed.
+ * (when an email is given): a known user's sign-in then costs one round trip. Every request with
+ * a project key runs this, so the answer is one JSON array in one column,
+ * `[id, organisation_id, issuer, wallet_webhook_url, require_verified_email, wallet]` with
+ * `wallet` = `[id, address, email, created_at, has_failed]` or `null`: node-postgres decodes a
+ * row description and a value per column on every execution, and one column of JSON cost it a
+ * fraction of six typed ones (bench/README.md). `has_failed` says a wallet-created delivery of
+ * the wallet failed.
  */
 export async function findProjectAndWallet(
   db: Executor,
@@ -110,17 +113,17 @@ export async function findProjectAndWallet(
   environment: AppEnv,
   email: string | undefined,
 ): Promise<{ project: CallerProject; wallet: SigninWallet | null | undefined } | undefined> {
-  // Every wallet request runs this: node-postgres directly on knex's pool (db/knex.ts hotQuery).
-  const rows = await hotQuery<CallerProject & { prefetched_wallet: WalletTuple | null }>(
+  // node-postgres directly on knex's pool (db/knex.ts hotQuery).
+  const rows = await hotQuery<{ caller: CallerTuple }>(
     db,
     email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
-    `SELECT p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
+    `SELECT json_build_array(p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined
         ? 'NULL'
         : `(SELECT json_build_array(w.id, w.address, w.email, w.created_at,
                   EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed'))
               FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3)`
-    } AS prefetched_wallet
+    }) AS caller
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organisations o ON o.id = p.organisation_id
@@ -128,12 +131,14 @@ export async function findProjectAndWallet(
         AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = $2`,
     email === undefined ? [hash, environment] : [hash, environment, email.toLowerCase()],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  const { prefetched_wallet: w, ...project } = row;
+  const c = rows[0]?.caller;
+  if (!c) return undefined;
+  const project: CallerProject = { id: c[0], organisation_id: c[1], issuer: c[2], wallet_webhook_url: c[3], require_verified_email: c[4] };
   if (email === undefined) return { project, wallet: undefined };
+  const w = c[5];
   // JSON has no timestamps: created_at arrives as PostgreSQL's ISO 8601 text, with its offset.
   return { project, wallet: w === null ? null : { id: w[0], address: w[1], email: w[2], created_at: new Date(w[3]), has_failed: w[4] } };
 }
 
+type CallerTuple = [id: number, organisationId: number, issuer: string, walletWebhookUrl: string | null, requireVerifiedEmail: boolean, wallet: WalletTuple | null];
 type WalletTuple = [id: number, address: string | null, email: string, createdAt: string, hasFailed: boolean];
