@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { accessLine, createLogger } from '../src/logger.js';
+import { accessLine, BlockWriter, createLogger } from '../src/logger.js';
 
 /** A destination that keeps every line written to it. */
 function sink(): { stream: Writable; lines: () => Array<Record<string, unknown>> } {
@@ -56,5 +56,28 @@ describe('access line', () => {
     accessLine(pino({ level: 'info' }, out.stream))('c', 'GET', '/x', 201, 2);
     expect(out.lines()).to.have.length(1);
     expect(out.lines()[0]).to.include({ requestId: 'c', method: 'GET', path: '/x', status: 201, ms: 2, msg: 'request' });
+  });
+});
+
+describe('log blocks', () => {
+  it('hands lines on in order, in blocks of about 8 KiB, on flush, and what is left at exit', () => {
+    const blocks: string[] = [];
+    const atExit: string[] = [];
+    const writer = new BlockWriter({ write: (b: string) => blocks.push(b) }, (b) => atExit.push(b));
+    const line = (i: number) => `${JSON.stringify({ i, pad: 'x'.repeat(180) })}\n`;
+    for (let i = 0; i < 100; i++) writer.write(line(i));
+    // 100 lines of ~200 characters: two full blocks handed on, the rest pending.
+    expect(blocks).to.have.length(2);
+    expect(blocks.every((b) => b.length >= 8192 && b.length < 8192 + 250)).to.equal(true);
+    writer.write(line(100));
+    writer.flush();
+    expect(blocks).to.have.length(3);
+    writer.flush();
+    expect(blocks).to.have.length(3);
+    writer.write(line(101));
+    writer.flushSync();
+    expect(atExit).to.deep.equal([line(101)]);
+    const all = [...blocks, ...atExit].join('').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { i: number }).i);
+    expect(all).to.deep.equal(Array.from({ length: 102 }, (_, i) => i));
   });
 });
