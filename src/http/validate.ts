@@ -56,31 +56,36 @@ function compile(schema: TSchema): ValidateFunction {
  * parameters, query and body (all problems in one 400), then the handler with typed input.
  */
 export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): AppMiddleware {
-  const checks: Array<[Location, ValidateFunction | undefined]> = [
-    ['params', schemas.params ? compile(schemas.params) : undefined],
-    ['query', schemas.query ? compile(schemas.query) : undefined],
-    ['body', schemas.body ? compile(schemas.body) : undefined],
-  ];
-  const middleware: AppMiddleware = async (ctx) => {
-    // Query values arrive as strings, or arrays when repeated (which the string schemas refuse);
-    // koa-body leaves `body` undefined when nothing was sent. Only what has a schema is copied.
-    const values: Record<Location, unknown> = { params: undefined, query: undefined, body: ctx.request.body };
+  const checkParams = schemas.params ? compile(schemas.params) : undefined;
+  const checkQuery = schemas.query ? compile(schemas.query) : undefined;
+  const checkBody = schemas.body ? compile(schemas.body) : undefined;
+  // Not async: a problem thrown here reaches Koa as a rejection all the same (koa-compose).
+  const middleware: AppMiddleware = (ctx) => {
+    // Only what has a schema is copied. Query values arrive as strings, or arrays when repeated
+    // (which the string schemas refuse); koa-body leaves `body` undefined when nothing was sent.
     const found: FieldProblem[] = [];
-    for (const [location, check] of checks) {
-      if (check) {
-        if (location === 'params') values.params = { ...ctx.params };
-        else if (location === 'query') values.query = { ...ctx.query };
-        // No body is checked as `{}`: optional-only bodies pass, required fields are named.
-        else if (values.body === undefined) values.body = {};
-        if (!check(values[location])) found.push(...problems(location, check.errors));
-      } else if (location === 'query' && ctx.querystring !== '') {
-        found.push(...Object.keys(ctx.query).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
-      } else if (location === 'body' && values.body !== undefined && !isEmptyObject(values.body)) {
-        found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
-      }
+    let params: unknown;
+    let query: unknown;
+    let body: unknown = ctx.request.body;
+    if (checkParams) {
+      params = { ...ctx.params };
+      if (!checkParams(params)) found.push(...problems('params', checkParams.errors));
+    }
+    if (checkQuery) {
+      query = { ...ctx.query };
+      if (!checkQuery(query)) found.push(...problems('query', checkQuery.errors));
+    } else if (ctx.querystring !== '') {
+      found.push(...Object.keys(ctx.query).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
+    }
+    if (checkBody) {
+      // No body is checked as `{}`: optional-only bodies pass, required fields are named.
+      body ??= {};
+      if (!checkBody(body)) found.push(...problems('body', checkBody.errors));
+    } else if (body !== undefined && !isEmptyObject(body)) {
+      found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
     }
     if (found.length > 0) throw new ValidationError('The request is invalid; see errors.', found);
-    await handler(ctx, values as unknown as Input<S>);
+    return handler(ctx, { params, query, body } as Input<S>);
   };
   endpoints.set(middleware, schemas);
   return middleware;
