@@ -10,12 +10,14 @@ import { BENCH_NODE_ARGS, closedLoop, percentile, Slices, withCpu, writeResult, 
  * node:http + pg + jose server doing the same per-request work, then latency at fixed rates.
  */
 const AUDIENCE = 'urn:custody:testnet';
+/** Length of each fixed-rate run. */
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 /** BENCH_ONLY=saturation stops after the saturation runs (for profiling them alone). */
 /** Requests before each saturation run is measured (both servers' code compiled, pools filled). */
 const WARM_UP = Number(process.env['BENCH_WARM_UP'] ?? 5000);
-/** Saturation slices per server. */
-const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
+/** Saturation slices per server, and requests per server over all of them. */
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 10);
+const SATURATION_REQUESTS = Number(process.env['BENCH_SATURATION_REQUESTS'] ?? 30_000);
 const ONLY_SATURATION = process.env['BENCH_ONLY'] === 'saturation';
 
 class Stop extends Error {}
@@ -113,7 +115,7 @@ try {
   await closedLoop(WARM_UP, 64, () => signin(koaClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(load, existing));
   const total = { bare: new Slices(), koa: new Slices(), service: new Slices() };
-  const perSlice = Math.round((SECONDS * 1500) / ROUNDS);
+  const perSlice = Math.round(SATURATION_REQUESTS / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
     for (const [name, client, pid] of [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as const) {
       const slice = await withCpu(pid, () => closedLoop(perSlice, 64, () => signin(client, existing), total[name].latencies));
@@ -165,7 +167,7 @@ try {
   console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
 
   const file = writeResult('wallets', {
-    saturation: { bare: bareRun, koaOnly: koaRun, koaOnlyRatio: koaRun.perSecond / bareRun.perSecond, service, ratio, goal: 0.6, rounds: ROUNDS, warmUp: WARM_UP, roundRatios },
+    saturation: { bare: bareRun, koaOnly: koaRun, koaOnlyRatio: koaRun.perSecond / bareRun.perSecond, service, ratio, goal: 0.6, rounds: ROUNDS, requestsPerServer: SATURATION_REQUESTS, warmUp: WARM_UP, roundRatios },
     existingSignin200: { ...existing200, goalP99Ms: 25, bare: bare200 },
     newSignin20: { ...new20, goalP99Ms: 100 },
     createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },

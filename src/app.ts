@@ -120,7 +120,11 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       multipart: false,
       urlencoded: false,
       text: false,
+      // The idempotency fingerprint reads the raw body (ctx.request.rawBody).
       includeUnparsed: true,
+      // requireJsonBody (base) has refused every other media type already; nothing reads ctx.req.body.
+      jsonTypes: ['application/json'],
+      patchNode: false,
       parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
     }),
     router.routes() as Koa.Middleware<AppState>,
