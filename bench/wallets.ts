@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '../test/helpers/http.js';
 import { freePort, spawnService } from '../test/helpers/process.js';
@@ -61,6 +64,12 @@ const svc = spawnService({
   RELAY_POLL_MS: '200',
   ...(process.env['BENCH_LOG_LEVEL'] ? { LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] } : {}),
 }, undefined, BENCH_NODE_ARGS);
+// BENCH_COMPARE=1: a second service process in the saturation runs, interleaved with the first
+// (the only comparison this machine's noise allows at a few per cent): BENCH_COMPARE_ENTRY, another
+// build's dist/src/main.js (same schema), and/or BENCH_COMPARE_ENV, extra "K=V K=V" variables.
+const compare = process.env['BENCH_COMPARE'] === '1';
+const comparePort = await freePort();
+let svcB: ReturnType<typeof spawnService> | undefined;
 const barePort = await freePort();
 let bare: ReturnType<typeof spawnService> | undefined;
 let koa: ReturnType<typeof spawnService> | undefined;
@@ -92,6 +101,29 @@ try {
   quiet(bare);
   const bareClient = new LoadClient(`http://127.0.0.1:${barePort}`);
   loadClients.push(bareClient);
+  const compareClient = new LoadClient(`http://127.0.0.1:${comparePort}`);
+  loadClients.push(compareClient);
+  // Started once the first has migrated the database.
+  svcB = compare
+    ? spawnService(
+        {
+          ...stack.serviceEnv(comparePort),
+          DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')),
+          RATE_LIMIT_TOKEN: '0',
+          RATE_LIMIT_PROJECT: '0',
+          DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
+          RELAY_POLL_MS: '200',
+          ...Object.fromEntries((process.env['BENCH_COMPARE_ENV'] ?? '').split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
+        },
+        process.env['BENCH_COMPARE_ENTRY'],
+        BENCH_NODE_ARGS,
+      )
+    : undefined;
+  if (svcB) {
+    await svcB.waitFor(/listening on http/, 60_000);
+    quiet(svcB);
+    await signin(compareClient, existing);
+  }
   // The same work behind Koa, @koa/router and koa-body only: the framework's own share of the gap.
   const koaPort = await freePort();
   koa = spawnService(
@@ -114,10 +146,13 @@ try {
   await closedLoop(WARM_UP, 64, () => signin(bareClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(koaClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(load, existing));
-  const total = { bare: new Slices(), koa: new Slices(), service: new Slices() };
+  if (svcB) await closedLoop(WARM_UP, 64, () => signin(compareClient, existing));
+  const total = { bare: new Slices(), koa: new Slices(), service: new Slices(), compare: new Slices() };
   const perSlice = Math.round(SATURATION_REQUESTS / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, client, pid] of [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as const) {
+    const contestants = [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as Array<[keyof typeof total, LoadClient, number | undefined]>;
+    if (svcB) contestants.push(['compare', compareClient, svcB.proc.pid]);
+    for (const [name, client, pid] of contestants) {
       const slice = await withCpu(pid, () => closedLoop(perSlice, 64, () => signin(client, existing), total[name].latencies));
       total[name].add(slice);
     }
@@ -130,6 +165,11 @@ try {
   console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
   console.log(`Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`);
   console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
+  if (svcB) {
+    const b = total.compare.run();
+    console.log(`compared service, existing-user signin @64: ${b.perSecond.toFixed(0)} req/s  ratio ${(b.perSecond / bareRun.perSecond).toFixed(2)}${cpu(b)}`);
+    console.log(`  compared / service: throughput ${(b.perSecond / service.perSecond).toFixed(3)}, main-thread CPU per request ${((b.mainThreadCpuMsPerOp ?? Number.NaN) / (service.mainThreadCpuMsPerOp ?? Number.NaN)).toFixed(3)}`);
+  }
   console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
   if (ONLY_SATURATION) throw new Stop();
@@ -179,6 +219,7 @@ try {
   for (const c of loadClients) c.close();
   bare?.proc.kill('SIGTERM');
   koa?.proc.kill('SIGTERM');
+  svcB?.proc.kill('SIGTERM');
   svc.proc.kill('SIGTERM');
   await svc.exited;
   await stack.teardown();
