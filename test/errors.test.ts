@@ -192,6 +192,23 @@ describe('bad input: problem+json with a stable code, and no change in the datab
     expect(onError.body.requestId).to.equal('err-1');
   });
 
+  it('accepts JSON bodies however application/json with a UTF-8 charset is spelled', async () => {
+    const spellings = [
+      'application/json',
+      'Application/JSON',
+      'application/json; charset=utf-8',
+      'application/json;charset=UTF-8',
+      'application/json; charset="utf-8"',
+      'application/json; charset=utf8',
+      'application/json ; charset=utf-8',
+      'application/json; charset=utf-8; foo=bar',
+    ];
+    for (const [i, contentType] of spellings.entries()) {
+      const res = await app.client.request('POST', '/api/v1/organisations', { raw: JSON.stringify({ name: `spelling ${i}` }), contentType });
+      expect(res.status, `${contentType}: ${res.text}`).to.equal(201);
+    }
+  });
+
   it('answers OPTIONS with the allowed methods', async () => {
     const res = await app.client.request('OPTIONS', '/api/v1/organisations');
     expect(res.status).to.equal(204);
