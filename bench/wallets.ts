@@ -54,8 +54,9 @@ async function fixedRate(rate: number, seconds: number, op: (i: number) => Promi
 const stack = await startStack('bench');
 const { idp, receiver, db, operatorToken } = stack;
 const port = await freePort();
-const svc = spawnService({
-  ...stack.serviceEnv(port),
+/** The service's environment for the benchmark, listening on `onPort`. */
+const benchServiceEnv = (onPort: number): Record<string, string> => ({
+  ...stack.serviceEnv(onPort),
   // The benchmark measures the service, not its rate limits.
   RATE_LIMIT_TOKEN: '0',
   RATE_LIMIT_PROJECT: '0',
@@ -63,14 +64,13 @@ const svc = spawnService({
   DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
   RELAY_POLL_MS: '200',
   ...(process.env['BENCH_LOG_LEVEL'] ? { LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] } : {}),
-}, undefined, BENCH_NODE_ARGS);
+});
+const svc = spawnService(benchServiceEnv(port), undefined, BENCH_NODE_ARGS);
 // BENCH_COMPARE=1: a second service process in the saturation runs, interleaved with the first
 // (the only comparison this machine's noise allows at a few per cent): BENCH_COMPARE_ENTRY, another
 // build's dist/src/main.js (same schema), and/or BENCH_COMPARE_ENV, extra "K=V K=V" variables.
 const compare = process.env['BENCH_COMPARE'] === '1';
-const comparePort = await freePort();
 let svcB: ReturnType<typeof spawnService> | undefined;
-const barePort = await freePort();
 let bare: ReturnType<typeof spawnService> | undefined;
 let koa: ReturnType<typeof spawnService> | undefined;
 const loadClients: LoadClient[] = [];
@@ -92,49 +92,42 @@ try {
   loadClients.push(load);
   await signin(load, existing);
 
-  bare = spawnService(
-    { DATABASE_URL: db.url, PORT: String(barePort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
-    fileURLToPath(new URL('./bare-signin-server.js', import.meta.url)),
-    BENCH_NODE_ARGS,
+  // A sign-in server of bench/ doing the service's work with less around it, and its client.
+  const ceiling = async (script: string, banner: RegExp) => {
+    const serverPort = await freePort();
+    const server = spawnService(
+      { DATABASE_URL: db.url, PORT: String(serverPort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
+      fileURLToPath(new URL(script, import.meta.url)),
+      BENCH_NODE_ARGS,
+    );
+    await server.waitFor(banner);
+    quiet(server);
+    const client = new LoadClient(`http://127.0.0.1:${serverPort}`);
+    loadClients.push(client);
+    return { server, client };
+  };
+  const bareSide = await ceiling('./bare-signin-server.js', /bare server listening/);
+  bare = bareSide.server;
+  const bareClient = bareSide.client;
+  // The same work behind Koa, @koa/router and koa-body only: the framework's own share of the gap.
+  const koaSide = await ceiling('./koa-signin-server.js', /koa server listening/);
+  koa = koaSide.server;
+  const koaClient = koaSide.client;
+  // Started once the first has migrated the database.
+  const comparePort = await freePort();
+  const compareEnv = Object.fromEntries(
+    (process.env['BENCH_COMPARE_ENV'] ?? '').split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
-  await bare.waitFor(/bare server listening/);
-  quiet(bare);
-  const bareClient = new LoadClient(`http://127.0.0.1:${barePort}`);
-  loadClients.push(bareClient);
+  svcB = compare
+    ? spawnService({ ...benchServiceEnv(comparePort), DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')), ...compareEnv }, process.env['BENCH_COMPARE_ENTRY'], BENCH_NODE_ARGS)
+    : undefined;
   const compareClient = new LoadClient(`http://127.0.0.1:${comparePort}`);
   loadClients.push(compareClient);
-  // Started once the first has migrated the database.
-  svcB = compare
-    ? spawnService(
-        {
-          ...stack.serviceEnv(comparePort),
-          DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')),
-          RATE_LIMIT_TOKEN: '0',
-          RATE_LIMIT_PROJECT: '0',
-          DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
-          RELAY_POLL_MS: '200',
-          ...Object.fromEntries((process.env['BENCH_COMPARE_ENV'] ?? '').split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
-        },
-        process.env['BENCH_COMPARE_ENTRY'],
-        BENCH_NODE_ARGS,
-      )
-    : undefined;
   if (svcB) {
     await svcB.waitFor(/listening on http/, 60_000);
     quiet(svcB);
     await signin(compareClient, existing);
   }
-  // The same work behind Koa, @koa/router and koa-body only: the framework's own share of the gap.
-  const koaPort = await freePort();
-  koa = spawnService(
-    { DATABASE_URL: db.url, PORT: String(koaPort), JWKS: JSON.stringify({ keys: iss.keys.map((k) => k.publicJwk) }), ISSUER: iss.issuer, AUDIENCE },
-    fileURLToPath(new URL('./koa-signin-server.js', import.meta.url)),
-    BENCH_NODE_ARGS,
-  );
-  await koa.waitFor(/koa server listening/);
-  quiet(koa);
-  const koaClient = new LoadClient(`http://127.0.0.1:${koaPort}`);
-  loadClients.push(koaClient);
 
   // Saturation, in ROUNDS slices taken turn by turn (bare, service, bare, …) so that a drift in
   // the machine's speed touches both alike; throughput, latency and each server's own CPU time per

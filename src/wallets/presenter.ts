@@ -7,4 +7,3 @@ export const presentWallet = (w: Pick<WalletRow, 'id' | 'address' | 'email' | 'c
   if (w.address === null) throw new Error(`wallet ${w.id} has no address yet`);
   return { walletId: w.id, walletAddress: w.address, emailAddress: w.email, createdAt: w.created_at.toISOString() };
 };
-
