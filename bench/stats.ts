@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -40,7 +40,21 @@ export async function closedLoop(total: number, concurrency: number, op: (i: num
 /** Node flags for the processes a benchmark starts, e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
 export const BENCH_NODE_ARGS = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
 
-export type Measured = Run & { cpuMsPerOp?: number; mainThreadCpuMsPerOp?: number; instructionsPerOp?: number };
+export type Measured = Run & {
+  cpuMsPerOp?: number;
+  mainThreadCpuMsPerOp?: number;
+  instructionsPerOp?: number;
+  /** The whole machine's busy CPU (all processes, /proc/stat) per operation. */
+  machineCpuMsPerOp?: number;
+  /** PostgreSQL's processes' CPU per operation (every process named postgres). */
+  postgresCpuMsPerOp?: number;
+  /** The benchmark process's own CPU per operation (its load client, and the IdP and receiver it hosts). */
+  clientCpuMsPerOp?: number;
+  /** The share of the machine's CPU time left idle during the measurement. */
+  idleShare?: number;
+};
+
+type PerOp = 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp' | 'machineCpuMsPerOp' | 'postgresCpuMsPerOp' | 'clientCpuMsPerOp';
 
 /**
  * Slices of one measurement taken turn by turn with another's (so a drift of the machine's speed
@@ -59,9 +73,14 @@ export class Slices {
     const ops = this.slices.reduce((a, s) => a + s.ops, 0);
     const seconds = this.slices.reduce((a, s) => a + s.seconds, 0);
     const sorted = [...this.latencies].sort((a, b) => a - b);
-    const mean = (key: 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp') =>
+    const mean = (key: PerOp) =>
       this.slices.every((s) => s[key] !== undefined) ? { [key]: this.slices.reduce((a, s) => a + (s[key] ?? 0) * s.ops, 0) / ops } : {};
-    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...mean('cpuMsPerOp'), ...mean('mainThreadCpuMsPerOp'), ...mean('instructionsPerOp') };
+    const idle = this.slices.every((s) => s.idleShare !== undefined)
+      ? { idleShare: this.slices.reduce((a, s) => a + (s.idleShare ?? 0) * s.seconds, 0) / seconds }
+      : {};
+    const keys: PerOp[] = ['cpuMsPerOp', 'mainThreadCpuMsPerOp', 'instructionsPerOp', 'machineCpuMsPerOp', 'postgresCpuMsPerOp', 'clientCpuMsPerOp'];
+    const perOp: Partial<Record<PerOp, number>> = Object.assign({}, ...keys.map(mean)) as Partial<Record<PerOp, number>>;
+    return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...perOp, ...idle };
   }
 }
 
@@ -94,6 +113,40 @@ export function cpuSeconds(pid: number | undefined, mainThread = false): number 
   }
 }
 
+/** The machine's busy and idle CPU seconds so far (all CPUs), from /proc/stat; undefined where there is none. */
+export function machineSeconds(): { busy: number; idle: number } | undefined {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already).
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
+    return { busy: (user + nice + system + irq + softirq + steal) / 100, idle: (idle + iowait) / 100 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds used so far by every process named `postgres` (the server and its backends). */
+export function postgresSeconds(): number | undefined {
+  try {
+    let total = 0;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      } catch {
+        continue; // gone since the listing
+      }
+      if (!stat.includes(' (postgres) ')) continue;
+      const fields = stat.split(') ')[1]?.split(' ') ?? [];
+      total += (Number(fields[11]) + Number(fields[12])) / 100;
+    }
+    return total;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Runs `work` and adds the CPU milliseconds `pid` spent per operation during it. With
  * BENCH_PERF=1 it also counts the instructions `pid` ran per operation (`perf stat`, user and
@@ -103,14 +156,21 @@ export function cpuSeconds(pid: number | undefined, mainThread = false): number 
 export async function withCpu<T extends { ops: number }>(
   pid: number | undefined,
   work: () => Promise<T>,
-): Promise<T & Pick<Measured, 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp'>> {
+): Promise<T & Pick<Measured, PerOp | 'idleShare'>> {
   const perf = process.env['BENCH_PERF'] === '1' && pid !== undefined ? await startPerf(pid) : undefined;
   const record = process.env['BENCH_PERF_RECORD'] && pid !== undefined ? await startPerfRecord(pid, process.env['BENCH_PERF_RECORD']) : undefined;
   const before = cpuSeconds(pid);
   const mainBefore = cpuSeconds(pid, true);
+  const machineBefore = machineSeconds();
+  const pgBefore = postgresSeconds();
+  const selfBefore = process.cpuUsage();
   const result = await work();
+  const self = process.cpuUsage(selfBefore);
+  const pgAfter = postgresSeconds();
+  const machineAfter = machineSeconds();
   const after = cpuSeconds(pid);
   const mainAfter = cpuSeconds(pid, true);
+  const perOp = (seconds: number) => (seconds * 1000) / result.ops;
   const instructions = await perf?.stop();
   await record?.stop(result.ops);
   return {
@@ -118,6 +178,14 @@ export async function withCpu<T extends { ops: number }>(
     ...(before === undefined || after === undefined ? {} : { cpuMsPerOp: ((after - before) * 1000) / result.ops }),
     ...(mainBefore === undefined || mainAfter === undefined ? {} : { mainThreadCpuMsPerOp: ((mainAfter - mainBefore) * 1000) / result.ops }),
     ...(instructions === undefined ? {} : { instructionsPerOp: Math.round(instructions / result.ops) }),
+    ...(machineBefore === undefined || machineAfter === undefined
+      ? {}
+      : {
+          machineCpuMsPerOp: perOp(machineAfter.busy - machineBefore.busy),
+          idleShare: (machineAfter.idle - machineBefore.idle) / (machineAfter.idle - machineBefore.idle + machineAfter.busy - machineBefore.busy || 1),
+        }),
+    ...(pgBefore === undefined || pgAfter === undefined ? {} : { postgresCpuMsPerOp: perOp(pgAfter - pgBefore) }),
+    clientCpuMsPerOp: perOp((self.user + self.system) / 1e6),
   };
 }
 

@@ -135,7 +135,10 @@ try {
   const cpu = (r: Measured) =>
     (r.cpuMsPerOp === undefined ? '' : `, ${r.cpuMsPerOp.toFixed(3)} ms CPU/request`) +
     (r.mainThreadCpuMsPerOp === undefined ? '' : ` (main thread ${r.mainThreadCpuMsPerOp.toFixed(3)})`) +
-    (r.instructionsPerOp === undefined ? '' : `, ${(r.instructionsPerOp / 1e6).toFixed(2)} M instructions/request`);
+    (r.instructionsPerOp === undefined ? '' : `, ${(r.instructionsPerOp / 1e6).toFixed(2)} M instructions/request`) +
+    (r.machineCpuMsPerOp === undefined ? '' : `; machine ${r.machineCpuMsPerOp.toFixed(3)} ms/request (idle ${((r.idleShare ?? 0) * 100).toFixed(0)}%)`) +
+    (r.postgresCpuMsPerOp === undefined ? '' : `, PostgreSQL ${r.postgresCpuMsPerOp.toFixed(3)}`) +
+    (r.clientCpuMsPerOp === undefined ? '' : `, load client ${r.clientCpuMsPerOp.toFixed(3)}`);
   await closedLoop(WARM_UP, 64, () => signin(bareClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(koaClient, existing));
   await closedLoop(WARM_UP, 64, () => signin(load, existing));
