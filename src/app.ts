@@ -24,6 +24,7 @@ import { organisationRoutes } from './organisations/routes.js';
 import { projectRoutes } from './projects/routes.js';
 import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
+import type { ProjectKeyCache } from './projects/key-cache.js';
 import { walletRoutes } from './wallets/routes.js';
 import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
 import { webhookRoutes } from './webhooks/routes.js';
@@ -48,6 +49,8 @@ export interface AppDeps {
   version?: string;
   /** Injectable clock (ms): JWT expiry checks, membership expiry. */
   now?: () => number;
+  /** The project-key cache sign-in reads through (started by the caller); none: every look-up asks the database. */
+  projectCache?: ProjectKeyCache;
 }
 
 export const BODY_LIMIT = '1mb';
@@ -75,6 +78,16 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
     secretBox: new SecretBox(deps.dataEncryptionKey),
     now: deps.now ?? Date.now,
+    // First on every route that changes organisations, projects or keys: once the request is over
+    // (its transactions committed or rolled back), this process's project-key cache is dropped, so
+    // the caller's next request sees the change; other processes hear of it by NOTIFY.
+    projectChange: async (_ctx, next) => {
+      try {
+        await next();
+      } finally {
+        deps.projectCache?.changed();
+      }
+    },
   };
 
   bindOutboxDepth(deps.db);
@@ -100,6 +113,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       signer: deps.signer,
       oidc,
       env: deps.config.appEnv,
+      ...(deps.projectCache ? { projectCache: deps.projectCache } : {}),
       // Counted once the project key is known, before the JWT is verified (0: not limited).
       ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     },

@@ -31,6 +31,8 @@ export interface Config {
   readonly dbPoolMax: number;
   /** Named prepared statements for the per-request lookups (off behind a transaction-mode pooler that cannot keep them). */
   readonly dbPreparedStatements: boolean;
+  /** Lifetime of an entry of the API's project-key cache (0: no cache); see src/projects/key-cache.ts. */
+  readonly projectCacheTtlMs: number;
   readonly idempotencyTtlS: number;
   /** Where the signer is (`unix:/path` or http(s)://); unset in ROLE=all: the signer it starts. */
   readonly keyvaultUrl: string | undefined;
@@ -232,6 +234,7 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
     dbPreparedStatements: bool('DB_PREPARED_STATEMENTS', true),
+    projectCacheTtlMs: int('PROJECT_CACHE_TTL_MS', 5_000, 0, 3_600_000),
     idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
     keyvaultUrl,
     keyvaultToken,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { Knex } from 'knex';
+import { startProjectKeyCache } from './projects/key-cache.js';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { hashSecret, newSecret } from './crypto/secrets.js';
@@ -92,7 +93,8 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
   const lifecycle: Lifecycle = { draining: false };
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, config.redisKeyPrefix) : new PgRateLimitStore(db);
-  const app = buildApp({ config, db, log, lifecycle, signer, rateLimitStore, ...secrets });
+  const projectCache = startProjectKeyCache(config, db, database.url, log);
+  const app = buildApp({ config, db, log, lifecycle, signer, rateLimitStore, ...secrets, ...(projectCache ? { projectCache } : {}) });
   const background = config.role === 'all' || config.relayInApi ? await startBackground(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
@@ -119,6 +121,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
     await background?.stop();
+    await projectCache?.stop();
     await rateLimitStore.close();
     await child?.stop();
     await database.close();

@@ -11,6 +11,8 @@ export interface RouteDeps {
   audited: AppMiddleware;
   /** Idempotency-Key handling for management POSTs (CONTRACT.md section 2b). */
   idempotent: AppMiddleware;
+  /** First on the routes that change organisations, projects or keys: drops the project-key cache when the request is over. */
+  projectChange: AppMiddleware;
   cursors: Cursors;
   secretBox: SecretBox;
   /** The clock (ms since the epoch); tests inject one. */

@@ -16,7 +16,7 @@ import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function organisationRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors }: RouteDeps): void {
+export function organisationRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, projectChange }: RouteDeps): void {
   router.get(
     '/api/v1/organisations',
     authenticate,
@@ -97,6 +97,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
 
   router.delete(
     '/api/v1/organisations/:id',
+    projectChange,
     authenticate,
     audited,
     endpoint({
@@ -116,6 +117,7 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
 
   router.post(
     '/api/v1/organisations/:id/undelete',
+    projectChange,
     authenticate,
     idempotent,
     audited,

@@ -29,7 +29,7 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function projectRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox }: RouteDeps): void {
+export function projectRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, projectChange }: RouteDeps): void {
   router.post(
     '/api/v1/organisations/:id/projects',
     authenticate,
@@ -104,6 +104,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
 
   router.put(
     '/api/v1/project/:projectId',
+    projectChange,
     authenticate,
     audited,
     endpoint({
@@ -124,6 +125,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
 
   router.delete(
     '/api/v1/project/:projectId',
+    projectChange,
     authenticate,
     audited,
     endpoint({
@@ -143,6 +145,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
 
   router.post(
     '/api/v1/project/:projectId/keys',
+    projectChange,
     authenticate,
     idempotent,
     audited,

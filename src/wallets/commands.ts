@@ -12,6 +12,7 @@ import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
+import type { ProjectKeyCache } from '../projects/key-cache.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
@@ -19,6 +20,8 @@ export interface WalletDeps {
   signer: SignerClient;
   oidc: OidcVerifier;
   env: AppEnv;
+  /** Where known project keys are answered from (see src/projects/key-cache.ts). */
+  projectCache?: ProjectKeyCache;
   /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
   beforeJwt?: (ctx: AppContext, project: CallerProject) => Promise<void>;
 }
@@ -64,7 +67,7 @@ export async function identifyCaller(
   // user). The token is decoded once here; verification below reuses it.
   const parsed = bearer !== undefined ? parseJwt(bearer) : undefined;
   const email = options.prefetchWallet ? claimedEmail(parsed) : undefined;
-  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email) : undefined;
+  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email, deps.projectCache) : undefined;
   const project = found?.project;
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
   if (deps.beforeJwt) await deps.beforeJwt(ctx, project);

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import { buildApp } from '../../src/app.js';
+import { startProjectKeyCache, type ProjectKeyCache } from '../../src/projects/key-cache.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
 import { relayFromConfig } from '../../src/outbox/handlers.js';
@@ -32,6 +33,8 @@ export interface TestApp {
   /** Every log line the app wrote. */
   logs: string[];
   relay: OutboxRelay | undefined;
+  /** The app's project-key cache (undefined with PROJECT_CACHE_TTL_MS=0). */
+  projectCache: ProjectKeyCache | undefined;
   close(): Promise<void>;
 }
 
@@ -66,8 +69,11 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
   // A prefix of its own: test runs share the machine's Redis.
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
+  // As main.ts runs it: the whole in-process suite goes through the project-key cache.
+  const projectCache = startProjectKeyCache(config, db, config.databaseUrl ?? testDatabaseUrl(), log);
   const app = buildApp({
     ...(rateLimitStore ? { rateLimitStore } : {}),
+    ...(projectCache ? { projectCache } : {}),
     config,
     db,
     log,
@@ -106,8 +112,10 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     lifecycle,
     logs,
     relay,
+    projectCache,
     close: async () => {
       await relay?.stop();
+      await projectCache?.stop();
       await rateLimitStore?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
