@@ -1,5 +1,3 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
@@ -7,10 +5,11 @@ import { until } from '../scripts/dev/wait.js';
 import { hashSecret } from '../src/crypto/secrets.js';
 import { ProjectKeyCache } from '../src/projects/key-cache.js';
 import type { CallerProject } from '../src/projects/repository.js';
-import { startApp, type TestApp } from './helpers/app.js';
+import { startApp, startAppWithIdp, type TestApp } from './helpers/app.js';
 import { testDatabaseUrl } from './helpers/db.js';
 import { createOrganisation, createProject, type Project } from './helpers/factories.js';
-import { TestIdp, type TestIssuer } from './helpers/idp.js';
+import type { TestIdp} from './helpers/idp.js';
+import { type TestIssuer } from './helpers/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 const project = (id: number): CallerProject => ({ id, organisation_id: 1, issuer: 'https://idp.example.com', wallet_webhook_url: null, require_verified_email: true });
@@ -99,26 +98,22 @@ describe('project-key cache', function () {
   });
 
   describe('in the API', () => {
+    let withIdp: Awaited<ReturnType<typeof startAppWithIdp>>;
     let idp: TestIdp;
-    let caDir: string;
     let a: TestApp;
     let b: TestApp;
 
     before(async () => {
-      idp = await TestIdp.start();
-      caDir = mkdtempSync(path.join(tmpdir(), 'custody-ca-'));
-      writeFileSync(path.join(caDir, 'ca.pem'), idp.caPem);
       // Two API processes on one database. B keeps entries for an hour: whatever it sees of a
       // change, it sees through notifications, never through an entry's lifetime.
-      a = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem') });
-      b = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), PROJECT_CACHE_TTL_MS: '3600000' });
+      withIdp = await startAppWithIdp();
+      ({ app: a, idp } = withIdp);
+      b = await startApp({ OIDC_CA_FILE: path.join(withIdp.dir, 'ca.pem'), PROJECT_CACHE_TTL_MS: '3600000' });
       await until('both caches listening', () => a.projectCache?.active && b.projectCache?.active, 10_000);
     });
     after(async () => {
-      await a.close();
       await b.close();
-      await idp.close();
-      rmSync(caDir, { recursive: true, force: true });
+      await withIdp.close();
     });
 
     async function setup(): Promise<{ iss: TestIssuer; project: Project; org: { id: number }; jwt: string }> {
@@ -230,7 +225,7 @@ describe('project-key cache', function () {
     });
 
     it('PROJECT_CACHE_TTL_MS=0 runs without a cache', async () => {
-      const off = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), PROJECT_CACHE_TTL_MS: '0' });
+      const off = await startApp({ OIDC_CA_FILE: path.join(withIdp.dir, 'ca.pem'), PROJECT_CACHE_TTL_MS: '0' });
       try {
         expect(off.projectCache).to.equal(undefined);
         const { project: p, jwt } = await setup();
