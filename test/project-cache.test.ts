@@ -8,8 +8,7 @@ import type { CallerProject } from '../src/projects/repository.js';
 import { startApp, startAppWithIdp, type TestApp } from './helpers/app.js';
 import { testDatabaseUrl } from './helpers/db.js';
 import { createOrganisation, createProject, type Project } from './helpers/factories.js';
-import type { TestIdp} from './helpers/idp.js';
-import { type TestIssuer } from './helpers/idp.js';
+import type { TestIdp, TestIssuer } from './helpers/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 const project = (id: number): CallerProject => ({ id, organisation_id: 1, issuer: 'https://idp.example.com', wallet_webhook_url: null, require_verified_email: true });
