@@ -1,8 +1,10 @@
 import path from 'node:path';
 import { expect } from 'chai';
+import { Writable } from 'node:stream';
 import pg from 'pg';
 import { until } from '../scripts/dev/wait.js';
 import { hashSecret } from '../src/crypto/secrets.js';
+import { createLogger, type Logger } from '../src/logger.js';
 import { ProjectKeyCache } from '../src/projects/key-cache.js';
 import type { CallerProject } from '../src/projects/repository.js';
 import { startApp, startAppWithIdp, type TestApp } from './helpers/app.js';
@@ -21,8 +23,13 @@ describe('project-key cache', function () {
     afterEach(async () => cache?.stop());
 
     /** A cache listening on the test database, with its clock in the test's hands. */
-    async function listening(clock: { now: number }, options: { probe?: (payload: string) => Promise<void>; probeTimeoutMs?: number } = {}): Promise<ProjectKeyCache> {
+    async function listening(
+      clock: { now: number },
+      options: { probe?: (payload: string) => Promise<void>; probeTimeoutMs?: number; reconnectMs?: number; log?: Logger } = {},
+    ): Promise<ProjectKeyCache> {
       cache = new ProjectKeyCache({
+        ...(options.reconnectMs === undefined ? {} : { reconnectMs: options.reconnectMs }),
+        ...(options.log === undefined ? {} : { log: options.log }),
         ttlMs: 1_000,
         maxEntries: 3,
         databaseUrl: testDatabaseUrl(),
@@ -93,6 +100,18 @@ describe('project-key cache', function () {
       c.set('k', project(1), null, c.generation);
       expect(c.get('k')).to.equal(undefined);
       expect(c.size).to.equal(0);
+    });
+
+    it('keeps trying to listen while it cannot, and says so once', async () => {
+      const lines: string[] = [];
+      const log = createLogger('info', new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+      let probes = 0;
+      const c = await listening({ now: 0 }, { probe: () => Promise.resolve(void probes++), probeTimeoutMs: 20, reconnectMs: 5, log });
+      await until('three more attempts', () => probes >= 4, 10_000);
+      await c.stop();
+      await new Promise<void>((resolve) => log.flush(() => resolve()));
+      expect(c.active).to.equal(false);
+      expect(lines.join('').match(/cannot listen for changes/g)).to.have.length(1);
     });
   });
 

@@ -4,6 +4,9 @@ import type { Knex } from 'knex';
 import type { Logger } from '../logger.js';
 import type { CallerProject } from './repository.js';
 
+/** The longest wait between two attempts to listen. */
+const MAX_RETRY_MS = 60_000;
+
 /** The channel the migration's triggers notify on any committed change to organisations, projects or keys. */
 export const PROJECTS_CHANNEL = 'custody_projects';
 
@@ -61,6 +64,8 @@ export class ProjectKeyCache {
   #stopped = false;
   #listener: pg.Client | undefined;
   #retry: NodeJS.Timeout | undefined;
+  /** Failed attempts to listen since the last success: the wait before the next one doubles, and only the first is logged. */
+  #failures = 0;
 
   constructor(private readonly options: ProjectKeyCacheOptions) {
     this.#now = options.now ?? Date.now;
@@ -136,7 +141,8 @@ export class ProjectKeyCache {
   #again(): void {
     if (this.#stopped) return;
     clearTimeout(this.#retry);
-    this.#retry = setTimeout(() => void this.#listen(), this.options.reconnectMs ?? 1_000);
+    const wait = Math.min((this.options.reconnectMs ?? 1_000) * 2 ** Math.min(this.#failures, 16), MAX_RETRY_MS);
+    this.#retry = setTimeout(() => void this.#listen(), wait);
     this.#retry.unref();
   }
 
@@ -171,7 +177,9 @@ export class ProjectKeyCache {
       await Promise.race([cameBack, late]).finally(() => clearTimeout(timer));
     } catch (err) {
       await client.end().catch(() => undefined);
-      this.options.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'project-key cache: cannot listen for changes yet; looking projects up in the database');
+      if (this.#failures++ === 0) {
+        this.options.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'project-key cache: cannot listen for changes; looking projects up in the database meanwhile (retrying, logged once)');
+      }
       this.#again();
       return;
     }
@@ -180,6 +188,8 @@ export class ProjectKeyCache {
       return;
     }
     this.#listener = client;
+    if (this.#failures > 0) this.options.log?.info('project-key cache: listening for changes again');
+    this.#failures = 0;
     this.#setListening(true);
   }
 }
