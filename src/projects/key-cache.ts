@@ -5,7 +5,7 @@ import type { Logger } from '../logger.js';
 import type { CallerProject } from './repository.js';
 
 /** The longest wait between two attempts to listen. */
-const MAX_RETRY_MS = 60_000;
+const MAX_RETRY_MS = 30_000;
 
 /** The channel the migration's triggers notify on any committed change to organisations, projects or keys. */
 export const PROJECTS_CHANNEL = 'custody_projects';
