@@ -133,7 +133,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
       doc: {
         operationId: 'deleteProject',
         summary: 'Soft-delete a project',
-        description: 'Its keys stop working at once.',
+        description: 'Its keys stop working at once: in this API process when the answer is sent, in the others when the change notification reaches them (milliseconds).',
         tag: 'Projects',
         responses: { 204: { description: 'Deleted.' } },
       },
