@@ -1,5 +1,5 @@
 import { deliveries, eventsFannedOut, outboxWork } from '../metrics.js';
-import pg from 'pg';
+import { ListenConnection } from '../db/listen.js';
 import type { Logger } from '../logger.js';
 import {
   claimDue,
@@ -90,36 +90,23 @@ export class OutboxRelay {
   #again = false;
   #news = true;
   #timer: NodeJS.Timeout | undefined;
-  #listener: pg.Client | undefined;
+  #listener: ListenConnection | undefined;
   readonly #idle: Array<() => void> = [];
 
   constructor(private readonly options: RelayOptions) {}
 
   async start(): Promise<void> {
-    await this.#listen();
+    // The database gone away: polling goes on; it listens again once it is back.
+    this.#listener = new ListenConnection({
+      databaseUrl: this.options.databaseUrl,
+      channel: OUTBOX_CHANNEL,
+      retryMs: 1_000,
+      onNotification: () => this.wake(true),
+    });
+    await this.#listener.start();
     this.#timer = setInterval(() => this.wake(true), this.options.pollMs);
     this.#timer.unref();
     this.wake(true);
-  }
-
-  async #listen(): Promise<void> {
-    if (this.#stopping) return;
-    const client = new pg.Client({ connectionString: this.options.databaseUrl });
-    client.on('notification', () => this.wake(true));
-    client.on('error', () => {
-      // The database went away: polling goes on; listen again when it is back.
-      void client.end().catch(() => undefined);
-      if (this.#listener === client) this.#listener = undefined;
-      setTimeout(() => void this.#listen().catch(() => undefined), 1_000).unref();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-      this.#listener = client;
-    } catch {
-      await client.end().catch(() => undefined);
-      setTimeout(() => void this.#listen().catch(() => undefined), 1_000).unref();
-    }
   }
 
   /** `news`: something was committed (a NOTIFY) or the poll timer fired, so events may wait for their fan-out. */
@@ -358,6 +345,6 @@ export class OutboxRelay {
     if (this.#inFlight > 0 || this.#toSettle.length > 0 || this.#settling || this.#batches.size > 0) {
       await new Promise<void>((resolve) => this.#idle.push(resolve));
     }
-    await this.#listener?.end().catch(() => undefined);
+    await this.#listener?.stop();
   }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import type { Knex } from 'knex';
+import { ListenConnection } from '../db/listen.js';
 import type { Logger } from '../logger.js';
 import type { CallerProject } from './repository.js';
 
@@ -11,7 +11,7 @@ const MAX_RETRY_MS = 30_000;
 export const PROJECTS_CHANNEL = 'custody_projects';
 
 export interface ProjectKeyCacheOptions {
-  /** How long an entry is used at most (a bound beside the notifications; 0 turns the cache off). */
+  /** How long an entry is used at most (a bound beside the notifications). */
   ttlMs: number;
   /** Entries kept at most (oldest out first). */
   maxEntries: number;
@@ -20,7 +20,7 @@ export interface ProjectKeyCacheOptions {
   log?: Logger;
   /** Injectable clock (ms) for the entries' lifetime and the keys' expiry. */
   now?: () => number;
-  /** Wait before listening again after the connection was lost. */
+  /** Wait before listening again after the connection was lost (doubling while attempts fail, up to 30 s). */
   reconnectMs?: number;
   /**
    * Sends `NOTIFY custody_projects, <payload>` on another connection (the pool). Entries are used
@@ -59,16 +59,42 @@ interface Entry {
 export class ProjectKeyCache {
   readonly #entries = new Map<string, Entry>();
   readonly #now: () => number;
+  readonly #listener: ListenConnection;
   #generation = 0;
   #listening = false;
-  #stopped = false;
-  #listener: pg.Client | undefined;
-  #retry: NodeJS.Timeout | undefined;
-  /** Failed attempts to listen since the last success: the wait before the next one doubles, and only the first is logged. */
-  #failures = 0;
+  /** An attempt to listen failed since the last success (logged once). */
+  #failing = false;
+  /** The probe notification the attempt in progress waits for. */
+  #probe: { payload: string; cameBack: () => void } | undefined;
 
   constructor(private readonly options: ProjectKeyCacheOptions) {
     this.#now = options.now ?? Date.now;
+    this.#listener = new ListenConnection({
+      databaseUrl: options.databaseUrl,
+      channel: PROJECTS_CHANNEL,
+      retryMs: options.reconnectMs ?? 1_000,
+      maxRetryMs: MAX_RETRY_MS,
+      onNotification: (payload) => {
+        this.changed();
+        const probe = this.#probe;
+        if (probe !== undefined && payload === probe.payload) probe.cameBack();
+      },
+      check: () => this.#proveListening(),
+      onUp: () => {
+        if (this.#failing) options.log?.info('project-key cache: listening for changes again');
+        this.#failing = false;
+        this.#setListening(true);
+      },
+      onDown: (err, wasUp) => {
+        this.#setListening(false);
+        if (wasUp) {
+          options.log?.warn('project-key cache: lost its notification connection; looking projects up in the database until it is back');
+        } else if (!this.#failing) {
+          this.#failing = true;
+          options.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'project-key cache: cannot listen for changes; looking projects up in the database meanwhile (retrying, logged once)');
+        }
+      },
+    });
   }
 
   /** Whether entries are used now (the LISTEN connection is up). */
@@ -83,7 +109,7 @@ export class ProjectKeyCache {
 
   /** The LISTEN connection's backend process id, while it is up (for operators and tests). */
   get listenerPid(): number | undefined {
-    return this.#listening ? (this.#listener as { processID?: number } | undefined)?.processID : undefined;
+    return this.#listening ? this.#listener.pid : undefined;
   }
 
   get size(): number {
@@ -120,16 +146,12 @@ export class ProjectKeyCache {
   }
 
   async start(): Promise<void> {
-    await this.#listen();
+    await this.#listener.start();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
     this.#setListening(false);
-    clearTimeout(this.#retry);
-    const client = this.#listener;
-    this.#listener = undefined;
-    await client?.end().catch(() => undefined);
+    await this.#listener.stop();
   }
 
   #setListening(on: boolean): void {
@@ -138,59 +160,20 @@ export class ProjectKeyCache {
     this.#listening = on;
   }
 
-  #again(): void {
-    if (this.#stopped) return;
-    clearTimeout(this.#retry);
-    const wait = Math.min((this.options.reconnectMs ?? 1_000) * 2 ** Math.min(this.#failures, 16), MAX_RETRY_MS);
-    this.#retry = setTimeout(() => void this.#listen(), wait);
-    this.#retry.unref();
-  }
-
-  async #listen(): Promise<void> {
-    if (this.#stopped) return;
-    const client = new pg.Client({ connectionString: this.options.databaseUrl });
-    const lost = (): void => {
-      if (this.#listener !== client) return;
-      this.#listener = undefined;
-      this.#setListening(false);
-      this.options.log?.warn('project-key cache: lost its notification connection; looking projects up in the database until it is back');
-      void client.end().catch(() => undefined);
-      this.#again();
-    };
-    const probe = `probe:${randomUUID()}`;
-    let probed: () => void = () => undefined;
-    const cameBack = new Promise<void>((resolve) => (probed = resolve));
-    client.on('notification', (n: pg.Notification) => {
-      this.changed();
-      if (n.payload === probe) probed();
-    });
-    client.on('error', lost);
-    client.on('end', lost);
+  /** A probe sent through the pool must come back on the LISTEN connection in time. */
+  async #proveListening(): Promise<void> {
+    const payload = `probe:${randomUUID()}`;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await client.connect();
-      await client.query(`LISTEN ${PROJECTS_CHANNEL}`);
-      await this.options.probe(probe);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_, reject) => {
+      await new Promise<void>((resolve, reject) => {
+        this.#probe = { payload, cameBack: resolve };
         timer = setTimeout(() => reject(new Error('a probe notification did not come back (a pooler in transaction mode?)')), this.options.probeTimeoutMs ?? 5_000);
+        this.options.probe(payload).catch(reject);
       });
-      await Promise.race([cameBack, late]).finally(() => clearTimeout(timer));
-    } catch (err) {
-      await client.end().catch(() => undefined);
-      if (this.#failures++ === 0) {
-        this.options.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'project-key cache: cannot listen for changes; looking projects up in the database meanwhile (retrying, logged once)');
-      }
-      this.#again();
-      return;
+    } finally {
+      clearTimeout(timer);
+      this.#probe = undefined;
     }
-    if (this.#stopped) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.#listener = client;
-    if (this.#failures > 0) this.options.log?.info('project-key cache: listening for changes again');
-    this.#failures = 0;
-    this.#setListening(true);
   }
 }
 
@@ -204,7 +187,6 @@ export function startProjectKeyCache(
   db: Knex,
   databaseUrl: string,
   log: Logger,
-  options: Partial<Pick<ProjectKeyCacheOptions, 'now' | 'reconnectMs' | 'probeTimeoutMs'>> = {},
 ): ProjectKeyCache | undefined {
   if (config.projectCacheTtlMs <= 0) return undefined;
   const cache = new ProjectKeyCache({
@@ -215,7 +197,6 @@ export function startProjectKeyCache(
     probe: async (payload) => {
       await db.raw('SELECT pg_notify(?, ?)', [PROJECTS_CHANNEL, payload]);
     },
-    ...options,
   });
   void cache.start();
   return cache;
