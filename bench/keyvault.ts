@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { generateKey } from '../keyvault/eth.js';
 import { SignerClient } from '../src/signer/client.js';
 import { startSigner } from '../test/helpers/signer.js';
@@ -53,8 +54,8 @@ async function measure(env: Record<string, string>, label: string, keys: number,
   // Over a Unix socket, as ROLE=all (`npm start`) runs it beside the API.
   const signer = await startSigner({ ...passed, ...env }, undefined, { unixSocket: true, nodeArgs: BENCH_NODE_ARGS });
   try {
-    const client = new SignerClient(signer.url, signer.token, 60_000);
-    await closedLoop(WARM_UP, CONCURRENCY, (i) => client.createKey(`warm-${label}-${i}`));
+    const client = new SignerClient(signer.url, signer.token, 60_000, randomUUID());
+    await closedLoop(WARM_UP, CONCURRENCY, (i) => client.createKey(randomUUID(), `warm-${label}-${i}`));
     const signed = new Slices();
     const rounds: Round[] = [];
     let topKeys = 0;
@@ -62,7 +63,7 @@ async function measure(env: Record<string, string>, label: string, keys: number,
     const perRound = Math.ceil(keys / ROUNDS);
     for (let r = 0; r < ROUNDS; r++) {
       const top = ceiling(CEILING_SECONDS);
-      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(`${label}-${Date.now()}-${r}-${i}`), signed.latencies);
+      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(randomUUID(), `${label}-${r}-${i}`), signed.latencies);
       signed.add(run);
       topKeys += top.keys;
       topSeconds += top.seconds;

@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { VaultAuth, VaultSettings } from './vault/adapter.js';
 import type { VaultPaths } from './stores/vault.js';
+import { DEPLOYMENT_ID } from './key-id.js';
 
 /**
  * The signer's own configuration (it shares nothing with src/, by design). Read once, every
@@ -21,6 +22,8 @@ export interface SignerConfig {
   keygenThreads: number;
   /** Local store: how long to wait at start for a previous signer on dataDir to exit. */
   localLockWaitMs: number;
+  /** Set: the store is checked (or claimed) for this deployment before the signer listens. */
+  deploymentId: string | undefined;
 }
 
 export class SignerConfigError extends Error {
@@ -119,6 +122,8 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
 
   const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', Math.max(1, availableParallelism() - 1), 0, 64);
   const localLockWaitMs = int('KEYVAULT_LOCAL_LOCK_WAIT_MS', 15_000, 0, 600_000);
+  const deploymentId = plain('KEYVAULT_DEPLOYMENT_ID');
+  if (deploymentId !== undefined && !DEPLOYMENT_ID.test(deploymentId)) problems.push('KEYVAULT_DEPLOYMENT_ID must be a lower-case UUID (the API logs its deployment id at start)');
 
   if (problems.length > 0) throw new SignerConfigError(problems);
   return {
@@ -130,5 +135,6 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),
     keygenThreads,
     localLockWaitMs,
+    deploymentId,
   };
 }

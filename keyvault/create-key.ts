@@ -1,7 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { generateKey, type GeneratedKey } from './eth.js';
 import { SignerError } from './errors.js';
-import { keyIdFor } from './key-id.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
 export interface CreatedKey {
@@ -12,6 +11,8 @@ export interface CreatedKey {
   created: boolean;
 }
 
+const conflict = (keyId: string) => new SignerError('key_conflict', `key id ${keyId} already holds the key of another request`);
+
 const present = (r: KeyRecord, created: boolean): CreatedKey => ({ keyId: r.keyId, address: r.address, createdAt: r.createdAt, created });
 
 /**
@@ -20,19 +21,42 @@ const present = (r: KeyRecord, created: boolean): CreatedKey => ({ keyId: r.keyI
  */
 export class KeyCreator {
   /** Concurrent requests for one key id share one creation (a retry storm costs one key). */
-  readonly #inFlight = new Map<string, Promise<CreatedKey>>();
+  readonly #inFlight = new Map<string, { requestId: string; work: Promise<CreatedKey> }>();
+  /** The deployment the store belongs to, once its marker has been read or written. */
+  #owner: Promise<string> | undefined;
 
   constructor(
     private readonly store: KeyStore,
     private readonly generate: () => Promise<GeneratedKey> = () => Promise.resolve(generateKey()),
   ) {}
 
-  create(requestId: string): Promise<CreatedKey> {
-    const keyId = keyIdFor(requestId);
+  /**
+   * Binds this signer to the deployment that owns its store (the write-once marker, SIGNER.md):
+   * the first deployment to ask claims an unclaimed store; any other is refused, by name.
+   */
+  async bind(deploymentId: string): Promise<void> {
+    if (!this.#owner) {
+      this.#owner = this.store.claimOwner(deploymentId);
+      this.#owner.catch(() => {
+        this.#owner = undefined;
+      });
+    }
+    const owner = await this.#owner;
+    if (owner !== deploymentId) {
+      throw new SignerError('store_owned', `this key store belongs to deployment ${owner}, not to deployment ${deploymentId}: give each deployment a store (KV prefix or data directory) of its own`);
+    }
+  }
+
+  /** The key for `keyId`, made for `requestId`; the same pair again is the same key, another request id a conflict. */
+  async create(keyId: string, requestId: string, deploymentId: string): Promise<CreatedKey> {
+    await this.bind(deploymentId);
     const running = this.#inFlight.get(keyId);
-    if (running) return running.then((k) => ({ ...k, created: false }));
+    if (running) {
+      if (running.requestId !== requestId) throw conflict(keyId);
+      return running.work.then((k) => ({ ...k, created: false }));
+    }
     const work = this.#create(keyId, requestId).finally(() => this.#inFlight.delete(keyId));
-    this.#inFlight.set(keyId, work);
+    this.#inFlight.set(keyId, { requestId, work });
     return work;
   }
 
@@ -59,9 +83,11 @@ export class KeyCreator {
         requestId,
       };
       if ((await this.store.putOnce(record)) === 'created') return present(record, true);
-      // Another signer won the race for this key id: its key is the one.
+      // Stored already: a retry of the same request (another signer won the race, or an earlier
+      // attempt's answer was lost) gets that key; any other request id is a conflict.
       const winner = await this.store.get(keyId);
       if (!winner) throw new SignerError('vault_unavailable', 'the key record exists but could not be read back');
+      if (winner.requestId !== requestId) throw conflict(keyId);
       return present(winner, false);
     } finally {
       key.secret.fill(0);

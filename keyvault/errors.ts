@@ -7,6 +7,8 @@ export type SignerErrorCode =
   | 'invalid_request'
   | 'unauthorized'
   | 'not_found'
+  | 'key_conflict'
+  | 'store_owned'
   | 'internal';
 
 const STATUS: Record<SignerErrorCode, number> = {
@@ -17,6 +19,10 @@ const STATUS: Record<SignerErrorCode, number> = {
   invalid_request: 400,
   unauthorized: 401,
   not_found: 404,
+  // The key id already holds a key of another request: never an address to hand out.
+  key_conflict: 409,
+  // The store belongs to another deployment (its marker names it).
+  store_owned: 409,
   internal: 500,
 };
 

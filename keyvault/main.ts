@@ -31,16 +31,17 @@ export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<v
   }
   const log = createSignerLog(config.logLevel);
   const store = openStore(config, log);
+  const pool = new KeygenPool(config.keygenThreads);
+  const creator = new KeyCreator(store, () => pool.generate());
   try {
     await store.check();
+    if (config.deploymentId !== undefined) await creator.bind(config.deploymentId);
   } catch (err) {
     const message = err instanceof SignerError ? err.message : String(err);
     process.stderr.write(`keyvault: refusing to start: ${message}\n`);
     process.exit(1);
   }
-
-  const pool = new KeygenPool(config.keygenThreads);
-  const server = createSignerServer({ token: config.token, creator: new KeyCreator(store, () => pool.generate()), store, log });
+  const server = createSignerServer({ token: config.token, creator, store, log });
   const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.listen.host}:${config.listen.port}`;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

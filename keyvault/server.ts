@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { KeyCreator } from './create-key.js';
 import { SignerError } from './errors.js';
-import { KEY_ID } from './key-id.js';
+import { DEPLOYMENT_ID, KEY_ID, NEW_KEY_ID } from './key-id.js';
 import type { SignerLog } from './log.js';
 import type { KeyStore } from './stores/types.js';
 
@@ -49,13 +49,26 @@ function readJson(req: IncomingMessage): Promise<unknown> {
   });
 }
 
-function parseCreate(body: unknown): string {
+function fields(body: unknown, allowed: string[]): Record<string, unknown> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new SignerError('invalid_request', 'body must be an object');
-  const { requestId, purpose, ...rest } = body as Record<string, unknown>;
-  if (Object.keys(rest).length > 0) throw new SignerError('invalid_request', `unknown fields: ${Object.keys(rest).join(', ')}`);
+  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0) throw new SignerError('invalid_request', `unknown fields: ${unknown.join(', ')}`);
+  return body as Record<string, unknown>;
+}
+
+function deploymentOf(b: Record<string, unknown>): string {
+  const id = b['deploymentId'];
+  if (typeof id !== 'string' || !DEPLOYMENT_ID.test(id)) throw new SignerError('invalid_request', 'deploymentId must be a lower-case UUID');
+  return id;
+}
+
+function parseCreate(body: unknown): { keyId: string; requestId: string; deploymentId: string } {
+  const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId']);
+  const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
+  if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId)) throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
   if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
-  return requestId;
+  return { keyId, requestId, deploymentId: deploymentOf(b) };
 }
 
 /**
@@ -78,8 +91,14 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
       return send(res, health.ok ? 200 : 503, { status: health.ok ? 'ready' : 'unavailable' }, health.ok ? {} : { 'retry-after': '2' });
     }
     if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
+    if (req.method === 'POST' && url.pathname === '/v1/deployment') {
+      const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
+      await deps.creator.bind(deploymentId);
+      return send(res, 200, { deploymentId });
+    }
     if (req.method === 'POST' && url.pathname === '/v1/keys') {
-      const key = await deps.creator.create(parseCreate(await readJson(req)));
+      const { keyId, requestId, deploymentId } = parseCreate(await readJson(req));
+      const key = await deps.creator.create(keyId, requestId, deploymentId);
       return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt });
     }
     const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);

@@ -88,3 +88,19 @@ export class DependencyUnavailableError extends AppError {
     });
   }
 }
+
+/**
+ * The signer holds another request's key under a key id this deployment just chose, or its store
+ * belongs to another deployment: never an address to hand out (CONTRACT.md section 5). Logged at
+ * error: it means a shared or restored store, which an operator must look at.
+ */
+export class KeyConflictError extends AppError {
+  constructor(
+    readonly reason: 'key_conflict' | 'store_owned',
+    readonly why: string,
+  ) {
+    super(503, 'key_conflict', 'Service Unavailable', "The key store refused this wallet's key as a conflict; the operator has been alerted. Retry later.", undefined, {
+      'Retry-After': '30',
+    });
+  }
+}

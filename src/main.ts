@@ -16,6 +16,8 @@ import { createLogger, type Logger } from './logger.js';
 import { apiTokenPrefix } from './projects/keys.js';
 import { startSignerChild } from './signer/child.js';
 import { SignerClient } from './signer/client.js';
+import { bindSigner } from './signer/bind.js';
+import { readDeploymentId } from './db/deployment.js';
 import { relayFromConfig } from './outbox/handlers.js';
 import { pruneOutbox } from './outbox/prune.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
@@ -90,7 +92,14 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   }
   const secrets = localSecrets(config, log);
   const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
-  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs);
+  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db));
+  try {
+    await bindSigner(signer, log);
+  } catch (err) {
+    await child?.stop();
+    await database.close();
+    throw err;
+  }
   const lifecycle: Lifecycle = { draining: false };
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, config.redisKeyPrefix) : new PgRateLimitStore(db);
   const projectCache = startProjectKeyCache(config, db, database.url, log);
@@ -167,7 +176,13 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     throw new Error(`the database schema is behind this version (pending: ${pending.join(', ')}); run ROLE=migrate first`);
   }
   const dataEncryptionKey = dataEncryptionKeyOf(config);
-  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
+  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(database.db));
+  try {
+    await bindSigner(signer, log);
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
   const background = await startBackground(config, database, signer, dataEncryptionKey, log);
   bindOutboxDepth(database.db);
   const lifecycle: Lifecycle = { draining: false };

@@ -14,6 +14,7 @@ import { TestIdp } from './helpers/idp.js';
 import { Receiver } from './helpers/receiver.js';
 import { until } from './helpers/wait.js';
 import { SignerClient } from '../src/signer/client.js';
+import { TEST_DEPLOYMENT } from './helpers/keys.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 
@@ -248,7 +249,7 @@ describe('faults under load: the signer killed, the API killed', function () {
         const { rows: all } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[])', [accepted]);
         return open[0]?.n === 0 && all[0]?.n === accepted.length;
       }, 90_000);
-      const client = new SignerClient(restarted.url, restarted.token, 5_000);
+      const client = new SignerClient(restarted.url, restarted.token, 5_000, TEST_DEPLOYMENT);
       const { rows: made } = await db.query<{ address: string; key_id: string }>('SELECT address, key_id FROM wallets WHERE address IS NOT NULL');
       for (const w of made.slice(0, 200)) expect((await client.getKey(w.key_id))?.address, w.key_id).to.equal(w.address);
     } finally {

@@ -1,3 +1,4 @@
+import { shareRunDeployment } from './helpers/db.js';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Knex } from 'knex';
@@ -96,6 +97,7 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
     scratch = await scratchDatabase();
     db = createDb({ url: scratch.url, poolMax: 10 });
     await migrateLatest(db);
+    await shareRunDeployment(db);
     const { rows } = await db.raw<{ rows: Array<{ tablename: string }> }>(
       `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex_migrations%' AND tablename <> 'idempotency_keys' ORDER BY tablename`,
     );
@@ -119,6 +121,10 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
     await app.client.put(`/api/v1/project/${t.project.id}`, { issuer: iss.issuer });
     const hook = await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, { url: 'http://127.0.0.1:9/in', events: ['*'] });
     const jwt = await iss.sign({ email: 'fuzz@example.com' }, { audience: 'urn:custody:testnet' });
+    // E-mail claims no database column can hold, or that full case mapping would fold onto another.
+    const hostileJwts = await Promise.all(
+      ['nul\u0000@example.com', 'lone\ud800@example.com', '\udc00@example.com', '\u212Aelvin@example.com'].map((email) => iss.sign({ email }, { audience: 'urn:custody:testnet' })),
+    );
     const ids = { org: String(t.org.id), project: String(t.project.id), id: String(hook.body.id) };
     const tokens = [app.operatorToken, t.tokens.projectAdmin.token, t.tokens.orgRead.token];
 
@@ -126,12 +132,18 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
       { weight: 6, arbitrary: fc.constant(undefined) },
       { weight: 1, arbitrary: fc.integer().map(String) },
       { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map(encodeURIComponent) },
-      { weight: 1, arbitrary: fc.constantFrom('0', '-1', '1e3', '9007199254740993', '999999999999999', '%00', '..', 'null') },
+      { weight: 1, arbitrary: fc.constantFrom('0', '-1', '1e3', '9007199254740993', '999999999999999', '%00', '..', 'null', 'a%00b', '1%00', '%ED%A0%80', '%C0%80', '%FF') },
+    );
+    // NUL and unpaired surrogates, alone or inside ordinary text: refused at validation, never a 500.
+    const hostileText = fc.oneof(
+      fc.constantFrom('\u0000', '\ud800', '\udfff', '\ud83d', 'a\u0000b', 'x@example.com\u0000', '\ufffe', '\u212A'),
+      fc.tuple(fc.string({ maxLength: 20 }), fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00'), fc.string({ maxLength: 20 })).map(([a, b, c]) => a + b + c),
     );
     const value = fc.oneof(
       fc.jsonValue({ maxDepth: 3 }),
       fc.constantFrom(t.project.projectKey, jwt, iss.issuer, 'https://hooks.example.com/x', '0x52908400098527886E0F7030069857D2E4169EE7', 'gym:gold', '*', '1', 0, -1, 2 ** 53, 1e308, true, null, ''),
       fc.string({ maxLength: 2000 }),
+      hostileText,
     );
     const objectBody = fc.dictionary(fc.oneof(fc.constantFrom(...FIELDS), fc.string({ maxLength: 20 })), value, { maxKeys: 8 });
     const body = fc.oneof(
@@ -142,11 +154,11 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
       { weight: 1, arbitrary: fc.string({ maxLength: 500 }) },
       { weight: 1, arbitrary: fc.constantFrom('{', '[', '{"a":', 'null', '""', '{"__proto__":{"admin":true}}', '\u0000', '{"name":"\ud800"}') },
     );
-    const query = fc.dictionary(fc.oneof(fc.constantFrom(...QUERY), fc.string({ maxLength: 10 })), fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom('true', '1', '0', 'yes', '1000', '1001', ids.project)), { maxKeys: 5 });
+    const query = fc.dictionary(fc.oneof(fc.constantFrom(...QUERY), fc.string({ maxLength: 10 })), fc.oneof(fc.string({ maxLength: 50 }), hostileText, fc.constantFrom('true', '1', '0', 'yes', '1000', '1001', ids.project)), { maxKeys: 5 });
     const headers = fc.record(
       {
         contentType: fc.oneof(fc.constantFrom(...CONTENT_TYPES), headerText),
-        auth: fc.oneof(fc.constantFrom(...tokens).map((x) => `Bearer ${x}`), fc.constant(`Bearer ${jwt}`), headerText, fc.constant(undefined)),
+        auth: fc.oneof(fc.constantFrom(...tokens).map((x) => `Bearer ${x}`), fc.constant(`Bearer ${jwt}`), fc.constantFrom(...hostileJwts).map((x) => `Bearer ${x}`), headerText, fc.constant(undefined)),
         idempotencyKey: fc.option(headerText, { nil: undefined }),
         requestId: fc.option(headerText, { nil: undefined }),
         encoding: fc.option(fc.constantFrom('gzip', 'br', 'identity', 'x-unknown'), { nil: undefined }),

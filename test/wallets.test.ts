@@ -10,6 +10,8 @@ import { createOrganisation, createProject, createTenant, type Project } from '.
 import { TestIdp, type TestIssuer, createCa } from './helpers/idp.js';
 import { Receiver } from './helpers/receiver.js';
 import { SignerClient } from '../src/signer/client.js';
+import { readDeploymentId } from '../src/db/deployment.js';
+import { testDb } from './helpers/db.js';
 import { sharedSigner } from './helpers/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -56,9 +58,12 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     const again = await call('signin', await iss.sign({ email: 'ada@example.COM' }, { audience: AUDIENCE }), { key: project.projectKey });
     expect(again.status).to.equal(200);
     expect(again.body).to.include({ walletId: first.body.walletId, walletAddress: first.body.walletAddress, isNew: false });
-    // The address is the signer's key for this wallet.
-    const signer = new SignerClient(sharedSigner().url, sharedSigner().token, 5_000);
-    expect((await signer.createKey(`wallet:${first.body.walletId}`)).address).to.equal(first.body.walletAddress);
+    // The address is the signer's key for this wallet, stored under the row's random key id.
+    const signer = new SignerClient(sharedSigner().url, sharedSigner().token, 5_000, await readDeploymentId(testDb()));
+    const row = await testDb()<{ id: number; key_id: string }>('wallets').where({ id: first.body.walletId }).first('key_id');
+    if (!row) throw new Error('no wallet row');
+    expect(row.key_id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect((await signer.getKey(row.key_id))?.address).to.equal(first.body.walletAddress);
   });
 
   it('checks in the order of section 5: body, then key (400), then Authorization and JWT (401)', async () => {

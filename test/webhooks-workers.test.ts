@@ -1,3 +1,4 @@
+import { shareRunDeployment } from './helpers/db.js';
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
@@ -74,6 +75,7 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
       const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: scratch.url });
       expect(await migrate.exited, migrate.output()).to.equal(0);
       db = createDb({ url: scratch.url, poolMax: 10 });
+      await shareRunDeployment(db);
       app = await startApp({ DATABASE_URL: scratch.url }, db);
       receiver = await Receiver.start();
     });

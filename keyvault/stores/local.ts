@@ -1,10 +1,20 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SignerError } from '../errors.js';
-import { KEY_ID } from '../key-id.js';
+import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import { KeyLog } from './local-log.js';
 import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
+
+/** Makes a new directory entry durable. */
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /**
  * The development key store (SIGNER.md "local"): the same flow as Vault with AES-256-GCM under
@@ -16,6 +26,7 @@ export class LocalKeyStore implements KeyStore {
   readonly transitKeyName = 'local-master-key';
   readonly #master: Buffer;
   readonly #log: KeyLog;
+  readonly #ownerFile: string;
 
   /** `lockWaitMs`: how long to wait for a previous signer on this directory to exit (a restart). */
   constructor(
@@ -24,6 +35,7 @@ export class LocalKeyStore implements KeyStore {
   ) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.#log = new KeyLog(dir);
+    this.#ownerFile = path.join(dir, 'deployment');
     const masterFile = path.join(dir, 'master.key');
     if (!existsSync(masterFile)) {
       try {
@@ -70,6 +82,21 @@ export class LocalKeyStore implements KeyStore {
   get(keyId: string): Promise<KeyRecord | undefined> {
     if (!KEY_ID.test(keyId)) return Promise.reject(new SignerError('invalid_request', 'not a key id'));
     return Promise.resolve(this.#log.get(keyId));
+  }
+
+  /** The marker is a file created exclusively (`wx`): the first deployment to claim the directory owns it. */
+  claimOwner(deploymentId: string): Promise<string> {
+    return new Promise((resolve) => {
+      try {
+        writeFileSync(this.#ownerFile, `${deploymentId}\n`, { mode: 0o600, flag: 'wx' });
+        fsyncDir(path.dirname(this.#ownerFile));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+      const owner = readFileSync(this.#ownerFile, 'utf8').trim();
+      if (!DEPLOYMENT_ID.test(owner)) throw new SignerError('misconfigured', `${this.#ownerFile} does not hold a deployment id`);
+      resolve(owner);
+    });
   }
 
   close(): void {

@@ -33,5 +33,10 @@ export interface KeyStore {
   /** Writes once; `exists` when the key id already has a record (never overwritten). */
   putOnce(record: KeyRecord): Promise<'created' | 'exists'>;
   get(keyId: string): Promise<KeyRecord | undefined>;
+  /**
+   * The store's owner: writes `deploymentId` as its write-once marker when it has none, and
+   * answers the id the marker holds (another deployment's id means the store is not ours).
+   */
+  claimOwner(deploymentId: string): Promise<string>;
   close(): void;
 }

@@ -1,5 +1,5 @@
 import { SignerError } from '../errors.js';
-import { KEY_ID } from '../key-id.js';
+import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
 import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
 import { Batcher } from '../batcher.js';
@@ -152,6 +152,38 @@ export class VaultKeyStore implements KeyStore {
       if ((err as SignerError).code === 'not_found') return undefined;
       throw err;
     }
+  }
+
+  /**
+   * The marker is one more write-once record beside the keys (`<prefix>/deployment`, `cas: 0`):
+   * the signer's policy (create and read under the prefix) already allows it and forbids changing it.
+   */
+  async claimOwner(deploymentId: string): Promise<string> {
+    const markerPath = `${this.paths.kvMount}/data/${this.paths.kvPrefix}/deployment`;
+    const read = async (): Promise<string | undefined> => {
+      try {
+        const owner = (await this.vault.read(markerPath)).data?.['data'] as Record<string, unknown> | undefined;
+        return typeof owner?.['deploymentId'] === 'string' ? owner['deploymentId'] : undefined;
+      } catch (err) {
+        if ((err as SignerError).code === 'not_found') return undefined;
+        throw err;
+      }
+    };
+    let owner = await read();
+    if (owner === undefined) {
+      try {
+        await this.vault.write(markerPath, { options: { cas: 0 }, data: { deploymentId, createdAt: new Date().toISOString() } });
+        return deploymentId;
+      } catch (err) {
+        const code = (err as SignerError).code;
+        if (code !== 'invalid_request' && code !== 'auth_failed') throw err;
+        owner = await read();
+      }
+    }
+    if (owner === undefined || !DEPLOYMENT_ID.test(owner)) {
+      throw new SignerError('misconfigured', `${markerPath} exists but does not hold a deployment id`);
+    }
+    return owner;
   }
 
   close(): void {

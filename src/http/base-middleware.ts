@@ -6,7 +6,7 @@ import type { AppState } from './context.js';
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import { INTERNAL_ERROR, sendProblem, toAppError } from './problem.js';
-import { ValidationError } from '../errors.js';
+import { KeyConflictError, ValidationError } from '../errors.js';
 
 const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -54,7 +54,8 @@ export function base(log: Logger, db: Executor): Middleware<AppState> {
     } catch (err) {
       const known = toAppError(err);
       if (known) {
-        if (known.status >= 500) ctx.state.log.warn({ code: known.code, err: describe(err) }, 'dependency failure');
+        if (known instanceof KeyConflictError) ctx.state.log.error({ code: known.code, reason: known.reason, err: known.why }, 'key conflict: a key store shared between deployments or restored');
+        else if (known.status >= 500) ctx.state.log.warn({ code: known.code, err: describe(err) }, 'dependency failure');
         sendProblem(ctx, known, id);
       } else {
         ctx.state.log.error({ err: describe(err) }, 'unhandled error');

@@ -1,7 +1,7 @@
 import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { DependencyUnavailableError } from '../errors.js';
+import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
 
 export interface SignerKey {
   keyId: string;
@@ -18,7 +18,6 @@ export interface SignerHealth {
 }
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 interface Reply {
   status: number;
@@ -34,10 +33,12 @@ interface Reply {
 export class SignerClient {
   readonly #base: { socketPath: string } | { url: URL };
 
+  /** `deploymentId`: this deployment's id (the `deployment` table), which the signer's store is bound to. */
   constructor(
     url: string,
     private readonly token: string,
     private readonly timeoutMs: number,
+    readonly deploymentId: string,
   ) {
     this.#base = url.startsWith('unix:') ? { socketPath: url.slice(5) } : { url: new URL(url) };
   }
@@ -79,11 +80,34 @@ export class SignerClient {
     return new DependencyUnavailableError('signer', Number.isInteger(seconds) && seconds > 0 ? seconds : 2);
   }
 
-  /** The key for this request id: created once, the same key for every retry. */
-  async createKey(requestId: string): Promise<SignerKey> {
+  /** A refusal the signer gives as a conflict (409): the store is another deployment's, or the key id is taken. */
+  #conflict(reply: Reply): KeyConflictError | undefined {
+    if (reply.status !== 409) return undefined;
+    const b = (reply.body ?? {}) as Record<string, unknown>;
+    const message = typeof b['message'] === 'string' ? b['message'] : 'conflict';
+    return new KeyConflictError(b['code'] === 'store_owned' ? 'store_owned' : 'key_conflict', message);
+  }
+
+  /**
+   * Binds the signer's store to this deployment (its write-once marker). Resolves when the store
+   * is ours; throws KeyConflictError when it is another deployment's, DependencyUnavailableError
+   * when the signer cannot answer.
+   */
+  async bind(): Promise<void> {
+    const reply = await this.#send('POST', '/v1/deployment', { deploymentId: this.deploymentId });
+    const conflict = this.#conflict(reply);
+    if (conflict) throw conflict;
+    if (reply.status !== 200) throw this.#unavailable(reply);
+  }
+
+  /**
+   * The key stored under `keyId` (random, chosen by the caller and kept on its row) for `requestId`:
+   * created once, the same key for every retry of that request, a KeyConflictError for any other.
+   */
+  async createKey(keyId: string, requestId: string): Promise<SignerKey> {
     const end = signerDuration.startTimer({ operation: 'create_key' });
     try {
-      const key = await this.#createKey(requestId);
+      const key = await this.#createKey(keyId, requestId);
       signerCalls.inc({ operation: 'create_key', outcome: 'ok' });
       return key;
     } catch (err) {
@@ -94,16 +118,18 @@ export class SignerClient {
     }
   }
 
-  async #createKey(requestId: string): Promise<SignerKey> {
-    const reply = await this.#send('POST', '/v1/keys', { requestId, purpose: 'wallet' });
+  async #createKey(keyId: string, requestId: string): Promise<SignerKey> {
+    const reply = await this.#send('POST', '/v1/keys', { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId });
+    const conflict = this.#conflict(reply);
+    if (conflict) throw conflict;
     if (reply.status !== 200 && reply.status !== 201) {
       // A 400 would be a bug of ours; anything else means the signer or Vault cannot serve now.
       if (reply.status === 400) throw new Error('signer refused the request as invalid');
       throw this.#unavailable(reply);
     }
     const b = (reply.body ?? {}) as Record<string, unknown>;
-    const { keyId, address, createdAt } = b;
-    if (typeof keyId !== 'string' || !KEY_ID.test(keyId) || typeof address !== 'string' || !ADDRESS.test(address) || typeof createdAt !== 'string') {
+    const { address, createdAt } = b;
+    if (b['keyId'] !== keyId || typeof address !== 'string' || !ADDRESS.test(address) || typeof createdAt !== 'string') {
       throw new Error('the signer answered with an unexpected body');
     }
     return { keyId, address, createdAt, created: reply.status === 201 };

@@ -1,3 +1,4 @@
+import { foldIdentity } from '../identity/fold.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
 import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
@@ -74,7 +75,7 @@ export async function identifyCaller(
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
   const prefetched =
-    email !== undefined && found?.wallet !== undefined ? { emailLower: email.toLowerCase(), wallet: found.wallet ?? undefined } : undefined;
+    email !== undefined && found?.wallet !== undefined ? { emailLower: foldIdentity(email), wallet: found.wallet ?? undefined } : undefined;
   return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId, ...(prefetched ? { prefetched } : {}) };
 }
 
@@ -106,9 +107,10 @@ async function recordWalletCreated(tx: Executor, project: CallerProject, wallet:
 }
 
 /**
- * Gives a pending wallet its key. The signer's request id is derived from the wallet row, so
- * every caller for one identity gets the same key; only the caller whose update sets the
- * address records the wallet-created webhook and event (exactly once).
+ * Gives a pending wallet its key: the one stored under the row's random key id for this row's
+ * request, so every caller for one identity gets the same key and a key of anyone else is a
+ * conflict; only the caller whose update sets the address records the wallet-created webhook
+ * and event (exactly once).
  */
 export async function completeWallet(
   deps: Pick<WalletDeps, 'db' | 'signer'>,
@@ -117,7 +119,7 @@ export async function completeWallet(
   requestId?: string,
 ): Promise<{ wallet: WalletRow; isNew: boolean }> {
   if (row.address !== null) return { wallet: row, isNew: false };
-  const key = await deps.signer.createKey(`wallet:${row.id}`);
+  const key = await deps.signer.createKey(row.key_id, `wallet:${row.id}`);
   return deps.db.transaction(async (tx) => {
     const activated = await activateWallet(tx, row.id, key.address, key.keyId);
     if (activated) {
@@ -145,7 +147,7 @@ export async function completeWallet(
 export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'>; isNew: boolean }> {
   // The prefetched row counts only if the verified email is the one it was read for.
   const known =
-    caller.prefetched && caller.prefetched.emailLower === caller.email.toLowerCase()
+    caller.prefetched && caller.prefetched.emailLower === foldIdentity(caller.email)
       ? caller.prefetched.wallet
       : await findWalletForSignin(deps.db, caller.project.id, caller.email);
   if (known?.address) {

@@ -1,4 +1,7 @@
+import { foldIdentity } from '../identity/fold.js';
 import type { Executor } from '../db/knex.js';
+import { isUniqueViolation } from '../db/pg-errors.js';
+import { KeyConflictError } from '../errors.js';
 
 export interface WalletRow {
   id: number;
@@ -6,7 +9,8 @@ export interface WalletRow {
   email: string;
   email_lower: string;
   address: string | null;
-  key_id: string | null;
+  /** Random, chosen when the row is inserted (before the signer is called); the key is stored under it. */
+  key_id: string;
   creation_token: string | null;
   created_at: Date;
   activated_at: Date | null;
@@ -22,10 +26,10 @@ export async function claimWallet(
   const { rows } = await db.raw<{ rows: WalletRow[] }>(
     `INSERT INTO wallets (project_id, email, email_lower, creation_token) VALUES (?, ?, ?, ?)
      ON CONFLICT (project_id, email_lower) DO NOTHING RETURNING *`,
-    [projectId, email, email.toLowerCase(), token],
+    [projectId, email, foldIdentity(email), token],
   );
   if (rows[0]) return { row: rows[0], inserted: true };
-  const row = await db<WalletRow>('wallets').where({ project_id: projectId, email_lower: email.toLowerCase() }).first();
+  const row = await db<WalletRow>('wallets').where({ project_id: projectId, email_lower: foldIdentity(email) }).first();
   if (!row) throw new Error('wallet row vanished after a conflict');
   return { row, inserted: false };
 }
@@ -39,19 +43,25 @@ export async function findWalletForSignin(db: Executor, projectId: number, email
     `SELECT w.id, w.address, w.email, w.created_at,
             EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
        FROM wallets w WHERE w.project_id = ? AND w.email_lower = ?`,
-    [projectId, email.toLowerCase()],
+    [projectId, foldIdentity(email)],
   );
   return rows[0];
 }
 
 /** Sets the address once: only the caller whose update matched gets the row back. */
 export async function activateWallet(db: Executor, walletId: number, address: string, keyId: string): Promise<WalletRow | undefined> {
-  const [row] = await db<WalletRow>('wallets')
-    .where({ id: walletId })
-    .whereNull('address')
-    .update({ address, key_id: keyId, activated_at: db.fn.now() as unknown as Date })
-    .returning('*');
-  return row;
+  try {
+    const [row] = await db<WalletRow>('wallets')
+      .where({ id: walletId, key_id: keyId })
+      .whereNull('address')
+      .update({ address, activated_at: db.fn.now() as unknown as Date })
+      .returning('*');
+    return row;
+  } catch (err) {
+    // Another wallet already has this address: the signer handed out a key twice.
+    if (isUniqueViolation(err)) throw new KeyConflictError('key_conflict', `address ${address} already belongs to another wallet`);
+    throw err;
+  }
 }
 
 export async function findWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
@@ -65,7 +75,7 @@ export async function listWallets(
   page: { afterId: number; limit: number },
 ): Promise<WalletRow[]> {
   const q = db<WalletRow>('wallets').where('project_id', projectId).whereNotNull('address').where('id', '>', page.afterId);
-  if (filter.email !== undefined) q.where('email_lower', filter.email.toLowerCase());
+  if (filter.email !== undefined) q.where('email_lower', foldIdentity(filter.email));
   if (filter.address !== undefined) q.whereRaw('lower(address) = ?', [filter.address.toLowerCase()]);
   return q.orderBy('id').limit(page.limit + 1);
 }

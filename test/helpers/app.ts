@@ -16,6 +16,7 @@ import { createLogger } from '../../src/logger.js';
 import { RedisRateLimitStore } from '../../src/ratelimit/limiter.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import { SignerClient } from '../../src/signer/client.js';
+import { readDeploymentId } from '../../src/db/deployment.js';
 import { Client } from './http.js';
 import { TestIdp } from './idp.js';
 import { Receiver } from './receiver.js';
@@ -66,7 +67,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   });
   const lifecycle: Lifecycle = { draining: false };
   const log = createLogger(config.logLevel, sink);
-  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs);
+  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db));
   // A prefix of its own: test runs share the machine's Redis.
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
   // As main.ts runs it: the whole in-process suite goes through the project-key cache.

@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import type { Json, Reply } from './http.js';
 import pg from 'pg';
+import { createDb } from '../../src/db/knex.js';
+import { runNextMigration } from '../../src/db/migrate.js';
 
 /** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
 export const ADMIN_DATABASE_URL = process.env['TEST_ADMIN_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -68,4 +70,38 @@ export async function expectUnchanged(db: Knex, call: () => Promise<Reply<Json>>
   expect(res.body.code).to.equal(code);
   expect(await snapshot(db)).to.deep.equal(before);
   return res;
+}
+
+/**
+ * A scratch database that uses this run's shared signer must be the same deployment as the run's
+ * database (the signer's store belongs to one deployment): its id is set to the run's.
+ */
+export async function shareRunDeployment(db: Knex): Promise<void> {
+  const run = await testDb()<{ id: string }>('deployment').first('id');
+  if (!run) throw new Error('the run database has no deployment row');
+  await db('deployment').update({ id: run.id });
+}
+
+/** A database of its own on the machine's PostgreSQL (not migrated); `drop` closes and removes it. */
+export async function ownDatabase(name: string): Promise<{ url: string; db: Knex; drop(): Promise<void> }> {
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const url = databaseUrlFor(name);
+  const handle = {
+    url,
+    db: createDb({ url, poolMax: 5 }),
+    drop: async () => {
+      await handle.db.destroy();
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+  return handle;
+}
+
+/** Applies migrations one by one up to and including `last` (a database as an earlier release left it). */
+export async function migrateTo(db: Knex, last: string): Promise<void> {
+  for (;;) {
+    const applied = await runNextMigration(db);
+    if (applied.length === 0) throw new Error(`${last} is not a migration`);
+    if (applied.includes(last)) return;
+  }
 }

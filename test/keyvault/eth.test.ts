@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { computeAddress, getAddress } from 'ethers';
 import { addressOfPublicKey, generateKey, toChecksumAddress } from '../../keyvault/eth.js';
-import { keyIdFor } from '../../keyvault/key-id.js';
 
 // The test vectors of EIP-55 itself.
 const EIP55_VECTORS = [
@@ -31,12 +30,5 @@ describe('keyvault: keys and addresses', () => {
       expect(addressOfPublicKey(key.publicKey)).to.equal(key.address);
       expect(key.secret).to.have.length(32);
     }
-  });
-
-  it('derives a stable UUIDv5 key id from a request id', () => {
-    const a = keyIdFor('wallet:1');
-    expect(a).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    expect(keyIdFor('wallet:1')).to.equal(a);
-    expect(keyIdFor('wallet:2')).not.to.equal(a);
   });
 });

@@ -1,3 +1,4 @@
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../helpers/keys.js';
 import { createDecipheriv } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,18 +44,18 @@ describe('keyvault: the signer process (local backend)', function () {
   after(() => signer.destroy());
 
   it('refuses requests without the bearer secret', async () => {
-    expect((await call(signer, 'POST', '/v1/keys', { requestId: 'a', purpose: 'wallet' }, null)).status).to.equal(401);
-    const wrong = await call(signer, 'POST', '/v1/keys', { requestId: 'a', purpose: 'wallet' }, `${signer.token}x`);
+    expect((await call(signer, 'POST', '/v1/keys', keyRequest('a'), null)).status).to.equal(401);
+    const wrong = await call(signer, 'POST', '/v1/keys', keyRequest('a'), `${signer.token}x`);
     expect(wrong.status).to.equal(401);
     expect(wrong.body).to.deep.include({ code: 'unauthorized', retryable: false });
     expect((await call(signer, 'GET', '/healthz', undefined, null)).status).to.equal(200);
   });
 
   it('creates a key once per request id (201, then 200 with the same body) and serves its public key', async () => {
-    const first = await call(signer, 'POST', '/v1/keys', { requestId: 'wallet:once', purpose: 'wallet' });
+    const first = await call(signer, 'POST', '/v1/keys', keyRequest('wallet:once'));
     expect(first.status).to.equal(201);
     expect(first.body).to.have.all.keys('keyId', 'address', 'createdAt');
-    const again = await call(signer, 'POST', '/v1/keys', { requestId: 'wallet:once', purpose: 'wallet' });
+    const again = await call(signer, 'POST', '/v1/keys', keyRequest('wallet:once'));
     expect(again.status).to.equal(200);
     expect(again.body).to.deep.equal(first.body);
     const got = await call(signer, 'GET', `/v1/keys/${String(first.body['keyId'])}`);
@@ -67,7 +68,21 @@ describe('keyvault: the signer process (local backend)', function () {
   });
 
   it('answers bad requests with 400 invalid_request', async () => {
-    for (const body of [{ requestId: 'x' }, { requestId: 'x', purpose: 'other' }, { requestId: '', purpose: 'wallet' }, { requestId: 'x', purpose: 'wallet', extra: 1 }, 'not json', { requestId: 'x'.repeat(5000), purpose: 'wallet' }]) {
+    const good = keyRequest('x');
+    const derivedId = '5b1d0a3e-6c2f-5f7e-9a41-c3d27e8b6f10';
+    for (const body of [
+      { requestId: 'x' },
+      { ...good, purpose: 'other' },
+      { ...good, requestId: '' },
+      { ...good, extra: 1 },
+      'not json',
+      { ...good, requestId: 'x'.repeat(5000) },
+      // A key id is a random UUIDv4 the caller chose: no derived (v5) id, none missing, no deployment missing.
+      { ...good, keyId: derivedId },
+      { ...good, keyId: undefined },
+      { ...good, deploymentId: undefined },
+      { ...good, deploymentId: 'not-a-uuid' },
+    ]) {
       const res = await call(signer, 'POST', '/v1/keys', body);
       expect(res.status, JSON.stringify(body).slice(0, 40)).to.equal(400);
       expect(res.body['code']).to.equal('invalid_request');
@@ -76,9 +91,9 @@ describe('keyvault: the signer process (local backend)', function () {
   });
 
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
-    const client = new SignerClient(signer.url, signer.token, 30_000);
+    const client = new SignerClient(signer.url, signer.token, 30_000, TEST_DEPLOYMENT);
     const before = localKeyRecords(signer.dataDir).length;
-    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(`burst:${i % 200}`).then((k) => ({ i, k }))));
+    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`burst:${i % 200}`), `burst:${i % 200}`).then((k) => ({ i, k }))));
     const byRequest = new Map<number, Set<string>>();
     for (const { i, k } of results) {
       const set = byRequest.get(i % 200) ?? new Set<string>();
@@ -93,14 +108,14 @@ describe('keyvault: the signer process (local backend)', function () {
   });
 
   it('still returns every address after a restart, and never logs a secret or a ciphertext', async () => {
-    const client = new SignerClient(signer.url, signer.token, 10_000);
-    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(`restart:${i}`)));
+    const client = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
+    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(keyIdOf(`restart:${i}`), `restart:${i}`)));
     const logsBefore = signer.service.output();
     await signer.stop();
     signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
-    const after = new SignerClient(signer.url, signer.token, 10_000);
+    const after = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
-      const again = await after.createKey(`restart:${i}`);
+      const again = await after.createKey(keyIdOf(`restart:${i}`), `restart:${i}`);
       expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
       expect((await after.getKey(key.keyId))?.address).to.equal(key.address);
     }
@@ -114,13 +129,13 @@ describe('keyvault: the signer process (local backend)', function () {
   });
 
   it('keeps its records in one group-committed log: a second signer on the directory is refused, a torn last line is cut at start, records of the older one-file-per-key layout still count', async () => {
-    const client = new SignerClient(signer.url, signer.token, 10_000);
-    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(`log:${i}`)));
+    const client = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`log:${i}`), `log:${i}`)));
     // One signer per directory: a second one waits for the lock, then refuses, saying why.
     const second = spawnService({ KEYVAULT_TOKEN: signer.token, KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '300' }, SIGNER_MAIN);
     expect(await second.exited).to.equal(1);
     expect(second.output()).to.match(/the local key store in .* is in use by process \d+; run one signer per KEYVAULT_DATA_DIR/);
-    expect((await client.createKey('log:after-refusal')).created).to.equal(true);
+    expect((await client.createKey(keyIdOf('log:after-refusal'), 'log:after-refusal')).created).to.equal(true);
 
     await signer.stop();
     // A crash in the middle of an append: half a record at the end of the log.
@@ -134,11 +149,11 @@ describe('keyvault: the signer process (local backend)', function () {
     writeFileSync(path.join(signer.dataDir, 'keys', `${moved?.keyId}.json`), JSON.stringify(moved));
 
     signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
-    const after = new SignerClient(signer.url, signer.token, 10_000);
+    const after = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
-      expect(await after.createKey(`log:${i}`)).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
+      expect(await after.createKey(keyIdOf(`log:${i}`), `log:${i}`)).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
     }
-    const fresh = await after.createKey('log:fresh');
+    const fresh = await after.createKey(keyIdOf('log:fresh'), 'log:fresh');
     expect(fresh.created).to.equal(true);
     // The torn line is gone, the new record follows the last complete one.
     const text = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8');
@@ -149,9 +164,9 @@ describe('keyvault: the signer process (local backend)', function () {
   });
 
   it('maps an unreachable signer to 503 with Retry-After for the API', async () => {
-    const client = new SignerClient('http://127.0.0.1:9', signer.token, 2_000);
+    const client = new SignerClient('http://127.0.0.1:9', signer.token, 2_000, TEST_DEPLOYMENT);
     try {
-      await client.createKey('nowhere');
+      await client.createKey(keyIdOf('nowhere'), 'nowhere');
       expect.fail('should have thrown');
     } catch (err) {
       expect(err).to.be.instanceOf(AppError);

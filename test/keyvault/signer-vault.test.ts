@@ -1,3 +1,4 @@
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../helpers/keys.js';
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { computeAddress } from 'ethers';
@@ -40,7 +41,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     approle = vault.setup();
     expect(approle.VAULT_ROLE_ID).to.have.length.greaterThan(10);
     signer = await startSigner(signerEnv());
-    client = new SignerClient(signer.url, signer.token, 15_000);
+    client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
   });
   after(async () => {
     await signer?.destroy();
@@ -71,7 +72,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('stores each key only as transit ciphertext bound to its key id, in KV v2, and answers with its address', async () => {
-    const key = await client.createKey('vault:first');
+    const key = await client.createKey(keyIdOf('vault:first'), 'vault:first');
     expect(key.created).to.equal(true);
     const record = kvRecord(key.keyId);
     expect(record.address).to.equal(key.address);
@@ -82,12 +83,12 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     expect(computeAddress(`0x${Buffer.from(secp256k1.getPublicKey(secret, false)).toString('hex')}`)).to.equal(key.address);
     // The ciphertext does not open under another record's context.
     expect(() => decrypt({ ...record, context: Buffer.from('another-key-id').toString('base64') })).to.throw();
-    const again = await client.createKey('vault:first');
+    const again = await client.createKey(keyIdOf('vault:first'), 'vault:first');
     expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
   });
 
   it('really prevents overwriting a stored key: the signer policy has create and read only', async () => {
-    const key = await client.createKey('vault:overwrite');
+    const key = await client.createKey(keyIdOf('vault:overwrite'), 'vault:overwrite');
     const login = JSON.parse(
       vault.cli(['write', '-format=json', 'auth/approle/login', `role_id=${approle.VAULT_ROLE_ID}`, `secret_id=${approle.VAULT_SECRET_ID}`]),
     ) as { auth: { client_token: string } };
@@ -119,7 +120,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       }
     };
     const before = list().length;
-    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(`vault-burst:${i % 200}`).then((k) => ({ i, k }))));
+    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`vault-burst:${i % 200}`), `vault-burst:${i % 200}`).then((k) => ({ i, k }))));
     const perId = new Map<number, Set<string>>();
     for (const { i, k } of results) perId.set(i % 200, (perId.get(i % 200) ?? new Set<string>()).add(k.address));
     expect([...perId.values()].every((s) => s.size === 1)).to.equal(true);
@@ -128,13 +129,13 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('returns every address after the signer restarts', async () => {
-    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(`vault-restart:${i}`)));
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`)));
     await signer.stop();
     signer = await startSigner(signerEnv(), { dataDir: signer.dataDir, token: signer.token });
-    client = new SignerClient(signer.url, signer.token, 15_000);
+    client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
       expect((await client.getKey(key.keyId))?.address).to.equal(key.address);
-      expect((await client.createKey(`vault-restart:${i}`)).address).to.equal(key.address);
+      expect((await client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`)).address).to.equal(key.address);
     }
   });
 
@@ -146,12 +147,12 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       const raw = await fetch(`${signer.url}/v1/keys`, {
         method: 'POST',
         headers: { authorization: `Bearer ${signer.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ requestId: 'while-sealed', purpose: 'wallet' }),
+        body: JSON.stringify(keyRequest('while-sealed')),
       });
       expect(raw.status).to.equal(503);
       expect(await raw.json()).to.deep.include({ code: 'vault_sealed', retryable: true });
       try {
-        await client.createKey('while-sealed');
+        await client.createKey(keyIdOf('while-sealed'), 'while-sealed');
         expect.fail('should have thrown');
       } catch (err) {
         expect(err).to.be.instanceOf(AppError);
@@ -163,7 +164,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(ready.headers.get('retry-after')).to.match(/^\d+$/);
       expect(ready.body.detail).to.include('sealed');
       vault.unseal();
-      expect((await client.createKey('while-sealed')).created).to.equal(true);
+      expect((await client.createKey(keyIdOf('while-sealed'), 'while-sealed')).created).to.equal(true);
       expect((await app.client.get('/readyz', { token: null })).status).to.equal(200);
     } finally {
       await app.close();
@@ -173,7 +174,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   it('never lets a private key or a ciphertext reach the API process or a log', async () => {
     const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
     try {
-      const keys = await Promise.all(Array.from({ length: 5 }, (_, i) => client.createKey(`vault-leak:${i}`)));
+      const keys = await Promise.all(Array.from({ length: 5 }, (_, i) => client.createKey(keyIdOf(`vault-leak:${i}`), `vault-leak:${i}`)));
       await app.client.get('/readyz', { token: null });
       const logs = signer.service.output() + app.logs.join('');
       for (const key of keys) {

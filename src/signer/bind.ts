@@ -1,0 +1,19 @@
+import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { SignerClient } from './client.js';
+
+/**
+ * At start: the signer's store must be this deployment's (SIGNER.md). Another deployment's store
+ * refuses the start, naming it; a signer that cannot answer yet is not a reason to refuse (every
+ * key creation carries the deployment id and is checked then).
+ */
+export async function bindSigner(signer: SignerClient, log: Logger): Promise<void> {
+  try {
+    await signer.bind();
+    log.info({ deploymentId: signer.deploymentId }, `signer store bound to deployment ${signer.deploymentId}`);
+  } catch (err) {
+    if (err instanceof KeyConflictError) throw new Error(`refusing to start: ${err.why}`, { cause: err });
+    if (!(err instanceof DependencyUnavailableError)) throw err;
+    log.warn({ deploymentId: signer.deploymentId }, 'the signer is not reachable yet; its store is checked against this deployment on first use');
+  }
+}
