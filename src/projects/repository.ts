@@ -1,3 +1,4 @@
+import { foldIdentity } from '../identity/fold.js';
 import { hotQuery, type Executor, type Knex } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
 import type { SigninWallet } from '../wallets/repository.js';
@@ -126,7 +127,7 @@ export async function findProjectAndWallet(
       db,
       'custody_wallet_for_signin',
       `SELECT ${WALLET_TUPLE} AS wallet FROM wallets w WHERE w.project_id = $1 AND w.email_lower = $2`,
-      [cached.id, email.toLowerCase()],
+      [cached.id, foldIdentity(email)],
     );
     return { project: cached, wallet: walletOf(rows[0]?.wallet ?? null) };
   }
@@ -143,7 +144,7 @@ export async function findProjectAndWallet(
        JOIN organisations o ON o.id = p.organisation_id
       WHERE k.key_hash = $1 AND (k.expires_at IS NULL OR k.expires_at > now())
         AND p.deleted_at IS NULL AND o.deleted_at IS NULL AND p.environment = $2`,
-    email === undefined ? [hash, environment] : [hash, environment, email.toLowerCase()],
+    email === undefined ? [hash, environment] : [hash, environment, foldIdentity(email)],
   );
   const c = rows[0]?.caller;
   if (!c) return undefined;
