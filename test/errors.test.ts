@@ -101,6 +101,17 @@ function cases(ids: Ids): BadCase[] {
     vf('fractional grace', 'POST', `${project}/keys`, { graceSeconds: 1.5 }, '/graceSeconds'),
     vf('grace as string', 'POST', `${project}/keys`, { graceSeconds: '60' }, '/graceSeconds'),
     vf('grace beyond 30 days', 'POST', `${project}/keys`, { graceSeconds: 30 * 86_400 + 1 }, '/graceSeconds'),
+    // Characters no column can hold (NUL) or UTF-8 cannot encode (an unpaired surrogate), anywhere.
+    vf('NUL in a name', 'POST', orgs, { name: 'a\u0000b' }, '/name'),
+    vf('unpaired high surrogate in a name', 'PUT', org, { name: 'x\ud800' }, '/name'),
+    vf('unpaired low surrogate in a project name', 'POST', projects, { ...validProject, name: '\udc00' }, '/name'),
+    vf('NUL in an issuer URL', 'POST', projects, { ...validProject, issuer: 'https://idp.example.com/\u0000' }, '/issuer'),
+    vf('NUL in a webhook URL', 'POST', projects, { ...validProject, walletWebhookUrl: 'https://hooks.example.com/\u0000' }, '/walletWebhookUrl'),
+    vf('NUL in a token name', 'POST', tokens, { name: '\u0000', role: 'read' }, '/name'),
+    vf('NUL in a membership type', 'POST', `/api/v1/membership/issue?projectId=${ids.project}`, [{ walletAddress: '0x52908400098527886E0F7030069857D2E4169EE7', membershipType: 'gym:gold\u0000' }], '/0/membershipType'),
+    vf('NUL in a query filter', 'GET', `/api/v1/project/${ids.project}/wallets?email=a%00b%40example.com`, undefined, '/email'),
+    vf('NUL in a membership filter', 'GET', `/api/v1/membership/view?projectId=${ids.project}&membershipType=gym%00`, undefined, '/membershipType'),
+    vf('NUL in a path id', 'GET', `${orgs}/1%00`, undefined, '/id'),
     // Tokens
     vf('unknown role', 'POST', tokens, { name: 't', role: 'owner' }, '/role'),
     vf('projectId as string', 'POST', tokens, { name: 't', role: 'read', projectId: String(ids.project) }, '/projectId'),
@@ -213,5 +224,24 @@ describe('bad input: problem+json with a stable code, and no change in the datab
     const res = await app.client.request('OPTIONS', '/api/v1/organisations');
     expect(res.status).to.equal(204);
     expect(res.headers.get('allow')).to.include('POST');
+  });
+});
+
+describe('character-set SQLSTATEs are the caller\'s input, not a 500', () => {
+  it('maps 22021, 22P05 and 22026 to 400 invalid_characters by code', async () => {
+    const { mapDatabaseError } = await import('../src/db/pg-errors.js');
+    for (const code of ['22021', '22P05', '22026']) {
+      const mapped = mapDatabaseError({ code, message: 'anything' });
+      expect(mapped?.status, code).to.equal(400);
+      expect(mapped?.code, code).to.equal('invalid_characters');
+    }
+    // A real one from PostgreSQL, past validation: a NUL byte in text.
+    const { testDb } = await import('./helpers/db.js');
+    try {
+      await testDb().raw('SELECT convert_from(?::bytea, ?)', [Buffer.from([0x61, 0x00]), 'UTF8']);
+      expect.fail('PostgreSQL took a NUL in text');
+    } catch (err) {
+      expect(mapDatabaseError(err)?.status).to.equal(400);
+    }
   });
 });

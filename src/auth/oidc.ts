@@ -12,6 +12,16 @@ import {
 import { AppError } from '../errors.js';
 import type { EgressPolicy } from '../net/egress.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
+import { safeText } from '../text/safe.js';
+
+/**
+ * `email_verified` as providers send it (CONTRACT.md section 4): only `true` and the string
+ * `"true"` mean verified; an absent claim is not a statement either way; anything else
+ * (`false`, `"false"`, `"False"`, `1`, `"yes"`, `null`) is not verified.
+ */
+export function emailVerified(value: unknown): boolean {
+  return value === undefined || value === true || value === 'true';
+}
 
 /** Any failed check of CONTRACT.md section 11: 401 `invalid_token`, with the check named, never the token. */
 export class InvalidTokenError extends AppError {
@@ -273,9 +283,10 @@ export class OidcVerifier {
     });
     await run('email', () => {
       if (typeof claims['email'] !== 'string' || claims['email'] === '') throw new InvalidTokenError('email: claim missing or not a string');
+      if (!safeText(claims['email'])) throw new InvalidTokenError('email: the claim holds a NUL or an unpaired surrogate');
     });
     await run('email_verified', () => {
-      if (project.requireVerifiedEmail && claims['email_verified'] === false) throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
+      if (project.requireVerifiedEmail && !emailVerified(claims['email_verified'])) throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
     });
     return checks;
   }
@@ -344,7 +355,8 @@ export class OidcVerifier {
     }
     const email = payload['email'];
     if (typeof email !== 'string' || email.length === 0 || email.length > 320) throw new InvalidTokenError('email: claim missing or not a string');
-    if (project.requireVerifiedEmail && payload['email_verified'] === false) {
+    if (!safeText(email)) throw new InvalidTokenError('email: the claim holds a NUL or an unpaired surrogate');
+    if (project.requireVerifiedEmail && !emailVerified(payload['email_verified'])) {
       throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
     }
     return { email, claims: payload };

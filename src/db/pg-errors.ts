@@ -1,4 +1,4 @@
-import { AppError, ConflictError, DependencyUnavailableError } from '../errors.js';
+import { AppError, ConflictError, DependencyUnavailableError, ValidationError } from '../errors.js';
 
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH']);
 
@@ -11,6 +11,12 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   const e = err as { code?: unknown; name?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (code === '23505') return new ConflictError('The resource already exists.');
+  // Character data the database cannot hold or convert (22021 character_not_in_repertoire, 22P05
+  // untranslatable_character, 22026 string_data_length_mismatch): validation refuses these first;
+  // anything that slips past is still the caller's input, not our fault.
+  if (code === '22021' || code === '22P05' || code === '22026') {
+    return new ValidationError('The request holds characters that cannot be stored (a NUL or an invalid sequence).', undefined, 'invalid_characters');
+  }
   // Deadlock or serialization failure: the database aborted this request in favour of a concurrent one.
   if (isTransientConflict(err)) {
     return new AppError(503, 'dependency_unavailable', 'Service Unavailable', 'The request collided with a concurrent one and was rolled back; retry.', undefined, {

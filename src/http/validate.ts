@@ -3,6 +3,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { ValidationError, type FieldProblem } from '../errors.js';
 import type { OperationDoc } from '../openapi/meta.js';
 import type { AppContext, AppMiddleware } from './context.js';
+import { unsafeTextAt } from '../text/safe.js';
 
 /** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
 const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
@@ -83,6 +84,11 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
       if (!checkBody(body)) found.push(...problems('body', checkBody.errors));
     } else if (body !== undefined && !isEmptyObject(body)) {
       found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
+    }
+    // Every string a caller sends, whatever its schema: no NUL, no unpaired surrogate (src/text/safe.ts).
+    for (const [where, value] of [['params', params ?? ctx.params], ['query', query ?? ctx.query], ['body', body]] as const) {
+      const at = unsafeTextAt(value);
+      if (at !== undefined) found.push({ in: where, path: at === '' ? '/' : at, message: 'holds a NUL character or an unpaired surrogate' });
     }
     if (found.length > 0) throw new ValidationError('The request is invalid; see errors.', found);
     return handler(ctx, { params, query, body } as Input<S>);

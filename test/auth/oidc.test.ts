@@ -131,6 +131,30 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     expect((await v.verify(token, project(iss, false))).email).to.equal('user@example.com');
   });
 
+  it('reads email_verified as providers send it: true and "true" verified, every other value refused, absent not a statement', async () => {
+    const iss = await idp.issuer();
+    const v = new OidcVerifier(options());
+    // Google, Auth0 and Okta send a boolean; Cognito sends the strings "true"/"false".
+    for (const verified of [true, 'true', undefined]) {
+      const token = await iss.sign(verified === undefined ? {} : { email_verified: verified }, { audience: AUDIENCE });
+      expect((await v.verify(token, project(iss, true))).email, String(verified)).to.equal('user@example.com');
+    }
+    for (const refused of [false, 'false', 'False', 'TRUE', 'True', 'yes', '1', 1, 0, null, '', [], {}]) {
+      const token = await iss.sign({ email_verified: refused }, { audience: AUDIENCE });
+      await rejects(v.verify(token, project(iss, true)), /^email_verified:/);
+      // A project that does not require verification takes the token whatever the claim says.
+      expect((await v.verify(token, project(iss, false))).email).to.equal('user@example.com');
+    }
+  });
+
+  it('refuses an e-mail claim holding a NUL or an unpaired surrogate', async () => {
+    const iss = await idp.issuer();
+    const v = new OidcVerifier(options());
+    for (const email of ['a\u0000b@example.com', 'lone\ud800@example.com', '\udc00@example.com']) {
+      await rejects(v.verify(await iss.sign({ email }, { audience: AUDIENCE }), project(iss, false)), /^email: the claim holds/);
+    }
+  });
+
   it('refuses an IdP whose certificate comes from an untrusted CA', async () => {
     const other = await TestIdp.start(await createCa('untrusted CA'));
     try {
