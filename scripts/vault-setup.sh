@@ -10,7 +10,7 @@ BIN=${VAULT_BIN:-$(command -v vault || command -v bao || true)}
 TRANSIT_MOUNT=${VAULT_TRANSIT_MOUNT:-transit}
 TRANSIT_KEY=${VAULT_TRANSIT_KEY:-custody-wallets}
 KV_MOUNT=${VAULT_KV_MOUNT:-secret}
-KV_PREFIX=${VAULT_KV_PREFIX:-custody/keys}
+KV_PREFIX=${VAULT_KV_PREFIX:-custody/keys}  # the chart default is custody/<release>/keys: set VAULT_KV_PREFIX to match
 POLICY=${KEYVAULT_POLICY:-custody-keyvault}
 ROLE=${KEYVAULT_APPROLE:-custody-keyvault}
 

@@ -109,6 +109,9 @@ describe('Helm chart (helm/custody)', function () {
         const env = signer.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>;
         expect(env.find((e) => e.name === 'VAULT_ADDR')?.value).to.match(/^https?:\/\//);
         expect(env.map((e) => e.name)).not.to.include('KEYVAULT_DATA_DIR');
+        // The key store's prefix names the release unless set: two releases never share one store.
+        const prefix = env.find((e) => e.name === 'VAULT_KV_PREFIX')?.value;
+        expect(prefix).to.equal('custody/rel/keys');
       });
 
       it('meets the restricted Pod Security profile; only the signer mounts a service-account token', () => {
