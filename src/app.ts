@@ -91,7 +91,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   };
 
   bindOutboxDepth(deps.db);
-  healthRoutes(router, deps.db, deps.signer, deps.lifecycle);
+  healthRoutes(router, deps.db, deps.signer, deps.lifecycle, deps.config.appEnv);
   organisationRoutes(router, routeDeps);
   projectRoutes(router, routeDeps);
   tokenRoutes(router, routeDeps);

@@ -94,7 +94,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
   const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db));
   try {
-    await bindSigner(signer, log);
+    await bindSigner(signer, log, config.appEnv);
   } catch (err) {
     await child?.stop();
     await database.close();
@@ -178,7 +178,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   const dataEncryptionKey = dataEncryptionKeyOf(config);
   const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(database.db));
   try {
-    await bindSigner(signer, log);
+    await bindSigner(signer, log, config.appEnv);
   } catch (err) {
     await database.close();
     throw err;

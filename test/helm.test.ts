@@ -102,6 +102,8 @@ describe('Helm chart (helm/custody)', function () {
         for (const d of byKind(ms, 'Deployment')) {
           const c = d.spec.template.spec.containers[0];
           expect(c.env, component(d)).to.deep.include({ name: 'ROLE', value: component(d) });
+          // Only the signer holds anything of Vault's.
+          if (component(d) !== 'keyvault') expect((c.env as Array<{ name: string }>).filter((e) => e.name.startsWith('VAULT_')), component(d)).to.deep.equal([]);
           expect(c.livenessProbe.httpGet.path).to.equal('/healthz');
           expect(c.readinessProbe.httpGet.path).to.equal('/readyz');
         }

@@ -4,13 +4,14 @@ import { AppError, DependencyUnavailableError } from '../errors.js';
 import { databaseReachable } from '../db/health.js';
 import type { AppState } from '../http/context.js';
 import type { Lifecycle } from '../lifecycle.js';
-import type { SignerClient } from '../signer/client.js';
+import { developmentStoreInProduction, type SignerClient } from '../signer/client.js';
+import type { AppEnv } from '../config.js';
 import { registry } from '../metrics.js';
 import { Type } from '@sinclair/typebox';
 import { describe, type OperationDoc } from '../openapi/meta.js';
 
 /** Liveness and readiness, without auth (CONTRACT.md section 12). */
-export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle): void {
+export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle, appEnv: AppEnv): void {
   router.get(
     '/healthz',
     describe(
@@ -36,7 +37,7 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     summary: 'Readiness: the database and the signer answer',
     tag: 'Operations',
     plain: true,
-    errors: { 503: 'service_draining (shutting down) or dependency_unavailable (database, signer, or Vault sealed).' },
+    errors: { 503: 'service_draining (shutting down) or dependency_unavailable (database, signer, Vault sealed, or, with APP_ENV=production, a signer on the development key store).' },
     responses: { 200: { description: 'Ready.', schema: Ready, example: { status: 'ready', checks: { database: 'ok', signer: 'ok' } } } },
   };
   router.get('/readyz', describe(readyDoc, async (ctx) => {
@@ -46,6 +47,8 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     const [database, signerHealth] = await Promise.all([databaseReachable(db, 2_000), signer.health()]);
     if (!database) throw new DependencyUnavailableError('database');
     if (!signerHealth.ok) throw new DependencyUnavailableError(signerHealth.sealed ? 'signer (Vault is sealed)' : 'signer');
+    // Production end to end: a signer on the development key store is not one this deployment may use.
+    if (developmentStoreInProduction(appEnv, signerHealth)) throw new DependencyUnavailableError('signer (it uses the development key store, refused in production)');
     ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok' } };
   }));
 

@@ -17,6 +17,9 @@ export interface SignerHealth {
   sealed?: boolean;
 }
 
+/** APP_ENV=production with a signer that reports the local development key store: refused (start and /readyz). */
+export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean => appEnv === 'production' && health.backend !== undefined && health.backend !== 'vault';
+
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
 interface Reply {
