@@ -3,6 +3,7 @@ import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
 import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
 import { Batcher } from '../batcher.js';
+import { encryptRequestBody, takePlaintexts } from '../vault/transit-bytes.js';
 
 /** One answer per batch item: the named field, or an Error for an item Vault refused. */
 function batchResults(body: VaultBody, count: number, field: 'ciphertext' | 'plaintext'): Array<string | Error> {
@@ -33,20 +34,41 @@ const REQUIRED_KEY = { type: 'aes256-gcm96', derived: true, exportable: false, a
 export class VaultKeyStore implements KeyStore {
   readonly backend = 'vault' as const;
   // Transit takes batches: concurrent creations share encrypt and decrypt round trips.
-  readonly #encrypts: Batcher<{ context: string; plaintext: string }, string>;
-  readonly #decrypts: Batcher<{ context: string; ciphertext: string }, string>;
+  readonly #encrypts: Batcher<{ context: string; plaintext: Uint8Array }, string>;
+  readonly #decrypts: Batcher<{ context: string; ciphertext: string }, Buffer>;
 
   constructor(
     private readonly vault: VaultAdapter,
     private readonly paths: VaultPaths,
   ) {
     const { transitMount, transitKey } = paths;
-    this.#encrypts = new Batcher(async (items) =>
-      batchResults(await vault.write(`${transitMount}/encrypt/${transitKey}`, { batch_input: items }), items.length, 'ciphertext'),
-    );
-    this.#decrypts = new Batcher(async (items) =>
-      batchResults(await vault.write(`${transitMount}/decrypt/${transitKey}`, { batch_input: items }), items.length, 'plaintext'),
-    );
+    // Key bytes go out and come back as bytes (transit-bytes.ts): never a JavaScript string.
+    this.#encrypts = new Batcher(async (items) => {
+      const body = encryptRequestBody(items);
+      try {
+        const answer = await vault.postBytes(`${transitMount}/encrypt/${transitKey}`, body);
+        return batchResults(JSON.parse(answer.toString('utf8')) as VaultBody, items.length, 'ciphertext');
+      } finally {
+        body.fill(0);
+      }
+    });
+    this.#decrypts = new Batcher(async (items) => {
+      const answer = await vault.postBytes(`${transitMount}/decrypt/${transitKey}`, Buffer.from(JSON.stringify({ batch_input: items }), 'utf8'));
+      let plaintexts: Buffer[] = [];
+      try {
+        plaintexts = takePlaintexts(answer);
+        const shape = batchResults(JSON.parse(answer.toString('utf8')) as VaultBody, items.length, 'plaintext');
+        let next = 0;
+        const results = shape.map((r) => (r instanceof Error ? r : (plaintexts[next++] ?? new SignerError('vault_unavailable', 'transit answered fewer plaintexts than results'))));
+        if (next !== plaintexts.length) throw new SignerError('vault_unavailable', 'transit answered plaintexts out of shape');
+        return results;
+      } catch (err) {
+        for (const p of plaintexts) p.fill(0);
+        throw err;
+      } finally {
+        answer.fill(0);
+      }
+    });
   }
 
   get transitKeyName(): string {
@@ -121,11 +143,12 @@ export class VaultKeyStore implements KeyStore {
   }
 
   encrypt(context: string, secret: Uint8Array): Promise<string> {
-    return this.#encrypts.add({ context, plaintext: Buffer.from(secret).toString('base64') });
+    return this.#encrypts.add({ context, plaintext: secret });
   }
 
-  async decrypt(context: string, ciphertext: string): Promise<Uint8Array> {
-    return new Uint8Array(Buffer.from(await this.#decrypts.add({ context, ciphertext }), 'base64'));
+  /** The key bytes in a Buffer the caller zeroes (create-key.ts does, in `finally`). */
+  decrypt(context: string, ciphertext: string): Promise<Uint8Array> {
+    return this.#decrypts.add({ context, ciphertext });
   }
 
   /** `cas: 0` writes only if nothing is there. An existing path answers 403 (no `update` in the policy) or 400 (CAS mismatch). */

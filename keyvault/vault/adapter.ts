@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import NodeVault from 'node-vault';
 import { SignerError } from '../errors.js';
 import type { SignerLog } from '../log.js';
@@ -50,6 +52,7 @@ export function classify(err: unknown): SignerError & { status?: number; vaultSt
  */
 export class VaultAdapter {
   readonly #client: NodeVault.client;
+  readonly #ca: string | undefined;
   #renewal: NodeJS.Timeout | undefined;
   #loggingIn: Promise<void> | undefined;
 
@@ -58,6 +61,7 @@ export class VaultAdapter {
     private readonly log: SignerLog,
   ) {
     const ca = settings.caCertFile ? readFileSync(settings.caCertFile, 'utf8') : undefined;
+    this.#ca = ca;
     this.#client = NodeVault({
       apiVersion: 'v1',
       endpoint: settings.addr,
@@ -131,11 +135,11 @@ export class VaultAdapter {
   }
 
   /** A call with retries for retryable failures and one fresh login on a 403 with login-based auth. */
-  async #call(call: () => Promise<unknown>): Promise<VaultBody> {
+  async #call<T = VaultBody>(call: () => Promise<unknown>): Promise<T> {
     let relogged = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await this.#raw(call)) as VaultBody;
+        return (await this.#raw(call)) as T;
       } catch (err) {
         const e = err as SignerError;
         if (e.code === 'auth_failed' && !relogged && this.settings.auth.kind !== 'token') {
@@ -155,6 +159,49 @@ export class VaultAdapter {
 
   write(path: string, data: Record<string, unknown>): Promise<VaultBody> {
     return this.#call(() => this.#client.write(path, data));
+  }
+
+  /**
+   * A POST whose body and answer stay bytes (transit encrypt and decrypt: transit-bytes.ts), with
+   * the same retries and re-login as every other call. The caller owns and zeroes both buffers.
+   */
+  postBytes(path: string, body: Buffer): Promise<Buffer> {
+    return this.#call<Buffer>(() => this.#postBytesOnce(path, body));
+  }
+
+  #postBytesOnce(path: string, body: Buffer): Promise<Buffer> {
+    const url = new URL(`/v1/${path}`, this.settings.addr);
+    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': body.length };
+    const token = this.#client.token;
+    if (token) headers['x-vault-token'] = token;
+    if (this.settings.namespace) headers['x-vault-namespace'] = this.settings.namespace;
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise<Buffer>((resolve, reject) => {
+      const req = send(url, { method: 'POST', headers, timeout: this.settings.timeoutMs, ...(this.#ca ? { ca: this.#ca } : {}) }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const answer = Buffer.concat(chunks);
+          for (const c of chunks) c.fill(0);
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) return resolve(answer);
+          // An error answer holds no plaintext; its `errors` are what classify() reads.
+          let errors: unknown[] = [];
+          try {
+            const parsed = JSON.parse(answer.toString('utf8')) as { errors?: unknown };
+            if (Array.isArray(parsed.errors)) errors = parsed.errors;
+          } catch {
+            // not JSON: the status alone classifies it
+          }
+          answer.fill(0);
+          reject(Object.assign(new Error(`Vault answered ${status}`), { response: { statusCode: status, body: { errors } } }));
+        });
+      });
+      req.on('timeout', () => req.destroy(Object.assign(new Error('Vault request timed out'), { code: 'ETIMEDOUT' })));
+      req.on('error', reject);
+      req.end(body);
+    });
   }
 
   /** sys/health: 200 active, 429 standby, 501 uninitialised, 503 sealed (node-vault returns the body for all). */

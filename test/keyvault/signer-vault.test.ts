@@ -1,5 +1,6 @@
 import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../helpers/keys.js';
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { computeAddress } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
@@ -109,6 +110,30 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     const meta = JSON.parse(vault.cli(['kv', 'metadata', 'get', '-format=json', path])) as { data: { current_version: number } };
     expect(meta.data.current_version).to.equal(1);
     expect(kvRecord(key.keyId).address).to.equal(key.address);
+  });
+
+  it('binds the KV prefix to one deployment: a signer for another refuses to start, naming the owner; the marker cannot be rewritten', async () => {
+    await client.bind();
+    const marker = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'secret/custody/keys/deployment'])) as { data: { data: { deploymentId: string } } };
+    expect(marker.data.data.deploymentId).to.equal(TEST_DEPLOYMENT);
+    const other = randomUUID();
+    const refused = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', ...signerEnv(), KEYVAULT_DEPLOYMENT_ID: other }, SIGNER_MAIN);
+    expect(await refused.exited, refused.output()).to.equal(1);
+    expect(refused.output()).to.include(`belongs to deployment ${TEST_DEPLOYMENT}, not to deployment ${other}`);
+    // Asked over the API, the running signer refuses the other deployment too.
+    const foreign = new SignerClient(signer.url, signer.token, 15_000, other);
+    try {
+      await foreign.createKey(keyIdOf('foreign'), 'foreign');
+      expect.fail('a foreign deployment created a key');
+    } catch (err) {
+      expect((err as AppError).code).to.equal('key_conflict');
+    }
+    // A prefix of its own is a store of its own.
+    // (The setup's policy covers one prefix: the root token stands in for a second policy.)
+    const own = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_PREFIX: 'custody/other/keys', KEYVAULT_DEPLOYMENT_ID: other }, SIGNER_MAIN);
+    await own.waitFor(/keyvault listening/, 30_000);
+    own.proc.kill('SIGTERM');
+    await own.exited;
   });
 
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
