@@ -61,6 +61,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   const router = new Router<AppState>();
   const limiter = new RateLimiter(deps.rateLimitStore ?? new PgRateLimitStore(deps.db), deps.config.rateLimitWindowS, deps.log, deps.now);
   const identify = authenticate(deps.db, deps.operatorTokenHash);
+  const secretBox = new SecretBox(deps.dataEncryptionKey);
   const routeDeps: RouteDeps = {
     config: deps.config,
     // Every API-token route: who is calling, then that token's rate limit (the operator's own
@@ -72,11 +73,11 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
         await next();
       });
     }, 'authenticate'),
-    idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS), 'idempotent'),
+    idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS, secretBox), 'idempotent'),
     audited: audited(),
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
-    secretBox: new SecretBox(deps.dataEncryptionKey),
+    secretBox,
     now: deps.now ?? Date.now,
     // First on every route that changes organisations, projects or keys: once the request is over
     // (its transactions committed or rolled back), this process's project-key cache is dropped, so

@@ -5,6 +5,7 @@ import { principalKey } from '../auth/principal.js';
 import { ConflictError, IdempotencyKeyReusedError, ValidationError } from '../errors.js';
 import { lockKey, reserveKey, restartKey, storeResponse } from '../idempotency/repository.js';
 import type { AppMiddleware } from './context.js';
+import type { SecretBox } from '../crypto/secrets.js';
 import { sendProblem, toAppError } from './problem.js';
 
 const KEY = /^[\x20-\x7e]{1,255}$/;
@@ -16,7 +17,14 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * a crash leaves neither, and a retry after it runs the request afresh. A second request while
  * the first holds the lock gets 409; 5xx answers are never stored.
  */
-export function idempotency(db: Knex, ttlS: number): AppMiddleware {
+/** What a stored answer is sealed to: another record's ciphertext does not open here. */
+export const recordAad = (principal: string, key: string, fingerprint: string) => `custody:idempotency:v1:${principal}:${fingerprint}:${key}`;
+
+/**
+ * Stored answers are sealed under DATA_ENCRYPTION_KEY (answers carry shown-once secrets: API
+ * tokens, project keys, webhook secrets), bound to their record; a replay opens them.
+ */
+export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddleware {
   return async (ctx, next) => {
     const header = ctx.headers['idempotency-key'];
     if (header === undefined) {
@@ -52,7 +60,7 @@ export function idempotency(db: Knex, ttlS: number): AppMiddleware {
         throw new IdempotencyKeyReusedError();
       } else if (row.response_status !== null) {
         ctx.status = row.response_status;
-        ctx.body = row.response_body ?? '';
+        ctx.body = row.response_body ? box.open(row.response_body, recordAad(principal, header, fingerprint)) : '';
         if (row.response_content_type) ctx.type = row.response_content_type;
         ctx.set('Idempotent-Replayed', 'true');
         await tx.commit();
@@ -69,7 +77,7 @@ export function idempotency(db: Knex, ttlS: number): AppMiddleware {
       }
       if (ctx.status >= 500) return; // not stored; `finally` rolls the change back
       const body = ctx.body === undefined || ctx.body === null ? '' : typeof ctx.body === 'string' ? ctx.body : JSON.stringify(ctx.body);
-      await storeResponse(tx, principal, header, { status: ctx.status, contentType: ctx.response.type, body });
+      await storeResponse(tx, principal, header, { status: ctx.status, contentType: ctx.response.type, body: body === '' ? '' : box.seal(body, recordAad(principal, header, fingerprint)) });
       await tx.commit();
     } finally {
       if (!tx.isCompleted()) await tx.rollback().catch(() => undefined);
