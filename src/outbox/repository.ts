@@ -83,6 +83,14 @@ export const deliveryMessageId = (eventId: string, subscriptionId: number): stri
  * dies loses its lease and another takes them again) and returns their deliveries: one per
  * (event, active subscription of its project that names it, or `*`), with the subscriptions.
  */
+/**
+ * A soft-deleted organisation goes quiet: its projects' outbox rows (deliveries, retries, fan-out,
+ * wallet creation) are not taken while it is deleted, and are taken as they fell due once it is
+ * undeleted (nothing is lost: they stay pending). One condition for every claim.
+ */
+export const ORGANISATION_ACTIVE = `NOT EXISTS (SELECT 1 FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
+                 WHERE qp.id = outbox.project_id AND qo.deleted_at IS NOT NULL)`;
+
 export async function claimEvents(
   db: Executor,
   limit: number,
@@ -93,6 +101,7 @@ export async function claimEvents(
       WHERE id IN (
         SELECT id FROM outbox
          WHERE kind = 'event' AND status = 'pending' AND (locked_until IS NULL OR locked_until < now())
+           AND ${ORGANISATION_ACTIVE}
          ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING id`,
     [leaseMs / 1000, limit],
@@ -194,6 +203,7 @@ export async function claimDue(db: Executor, limit: number, leaseMs: number, bus
            WHERE status IN ('pending', 'failed') AND next_attempt_at <= now() AND kind <> 'event'
              AND (locked_until IS NULL OR locked_until < now())
              AND (kind <> 'delivery' OR coalesce(subscription_id, -project_id) <> ALL(?::bigint[]))
+             AND ${ORGANISATION_ACTIVE}
            ORDER BY next_attempt_at, id
            LIMIT ? FOR UPDATE SKIP LOCKED)
         RETURNING *
