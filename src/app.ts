@@ -1,6 +1,5 @@
 import Router from '@koa/router';
 import Koa from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Knex } from 'knex';
 import { authenticate } from './auth/authenticate.js';
 import { principalOf } from './auth/access.js';
@@ -52,8 +51,6 @@ export interface AppDeps {
   /** The project-key cache sign-in reads through (started by the caller); none: every look-up asks the database. */
   projectCache?: ProjectKeyCache;
 }
-
-export const BODY_LIMIT = '1mb';
 
 /** The Koa app with its middleware in one list, in order. No listen(): main.ts and tests do that. */
 export function buildApp(deps: AppDeps): Koa<AppState> {
@@ -126,22 +123,9 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Last: the document describes every route registered before it, and itself.
   openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
 
+  // No body parser here: an endpoint reads its body itself, after routing and its auth (http/body.ts).
   const middleware: Array<Koa.Middleware<AppState>> = [
     base(deps.log, deps.db),
-    koaBody({
-      json: true,
-      jsonStrict: true,
-      jsonLimit: BODY_LIMIT,
-      multipart: false,
-      urlencoded: false,
-      text: false,
-      // The idempotency fingerprint reads the raw body (ctx.request.rawBody).
-      includeUnparsed: true,
-      // requireJsonBody (base) has refused every other media type already; nothing reads ctx.req.body.
-      jsonTypes: ['application/json'],
-      patchNode: false,
-      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-    }),
     router.routes() as Koa.Middleware<AppState>,
     // Nothing matched: 405 when the path exists with other methods, else 404.
     (ctx) => {

@@ -63,6 +63,12 @@ function cases(ids: Ids): BadCase[] {
     { name: 'br Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'br' }, status: 400, code: 'malformed_json' },
     { name: 'deflate Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'deflate' }, status: 400, code: 'malformed_json' },
     { name: 'body over 1 MiB', method: 'POST', path: orgs, json: { name: 'a'.repeat(1024 * 1024 + 10) }, status: 413, code: 'payload_too_large' },
+    // Bodies are read only for a matched endpoint, after its auth, with its own limit and a depth limit.
+    { name: 'large body without a token: refused before it is read', method: 'POST', path: orgs, raw: '['.repeat(400_000) + ']'.repeat(400_000), token: null, status: 401, code: 'unauthorized' },
+    { name: 'large body to no route: refused before it is read', method: 'POST', path: '/api/v1/nothing', raw: '['.repeat(400_000) + ']'.repeat(400_000), status: 404, code: 'not_found' },
+    { name: 'sign-in body over 8 KiB', method: 'POST', path: '/api/v1/signin', json: { key: 'pk_test_x', token: 't'.repeat(9 * 1024) }, token: null, status: 413, code: 'payload_too_large' },
+    { name: 'sign-in body nested 40 deep', method: 'POST', path: '/api/v1/signin', raw: `{"key":${'['.repeat(40)}${']'.repeat(40)}}`, token: null, status: 400, code: 'validation_failed' },
+    { name: 'management body nested 200,000 deep', method: 'POST', path: orgs, raw: '['.repeat(200_000) + ']'.repeat(200_000), status: 400, code: 'validation_failed' },
     // Fields
     vf('unknown field', 'POST', orgs, { name: 'a', extra: 1 }, '/extra'),
     vf('name of wrong type', 'POST', orgs, { name: 123 }, '/name'),

@@ -6,6 +6,7 @@ import { ConflictError, IdempotencyKeyReusedError, ValidationError } from '../er
 import { lockKey, reserveKey, restartKey, storeResponse } from '../idempotency/repository.js';
 import type { AppMiddleware } from './context.js';
 import type { SecretBox } from '../crypto/secrets.js';
+import { DEFAULT_BODY_LIMIT, readBody } from './body.js';
 import { sendProblem, toAppError } from './problem.js';
 
 const KEY = /^[\x20-\x7e]{1,255}$/;
@@ -37,6 +38,8 @@ export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddlewa
       ]);
     }
     const principal = principalKey(principalOf(ctx));
+    // Idempotent endpoints are management endpoints: their body limit is the default one.
+    await readBody(ctx, DEFAULT_BODY_LIMIT);
     const raw = (ctx.request as { rawBody?: unknown }).rawBody;
     const fingerprint = createHash('sha256')
       .update(`${ctx.method} ${ctx.originalUrl}\n${typeof raw === 'string' ? raw : ''}`)

@@ -4,6 +4,7 @@ import { ValidationError, type FieldProblem } from '../errors.js';
 import type { OperationDoc } from '../openapi/meta.js';
 import type { AppContext, AppMiddleware } from './context.js';
 import { unsafeTextAt } from '../text/safe.js';
+import { DEFAULT_BODY_LIMIT, readBody } from './body.js';
 
 /** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
 const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
@@ -14,6 +15,8 @@ export interface Schemas {
   body?: TSchema;
   /** What the OpenAPI document says of the route; its request schemas are these. */
   doc?: OperationDoc;
+  /** The largest body this endpoint reads, in bytes (default DEFAULT_BODY_LIMIT). */
+  bodyLimit?: number;
 }
 
 /** The schemas of each endpoint middleware: what src/openapi/ reads off the router. */
@@ -60,8 +63,11 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   const checkParams = schemas.params ? compile(schemas.params) : undefined;
   const checkQuery = schemas.query ? compile(schemas.query) : undefined;
   const checkBody = schemas.body ? compile(schemas.body) : undefined;
+  const limit = schemas.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  // The body is read here, after routing and the route's auth: see http/body.ts.
+  const middleware: AppMiddleware = (ctx) => (BODY_METHODS.has(ctx.method) ? readBody(ctx, limit).then(() => run(ctx)) : run(ctx));
   // Not async: a problem thrown here reaches Koa as a rejection all the same (koa-compose).
-  const middleware: AppMiddleware = (ctx) => {
+  const run = (ctx: AppContext): Promise<void> => {
     // Only what has a schema is copied. Query values arrive as strings, or arrays when repeated
     // (which the string schemas refuse); koa-body leaves `body` undefined when nothing was sent.
     const found: FieldProblem[] = [];
@@ -96,6 +102,8 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   endpoints.set(middleware, schemas);
   return middleware;
 }
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 const isEmptyObject = (v: unknown): boolean =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;

@@ -13,9 +13,11 @@ Keys and API tokens are stored only as hashes and shown once.
 ## Errors (section 2)
 Every error is RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\` and
 the \`requestId\`; field problems are listed in \`errors\` as \`{ in?, path, message }\`. Malformed
-JSON, a wrong Content-Type, unknown or mistyped fields → \`400\`; bodies over 1 MiB → \`413\`.
-An unknown path is \`404\`, a known path with another method \`405\` (with \`Allow\`); a body that is not
-acceptable JSON is refused (\`400\`/\`413\`) before routing, whatever the path.
+JSON, a wrong Content-Type, unknown or mistyped fields, a body nested deeper than 32 levels, a NUL
+or an unpaired surrogate in any string → \`400\`; bodies over the endpoint's limit (8 KiB for the
+wallet endpoints, 1 MiB for the others) → \`413\`. An unknown path is \`404\`, a known path with
+another method \`405\` (with \`Allow\`); a wrong Content-Type is refused before routing, whatever the
+path, and a body is read only once its endpoint is known and, for API-token endpoints, its token accepted.
 A dependency that is down (database, signer, Vault) → \`503\` with \`Retry-After\`: treat any 5xx
 as temporary. Every response carries \`X-Request-Id\`. Timestamps are ISO 8601 UTC, except
 membership \`expiration\` (Unix seconds).
@@ -79,7 +81,7 @@ export const GENERIC_ERRORS = {
   401: 'unauthorized: no API token, or an unknown or revoked one.',
   403: 'forbidden: a read token tried to write, or the token may not do this.',
   404: 'not_found: no such resource within the token’s scope (another tenant’s resources are 404 too).',
-  413: 'payload_too_large: the body exceeds 1 MiB.',
+  413: "payload_too_large: the body exceeds the endpoint's limit (8 KiB for the wallet endpoints, 1 MiB for the others).",
   429: 'rate_limited: over the limit for this token or project key; retry after Retry-After.',
   503: 'dependency_unavailable: the database, the signer or Vault is unavailable; retry after Retry-After. Nothing was lost.',
 } as const;
@@ -91,7 +93,7 @@ const EXAMPLE_CODES: Record<number, [string, string, string]> = {
   404: ['not_found', 'Not Found', 'No such organisation.'],
   405: ['method_not_allowed', 'Method Not Allowed', 'Allowed methods: GET.'],
   409: ['conflict', 'Conflict', 'The request conflicts with the current state.'],
-  413: ['payload_too_large', 'Payload Too Large', 'The request body exceeds 1 MiB.'],
+  413: ['payload_too_large', 'Payload Too Large', "The request body exceeds the endpoint's limit: 8 KiB for the wallet endpoints, 1 MiB for the others."],
   422: ['idempotency_key_reused', 'Unprocessable Content', 'This Idempotency-Key was used for a different request.'],
   429: ['rate_limited', 'Too Many Requests', 'Too many requests; retry after 12 seconds.'],
   503: ['dependency_unavailable', 'Service Unavailable', 'The database is unavailable; retry later.'],

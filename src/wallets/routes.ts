@@ -18,6 +18,7 @@ import {
   WalletsParams,
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
+import { WALLET_BODY_LIMIT } from '../http/body.js';
 
 export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { wallets: WalletDeps }): void {
   const { wallets, authenticate, cursors } = deps;
@@ -26,6 +27,7 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
     '/api/v1/signin',
     endpoint({
       body: WalletRequestBody,
+      bodyLimit: WALLET_BODY_LIMIT,
       doc: {
         operationId: 'signIn',
         summary: "Sign a user in: their wallet, created on first call",
@@ -47,6 +49,7 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
     '/api/v1/wallets/createasync',
     endpoint({
       body: WalletRequestBody,
+      bodyLimit: WALLET_BODY_LIMIT,
       doc: {
         operationId: 'createWalletAsync',
         summary: 'Create the wallet in the background',

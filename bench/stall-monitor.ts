@@ -1,0 +1,13 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+/**
+ * Loaded into the service under test with `--import` (bench/hostile.ts): the event loop's delay
+ * sampled every millisecond. On SIGUSR2 it prints the longest stall since the last SIGUSR2 to
+ * stderr as `STALL <ms>` and starts over. Nothing else of the service changes.
+ */
+const histogram = monitorEventLoopDelay({ resolution: 1 });
+histogram.enable();
+process.on('SIGUSR2', () => {
+  process.stderr.write(`STALL ${(histogram.max / 1e6).toFixed(2)}\n`);
+  histogram.reset();
+});
