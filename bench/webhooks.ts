@@ -28,6 +28,7 @@ const { receiver } = stack;
 const signer = await startSigner();
 const common = {
   DATABASE_URL: stack.db.url,
+  EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
   DATA_DIR: stack.dir,
   KEYVAULT_URL: signer.url,
   KEYVAULT_TOKEN: signer.token,

@@ -32,6 +32,7 @@ import { membershipRoutes } from './memberships/routes.js';
 import { mark } from './openapi/meta.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { serviceVersion } from './version.js';
+import { WarnOncePer } from './logging/once.js';
 
 export interface AppDeps {
   config: Config;
@@ -100,8 +101,9 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     maxIssuers: 10_000,
     refetchIntervalMs: deps.config.jwksRefetchIntervalMs,
     fetchTimeoutMs: deps.config.oidcFetchTimeoutMs,
-    egress: { restrict: deps.config.appEnv === 'production', allow: deps.config.egressAllowPrivate },
+    egress: { allow: deps.config.egressAllowPrivate },
     extraCa: deps.config.oidcCa,
+    failures: new WarnOncePer(deps.log),
     ...(deps.now ? { now: deps.now } : {}),
   });
   walletRoutes(router, {

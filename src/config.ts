@@ -41,6 +41,8 @@ export interface Config {
   readonly keyvaultTimeoutMs: number;
   /** Extra CA bundle (PEM text) trusted for issuer discovery and key sets. */
   readonly oidcCa: string | undefined;
+  /** Extra CA certificates (PEM) trusted for webhook receivers (WEBHOOK_CA_FILE), beside the system's. */
+  readonly webhookCa: string | undefined;
   readonly jwksCacheTtlS: number;
   readonly jwtClockToleranceS: number;
   readonly jwksRefetchIntervalMs: number;
@@ -54,8 +56,10 @@ export interface Config {
   readonly webhookDisableAfterMs: number;
   /** Attempts in flight per endpoint (a subscription, or a project's wallet webhook) in one relay. */
   readonly webhookEndpointConcurrency: number;
-  /** CIDRs allowed as outbound targets in production although private. */
+  /** CIDRs allowed as outbound targets although not public (every environment). */
   readonly egressAllowPrivate: string[];
+  /** Why: set by EGRESS_ALLOW_PRIVATE, or loopback by default for the embedded development start. */
+  readonly egressAllowSource: 'EGRESS_ALLOW_PRIVATE' | 'embedded development start' | 'none';
   /** Run the outbox relay inside ROLE=api too (ROLE=all and ROLE=worker always run it). */
   readonly relayInApi: boolean;
   readonly relayConcurrency: number;
@@ -195,23 +199,33 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`${name} must be true or false`);
     return fallback;
   };
-  let oidcCa: string | undefined;
-  const caFile = plain('OIDC_CA_FILE');
-  if (caFile !== undefined) {
+  /** A PEM file of extra trusted CA certificates (a private CA of the IdP's or the receivers'). */
+  const caFrom = (name: string): string | undefined => {
+    const file = plain(name);
+    if (file === undefined) return undefined;
     try {
-      oidcCa = readFileSync(caFile, 'utf8');
-      if (!oidcCa.includes('-----BEGIN CERTIFICATE-----')) problems.push(`OIDC_CA_FILE: ${caFile} holds no PEM certificate`);
+      const pem = readFileSync(file, 'utf8');
+      if (!pem.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${name}: ${file} holds no PEM certificate`);
+      return pem;
     } catch {
-      problems.push(`OIDC_CA_FILE: cannot read ${caFile}`);
+      problems.push(`${name}: cannot read ${file}`);
+      return undefined;
     }
-  }
+  };
+  const oidcCa = caFrom('OIDC_CA_FILE');
+  const webhookCa = caFrom('WEBHOOK_CA_FILE');
   const scheduleText = plain('WEBHOOK_RETRY_SCHEDULE') ?? '0,5000,300000,1800000,7200000,18000000,36000000,50400000,72000000,86400000';
   const webhookRetrySchedule = scheduleText.split(',').map((s) => s.trim());
   if (webhookRetrySchedule.length === 0 || webhookRetrySchedule.length > 50 || webhookRetrySchedule.some((s) => !/^\d{1,10}$/.test(s))) {
     problems.push('WEBHOOK_RETRY_SCHEDULE must be 1 to 50 comma-separated delays in ms');
   }
-  const egress = parseCidrs(plain('EGRESS_ALLOW_PRIVATE') ?? '');
+  // The embedded development start (no DATABASE_URL, testnet) talks to an IdP and receivers on this
+  // machine: loopback is allowed there unless EGRESS_ALLOW_PRIVATE says otherwise (and it is said at start).
+  const egressGiven = env['EGRESS_ALLOW_PRIVATE'];
+  const embeddedDevelopment = databaseUrl === undefined && !production;
+  const egress = parseCidrs(egressGiven ?? (embeddedDevelopment ? '127.0.0.0/8,::1/128' : ''));
   if (egress.problems.length > 0) problems.push(`EGRESS_ALLOW_PRIVATE: not CIDRs: ${egress.problems.join(', ')}`);
+  const egressAllowSource = egressGiven !== undefined ? 'EGRESS_ALLOW_PRIVATE' : embeddedDevelopment ? 'embedded development start' : 'none';
 
   const webhookTimeoutMs = int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000);
   const redisUrl = secret('REDIS_URL');
@@ -240,9 +254,10 @@ export function loadConfig(env: Env = process.env): Config {
     keyvaultToken,
     keyvaultTimeoutMs,
     oidcCa,
+    webhookCa,
     jwksCacheTtlS: int('JWKS_CACHE_TTL_S', 600, 1, 86_400),
     jwtClockToleranceS: int('JWT_CLOCK_TOLERANCE_S', 30, 0, 600),
-    jwksRefetchIntervalMs: int('JWKS_REFETCH_INTERVAL_MS', 10_000, 0, 3_600_000),
+    jwksRefetchIntervalMs: int('JWKS_REFETCH_INTERVAL_MS', 1_000, 0, 3_600_000),
     oidcFetchTimeoutMs: int('OIDC_FETCH_TIMEOUT_MS', 5_000, 100, 60_000),
     webhookRetrySchedule: webhookRetrySchedule.map(Number),
     webhookConnectTimeoutMs: int('WEBHOOK_CONNECT_TIMEOUT_MS', 5_000, 10, 60_000),
@@ -251,6 +266,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookDisableAfterMs: int('WEBHOOK_DISABLE_AFTER_MS', 5 * 86_400_000, 0, 365 * 86_400_000),
     webhookEndpointConcurrency: int('WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
     egressAllowPrivate: egress.cidrs,
+    egressAllowSource,
     relayInApi: bool('RELAY_IN_API', false),
     relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),

@@ -77,7 +77,17 @@ async function runMigrate(config: Config, log: Logger): Promise<void> {
   }
 }
 
+/** Outbound requests go to public addresses only; what is allowed besides, and why, is said at start. */
+function logEgress(config: Config, log: Logger): void {
+  if (config.egressAllowPrivate.length === 0) return;
+  log.warn(
+    { allow: config.egressAllowPrivate, source: config.egressAllowSource },
+    `outbound requests (webhooks, OIDC) may also go to ${config.egressAllowPrivate.join(', ')} (${config.egressAllowSource})`,
+  );
+}
+
 async function runApi(config: Config, log: Logger): Promise<void> {
+  logEgress(config, log);
   const database = await openDatabase(config, log);
   const { db } = database;
   if (config.role === 'all') {
@@ -169,6 +179,7 @@ async function startBackground(config: Config, database: Database, signer: Signe
 
 /** ROLE=worker: the outbox relay and the scheduler on their own, beside any number of API processes. */
 async function runWorker(config: Config, log: Logger): Promise<void> {
+  logEgress(config, log);
   const database = await openDatabase(config, log);
   const pending = await pendingMigrations(database.db);
   if (pending.length > 0) {

@@ -53,6 +53,7 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
       DATABASE_URL: database?.url ?? '',
       DATA_DIR: path.join(dir, 'service'),
       PORT: String(apiPort),
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
       OPERATOR_TOKEN: operatorToken,
       RATE_LIMIT_TOKEN: '0',
     });
@@ -186,6 +187,7 @@ describe('faults under load: the signer killed, the API killed', function () {
     const api = spawnService({
       ROLE: 'api',
       DATABASE_URL: databaseUrl,
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
       KEYVAULT_URL: signer.url,
       KEYVAULT_TOKEN: signer.token,
       KEYVAULT_TIMEOUT_MS: '2000',
@@ -277,6 +279,7 @@ describe('faults under load: the signer killed, the API killed', function () {
       OPERATOR_TOKEN: stack.operatorToken,
       RATE_LIMIT_TOKEN: '0',
       RELAY_POLL_MS: '100',
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
     };
     let service = spawnService(env);
     const db = new pg.Client({ connectionString: databaseUrl });

@@ -82,6 +82,7 @@ describe('container image layout (Dockerfile)', function () {
 
     const common = {
       DATABASE_URL: db.url,
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
       KEYVAULT_URL: `http://127.0.0.1:${signerPort}`,
       KEYVAULT_TOKEN: keyvaultToken,
       DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),

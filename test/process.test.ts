@@ -67,6 +67,7 @@ describe('the service as a process', function () {
     const svc = spawnService({
       ROLE: 'all',
       DATABASE_URL: db.url,
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
       DATA_DIR: dir,
       PORT: String(port),
       OPERATOR_TOKEN_FILE: tokenFile,

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { Webhook } from 'standardwebhooks';
 import { startApp, type TestApp } from './helpers/app.js';
-import { createOrganisation, createProject, createTenant, type Project } from './helpers/factories.js';
+import { createOrganisation, createProject, createTenant, createToken, type Project } from './helpers/factories.js';
 import { TestIdp, type TestIssuer, createCa } from './helpers/idp.js';
 import { Receiver } from './helpers/receiver.js';
 import { SignerClient } from '../src/signer/client.js';
@@ -303,28 +303,32 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
     }
   });
 
-  it('refuses a wallet webhook to a private address in production, at connect time (ssrf_blocked)', async () => {
+  it('refuses a wallet webhook to a private address at creation, and at connect time (ssrf_blocked) where another process allowed it', async () => {
     // Another loopback address than the IdP's: only the IdP's is allowed.
     const receiver = await Receiver.start('127.0.0.2');
-    const app = await startApp(
-      {
-        APP_ENV: 'production',
-        OPERATOR_TOKEN: 'o'.repeat(40),
-        DATA_ENCRYPTION_KEY: Buffer.alloc(32, 3).toString('base64'),
-        SERVICE_AUDIENCE: AUDIENCE,
-        OIDC_CA_FILE: path.join(caDir, 'ca.pem'),
-        EGRESS_ALLOW_PRIVATE: '127.0.0.1/32',
-        WALLET_WEBHOOK_BACKGROUND_RETRY: 'false',
-        RELAY_POLL_MS: '100',
-      },
-      undefined,
-      { relay: true },
-    );
+    const env = {
+      APP_ENV: 'production',
+      OPERATOR_TOKEN: 'o'.repeat(40),
+      DATA_ENCRYPTION_KEY: Buffer.alloc(32, 3).toString('base64'),
+      SERVICE_AUDIENCE: AUDIENCE,
+      OIDC_CA_FILE: path.join(caDir, 'ca.pem'),
+      EGRESS_ALLOW_PRIVATE: '127.0.0.1/32',
+      WALLET_WEBHOOK_BACKGROUND_RETRY: 'false',
+      RELAY_POLL_MS: '100',
+    };
+    const app = await startApp(env, undefined, { relay: true });
+    // A process of the same deployment with a wider EGRESS_ALLOW_PRIVATE (a configuration changed since).
+    const allowing = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '127.0.0.0/8' });
     try {
       const iss = await idp.issuer();
       const org = await createOrganisation(app.client);
       // https is required in production.
-      const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: receiver.url.replace('http://', 'https://') });
+      const walletWebhookUrl = receiver.url.replace('http://', 'https://');
+      const refused = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: iss.issuer, walletWebhookUrl });
+      expect(refused.status, refused.text).to.equal(400);
+      expect(refused.body.errors[0]).to.include({ path: '/walletWebhookUrl', message: 'points to 127.0.0.2, which is not a public address' });
+      const token = await createToken(app.client, org.id, 'admin');
+      const project = await createProject(allowing.client.withToken(token.token), org.id, { issuer: iss.issuer, walletWebhookUrl });
       const res = await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) });
       expect(res.status, res.text).to.equal(200);
       let record: Record<string, unknown> | undefined;
@@ -335,6 +339,7 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
       expect(record).to.include({ kind: 'wallet', lastError: 'ssrf_blocked', lastStatus: null });
       expect(receiver.received).to.have.length(0);
     } finally {
+      await allowing.close();
       await app.close();
       await receiver.close();
     }

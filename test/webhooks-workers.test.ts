@@ -59,6 +59,7 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
         ROLE: 'worker',
         PORT: '0',
         DATABASE_URL: scratch.url,
+        EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
         KEYVAULT_URL: signer.url,
         KEYVAULT_TOKEN: signer.token,
         DATA_ENCRYPTION_KEY: app.dataEncryptionKey.toString('base64'),

@@ -28,7 +28,7 @@ describe('Project webhooks in production', () => {
       };
       // One deployment lets customers use 127.0.0.0/8 (a private network of theirs); the other does not.
       const allowing = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '127.0.0.0/8' });
-      const strict = await startApp(env, undefined, { relay: true });
+      const strict = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '' }, undefined, { relay: true });
       try {
         const t = await createTenant(strict.client);
         const hooks = `/api/v1/project/${t.project.id}/webhooks`;

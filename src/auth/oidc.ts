@@ -13,6 +13,7 @@ import { AppError } from '../errors.js';
 import type { EgressPolicy } from '../net/egress.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
 import { safeText } from '../text/safe.js';
+import type { WarnOncePer } from '../logging/once.js';
 
 /**
  * `email_verified` as providers send it (CONTRACT.md section 4): only `true` and the string
@@ -43,6 +44,8 @@ export interface OidcOptions {
   egress: EgressPolicy;
   extraCa: string | undefined;
   now?: () => number;
+  /** Identity-provider failures (unreachable, bad answers), at warn, once per issuer and cause per minute. */
+  failures?: WarnOncePer;
 }
 
 export interface IssuerCheck {
@@ -220,9 +223,15 @@ export class OidcVerifier {
   }
 
   async #load(issuer: string): Promise<IssuerKeys> {
-    const jwks = await this.#keySet(await this.#discover(issuer));
-    const now = this.#now();
-    return { jwks, getKey: createLocalJWKSet(jwks), fetchedAt: now, lastRefetchAt: now };
+    try {
+      const jwks = await this.#keySet(await this.#discover(issuer));
+      const now = this.#now();
+      return { jwks, getKey: createLocalJWKSet(jwks), fetchedAt: now, lastRefetchAt: now };
+    } catch (err) {
+      // The caller sees 401; the operator sees why, once per issuer and cause.
+      if (err instanceof InvalidTokenError) this.options.failures?.warn(`oidc:${issuer}:${err.detail}`, { issuer, reason: err.detail }, `identity provider failed: ${issuer}`);
+      throw err;
+    }
   }
 
   /**

@@ -1,6 +1,7 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { Knex } from 'knex';
+import { loggableOrigin, type WarnOncePer } from '../logging/once.js';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
@@ -30,6 +31,8 @@ export interface DeliveryDeps {
   config: Config;
   secretBox: SecretBox;
   now: () => number;
+  /** Failed attempts, at warn, once per receiver and cause per minute. */
+  failures?: WarnOncePer;
 }
 
 /** The delay before attempt `n` (0-based) of the schedule, ±20% jitter; null past its end. */
@@ -77,22 +80,35 @@ async function attempt(row: OutboxRow, url: string, secrets: string[], deps: Del
   const headers = { 'content-type': 'application/json', ...signatureHeaders(row.message_id, Math.floor(now / 1000), body, secrets) };
   try {
     const res = await outboundRequest(parsedUrl(url), { method: 'POST', headers, body }, {
-      policy: { restrict: deps.config.appEnv === 'production', allow: deps.config.egressAllowPrivate },
+      policy: { allow: deps.config.egressAllowPrivate },
       connectTimeoutMs: deps.config.webhookConnectTimeoutMs,
       timeoutMs: deps.config.webhookTimeoutMs,
       maxBodyBytes: RESPONSE_BODY_LIMIT,
       rejectRedirects: false,
       userAgent: USER_AGENT,
       agents: deliveryAgents,
+      extraCa: deps.config.webhookCa,
     });
     const responseBody = res.body.toString('utf8');
     const ok = res.status >= 200 && res.status < 300;
     const honoured = res.status === 429 || res.status === 503 ? retryAfterMs(res.headers['retry-after'], deps.now()) : null;
+    if (!ok) warnFailed(deps, row, url, 'http_status', `answered HTTP ${res.status}`, res.status);
     return { ok, status: res.status, error: ok ? null : 'http_status', responseBody, retryAfterMs: honoured };
   } catch (err) {
     const kind = err instanceof OutboundError ? err.kind : 'connection';
+    warnFailed(deps, row, url, kind, err instanceof Error ? err.message : kind, null);
     return { ok: false, status: null, error: kind === 'redirect' || kind === 'too_large' ? 'http_status' : kind, responseBody: null, retryAfterMs: null };
   }
+}
+
+/** The operator's view of a failed attempt: which receiver, why; never the payload, the URL's path or a secret. */
+function warnFailed(deps: DeliveryDeps, row: OutboxRow, url: string, kind: string, reason: string, status: number | null): void {
+  const target = loggableOrigin(url);
+  deps.failures?.warn(
+    `delivery:${row.delivery_kind ?? ''}:${row.subscription_id ?? -row.project_id}:${target}:${kind}:${status ?? ''}`,
+    { target, kind, reason, ...(status === null ? {} : { status }), projectId: row.project_id, subscriptionId: row.subscription_id, deliveryId: row.id },
+    `webhook delivery failed: ${target} (${kind})`,
+  );
 }
 
 const attemptFields = (a: Attempt, url: string): Partial<Outcome> => ({ lastStatus: a.status, lastError: a.error, lastResponseBody: a.responseBody, url });

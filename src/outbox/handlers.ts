@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { SecretBox } from '../crypto/secrets.js';
 import type { Logger } from '../logger.js';
-import { AppError } from '../errors.js';
+import { AppError, KeyConflictError } from '../errors.js';
+import { WarnOncePer } from '../logging/once.js';
 import { findProjectById } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { completeWallet } from '../wallets/commands.js';
@@ -14,8 +15,10 @@ import type { Outcome } from './repository.js';
 /** Back-off for work that waits on a dependency (the signer, Vault): 1 s doubling to 1 min. */
 const backoff = (attempts: number): number => Math.min(60_000, 1_000 * 2 ** attempts);
 
-export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox: SecretBox; config: Config; now?: () => number }): OutboxHandler {
+export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox: SecretBox; config: Config; log: Logger; now?: () => number }): OutboxHandler {
   const now = deps.now ?? Date.now;
+  const failures = new WarnOncePer(deps.log);
+  const delivery = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now, failures };
   return async (row): Promise<Outcome> => {
     switch (row.kind) {
       case 'wallet.create': {
@@ -26,12 +29,12 @@ export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox:
           await completeWallet(deps, project, wallet);
           return { status: 'done', retryInMs: null, attempted: true };
         } catch (err) {
+          if (err instanceof KeyConflictError) deps.log.error({ code: err.code, reason: err.reason, err: err.why, walletId: wallet.id }, 'key conflict: a key store shared between deployments or restored');
           const reason = err instanceof AppError ? err.code : 'internal_error';
           return { status: 'pending', retryInMs: backoff(row.attempts), attempted: true, lastError: reason };
         }
       }
       case 'delivery': {
-        const delivery = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now };
         return row.delivery_kind === 'subscription' ? deliverSubscriptionWebhook(row, delivery) : deliverWalletWebhook(row, delivery);
       }
       case 'event':
@@ -54,7 +57,7 @@ export function relayFromConfig(deps: {
   return new OutboxRelay({
     db,
     databaseUrl: deps.databaseUrl,
-    handle: outboxHandler({ db, signer: deps.signer, secretBox: new SecretBox(deps.dataEncryptionKey), config, ...(deps.now ? { now: deps.now } : {}) }),
+    handle: outboxHandler({ db, signer: deps.signer, secretBox: new SecretBox(deps.dataEncryptionKey), config, log: deps.log, ...(deps.now ? { now: deps.now } : {}) }),
     log: deps.log,
     concurrency: config.relayConcurrency,
     pollMs: config.relayPollMs,

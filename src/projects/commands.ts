@@ -6,6 +6,7 @@ import { requireAdmin, requireOrganisationScope } from '../auth/access.js';
 import { hashSecret, type SecretBox } from '../crypto/secrets.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../errors.js';
 import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
+import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import { findOrganisation } from '../organisations/repository.js';
 import { newProjectKey, newWebhookSecret } from './keys.js';
 import type { Page } from '../http/pagination.js';
@@ -27,13 +28,22 @@ const PREVIOUS_SECRET_OVERLAP_S = 86_400;
 
 const notFound = () => new NotFoundError('No such project.');
 
-function checkFields(env: AppEnv, body: { issuer?: string; walletWebhookUrl?: string | null; walletWebhookSecret?: string }): void {
+/** URL rules, and the egress rule on the issuer and the wallet webhook URL, as subscriptions have it. */
+async function checkFields(deps: ProjectDeps, body: { issuer?: string; walletWebhookUrl?: string | null; walletWebhookSecret?: string }): Promise<void> {
   const problems: FieldProblem[] = [];
   const add = (path: string, message: string | undefined) => message && problems.push({ in: 'body', path, message });
-  if (body.issuer !== undefined) add('/issuer', issuerProblem(body.issuer));
-  if (typeof body.walletWebhookUrl === 'string') add('/walletWebhookUrl', webhookUrlProblem(body.walletWebhookUrl, env));
+  if (body.issuer !== undefined) add('/issuer', issuerProblem(body.issuer) ?? (await targetProblem(deps.egress, new URL(body.issuer).hostname)));
+  if (typeof body.walletWebhookUrl === 'string') {
+    const url = body.walletWebhookUrl;
+    add('/walletWebhookUrl', webhookUrlProblem(url, deps.env) ?? (await targetProblem(deps.egress, new URL(url).hostname)));
+  }
   if (body.walletWebhookSecret !== undefined) add('/walletWebhookSecret', webhookSecretProblem(body.walletWebhookSecret));
   if (problems.length > 0) throw new ValidationError('The request is invalid; see errors.', problems);
+}
+
+export interface ProjectDeps {
+  env: AppEnv;
+  egress: EgressPolicy;
 }
 
 export interface CreatedProject {
@@ -46,17 +56,18 @@ export interface CreatedProject {
 export async function createProject(
   db: Executor,
   p: Principal,
-  deps: { env: AppEnv; secretBox: SecretBox },
+  deps: ProjectDeps & { secretBox: SecretBox },
   organisationId: number,
   body: Static<typeof CreateProjectBody>,
 ): Promise<CreatedProject> {
+  // Names are resolved before the transaction: no lock is held over a DNS look-up.
+  await checkFields(deps, body);
   return db.transaction(async (tx) => {
     if (!(await findOrganisation(tx, p, organisationId, { includeDeleted: false, forUpdate: true }))) {
       throw new NotFoundError('No such organisation.');
     }
     requireOrganisationScope(p);
     requireAdmin(p);
-    checkFields(deps.env, body);
     const id = await nextProjectId(tx);
     const generatedSecret = body.walletWebhookSecret === undefined ? newWebhookSecret() : undefined;
     const project = await insertProject(tx, {
@@ -86,14 +97,14 @@ export async function getProject(db: Executor, p: Principal, id: number): Promis
 export async function changeProject(
   db: Executor,
   p: Principal,
-  env: AppEnv,
+  deps: ProjectDeps,
   id: number,
   body: Static<typeof UpdateProjectBody>,
 ): Promise<ProjectRow> {
+  await checkFields(deps, body);
   return db.transaction(async (tx) => {
     if (!(await findProject(tx, p, id, true))) throw notFound();
     requireAdmin(p);
-    checkFields(env, body);
     const values: Partial<ProjectRow> = {};
     if (body.name !== undefined) values.name = body.name;
     if (body.issuer !== undefined) values.issuer = body.issuer;

@@ -54,7 +54,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
       },
     }, async (ctx, { params, body }) => {
       const env = config.appEnv;
-      const created = await createProject(ctx.state.db, principalOf(ctx), { env, secretBox }, Number(params.id), body);
+      const created = await createProject(ctx.state.db, principalOf(ctx), { env, secretBox, egress: { allow: config.egressAllowPrivate } }, Number(params.id), body);
       ctx.status = 201;
       ctx.body = {
         ...presentProject(created.project),
@@ -119,7 +119,7 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
         responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
       },
     }, async (ctx, { params, body }) => {
-      ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), body));
+      ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), { env: config.appEnv, egress: { allow: config.egressAllowPrivate } }, Number(params.projectId), body));
     }),
   );
 

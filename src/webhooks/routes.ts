@@ -37,7 +37,7 @@ import * as ex from '../openapi/examples.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
 export function webhookRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, now }: RouteDeps): void {
-  const deps: WebhookDeps = { env: config.appEnv, egress: { restrict: config.appEnv === 'production', allow: config.egressAllowPrivate }, secretBox };
+  const deps: WebhookDeps = { env: config.appEnv, egress: { allow: config.egressAllowPrivate }, secretBox };
   const base = '/api/v1/project/:projectId/webhooks';
 
   router.get(

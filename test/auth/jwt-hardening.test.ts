@@ -27,7 +27,7 @@ describe('JWT hardening (beyond the wallet issue)', function () {
     maxIssuers: 100,
     refetchIntervalMs: 60_000,
     fetchTimeoutMs: 2_000,
-    egress: { restrict: false, allow: [] },
+    egress: { allow: ['127.0.0.0/8', '::1/128'] },
     extraCa: idp.caPem,
   });
   const project = (iss: TestIssuer) => ({ issuer: iss.issuer, requireVerifiedEmail: true });

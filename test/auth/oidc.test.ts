@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
 import { exportSPKI, importJWK } from 'jose';
 import { InvalidTokenError, OidcVerifier, type OidcOptions } from '../../src/auth/oidc.js';
+import { loadConfig } from '../../src/config.js';
 import { createCa, TestIdp, type TestIssuer } from '../helpers/idp.js';
 
 const AUDIENCE = 'urn:custody:test';
@@ -17,7 +18,7 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     maxIssuers: 100,
     refetchIntervalMs: 10_000,
     fetchTimeoutMs: 2_000,
-    egress: { restrict: false, allow: [] },
+    egress: { allow: ['127.0.0.0/8', '::1/128'] },
     extraCa: idp.caPem,
     now: () => now,
     ...over,
@@ -87,6 +88,22 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     // A kid nobody has: no second re-fetch within the interval.
     const stranger = await (await idp.issuer()).addKey();
     await rejects(v.verify(await iss.sign({}, { audience: AUDIENCE, key: stranger }), project(iss)), /^kid:/);
+    expect(iss.fetches.jwks).to.equal(2);
+  });
+
+  it('with the service\'s default re-fetch interval, accepts a key the IdP just published about a second after the last fetch', async () => {
+    const interval = loadConfig({ DATA_DIR: '/tmp' }).jwksRefetchIntervalMs;
+    expect(interval).to.be.at.most(1_000);
+    const iss = await idp.issuer();
+    const v = new OidcVerifier(options({ refetchIntervalMs: interval }));
+    await v.verify(await iss.sign({}, { audience: AUDIENCE }), project(iss));
+    const published = await iss.rotate();
+    const token = await iss.sign({}, { audience: AUDIENCE, key: published });
+    now += interval / 2;
+    await rejects(v.verify(token, project(iss)), /^kid:/);
+    expect(iss.fetches.jwks).to.equal(1);
+    now += interval / 2;
+    expect((await v.verify(token, project(iss))).email).to.equal('user@example.com');
     expect(iss.fetches.jwks).to.equal(2);
   });
 
@@ -165,11 +182,11 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     }
   });
 
-  it('applies the SSRF rules in production: a loopback IdP is refused unless EGRESS_ALLOW_PRIVATE allows it', async () => {
+  it('applies the egress rules in every environment: a loopback IdP is refused unless EGRESS_ALLOW_PRIVATE allows it', async () => {
     const iss = await idp.issuer();
     const token = await iss.sign({}, { audience: AUDIENCE });
-    await rejects(new OidcVerifier(options({ egress: { restrict: true, allow: [] } })).verify(token, project(iss)), /ssrf_blocked/);
-    const allowed = new OidcVerifier(options({ egress: { restrict: true, allow: ['127.0.0.0/8'] } }));
+    await rejects(new OidcVerifier(options({ egress: { allow: [] } })).verify(token, project(iss)), /ssrf_blocked/);
+    const allowed = new OidcVerifier(options({ egress: { allow: ['127.0.0.0/8'] } }));
     expect((await allowed.verify(token, project(iss))).email).to.equal('user@example.com');
   });
 });

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -56,6 +56,8 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     // Suites that load the API are not about rate limits: off unless a test sets them.
     RATE_LIMIT_TOKEN: '0',
     RATE_LIMIT_PROJECT: '0',
+    // The suites' IdPs and receivers listen on loopback, which outbound requests may not reach otherwise.
+    EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
     ...env,
   });
   const logs: string[] = [];
@@ -67,7 +69,9 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   });
   const lifecycle: Lifecycle = { draining: false };
   const log = createLogger(config.logLevel, sink);
-  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db));
+  // A database that cannot be reached (the dependency-failure suites) has no deployment id to read: no key can be made there anyway.
+  const deploymentId = await readDeploymentId(db).catch(() => randomUUID());
+  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, deploymentId);
   // A prefix of its own: test runs share the machine's Redis.
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
   // As main.ts runs it: the whole in-process suite goes through the project-key cache.

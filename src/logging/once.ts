@@ -1,0 +1,43 @@
+import type { Logger } from '../logger.js';
+
+/**
+ * Warnings an operator needs (an identity provider that fails, a receiver that fails) without a
+ * storm flooding the log: one line per cause and target per interval; the next line says how
+ * many were held back in between. Bounded: past `maxKeys` causes, the oldest is forgotten.
+ */
+export class WarnOncePer {
+  readonly #last = new Map<string, { at: number; held: number }>();
+
+  constructor(
+    private readonly log: Logger,
+    private readonly intervalMs = 60_000,
+    private readonly maxKeys = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Logs at warn unless this `key` was logged less than `intervalMs` ago. No secret may be in `fields`. */
+  warn(key: string, fields: Record<string, unknown>, message: string): void {
+    const now = this.now();
+    const seen = this.#last.get(key);
+    if (seen && now - seen.at < this.intervalMs) {
+      seen.held++;
+      return;
+    }
+    this.#last.delete(key);
+    this.#last.set(key, { at: now, held: 0 });
+    if (this.#last.size > this.maxKeys) {
+      const oldest = this.#last.keys().next().value;
+      if (oldest !== undefined) this.#last.delete(oldest);
+    }
+    this.log.warn({ ...fields, ...(seen && seen.held > 0 ? { heldBack: seen.held } : {}) }, message);
+  }
+}
+
+/** A URL as it may be logged: scheme, host and port only (paths and queries can carry tokens). */
+export function loggableOrigin(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'invalid URL';
+  }
+}
