@@ -57,9 +57,7 @@ const port = await freePort();
 /** The service's environment for the benchmark, listening on `onPort`. */
 const benchServiceEnv = (onPort: number): Record<string, string> => ({
   ...stack.serviceEnv(onPort),
-  // The benchmark measures the service, not its rate limits.
-  RATE_LIMIT_TOKEN: '0',
-  RATE_LIMIT_PROJECT: '0',
+  // The service as users run it: its default rate limits are on (the limits-off figure runs beside it).
   // The default pool size, and the bare server's: like with like.
   DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
   RELAY_POLL_MS: '200',
@@ -69,7 +67,12 @@ const svc = spawnService(benchServiceEnv(port), undefined, BENCH_NODE_ARGS);
 // BENCH_COMPARE=1: a second service process in the saturation runs, interleaved with the first
 // (the only comparison this machine's noise allows at a few per cent): BENCH_COMPARE_ENTRY, another
 // build's dist/src/main.js (same schema), and/or BENCH_COMPARE_ENV, extra "K=V K=V" variables.
-const compare = process.env['BENCH_COMPARE'] === '1';
+const compare = process.env['BENCH_COMPARE'] !== '0';
+/** Without BENCH_COMPARE_ENTRY/BENCH_COMPARE_ENV, the compared process is this build with every rate limit off. */
+const LIMITS_OFF = 'RATE_LIMIT_TOKEN=0 RATE_LIMIT_PROJECT=0 RATE_LIMIT_AUTH_FAILURES=0';
+const compareLabel = process.env['BENCH_COMPARE_ENTRY'] || process.env['BENCH_COMPARE_ENV'] ? 'compared service' : 'service, rate limits off';
+/** Sign-ins are spread over this many projects, each under its default limit (a per-project limit is a tenant's, not the deployment's). */
+const PROJECTS = Number(process.env['BENCH_PROJECTS'] ?? 32);
 let svcB: ReturnType<typeof spawnService> | undefined;
 let bare: ReturnType<typeof spawnService> | undefined;
 let koa: ReturnType<typeof spawnService> | undefined;
@@ -80,17 +83,23 @@ try {
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
   const iss = await idp.issuer();
   const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
-  const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer, walletWebhookUrl: receiver.url });
-  const key = project.body.projectKey;
+  const keys: string[] = [];
+  for (let p = 0; p < PROJECTS; p++) {
+    const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, { name: `p${p}`, issuer: iss.issuer, walletWebhookUrl: receiver.url });
+    keys.push(project.body.projectKey);
+  }
+  const key = keys[0] ?? '';
   const existing = await iss.sign({ email: 'existing@bench.example.com' }, { audience: AUDIENCE, expiresIn: '1h' });
   const signinBody = JSON.stringify({ key });
-  const signin = (client: LoadClient, jwt: string) =>
-    client.post('/api/v1/signin', signinBody, jwt).then((r) => {
+  const bodies = keys.map((k) => JSON.stringify({ key: k }));
+  /** Sign-in `i` goes to project `i mod PROJECTS` (the fixed-rate runs use the first project only). */
+  const signin = (client: LoadClient, jwt: string, i = 0) =>
+    client.post('/api/v1/signin', bodies[i % bodies.length] ?? signinBody, jwt).then((r) => {
       if (r.status !== 200) throw new Error(`signin answered ${r.status}: ${r.text}`);
     });
   const load = new LoadClient(`http://127.0.0.1:${port}`);
   loadClients.push(load);
-  await signin(load, existing);
+  for (let p = 0; p < PROJECTS; p++) await signin(load, existing, p);
 
   // A sign-in server of bench/ doing the service's work with less around it, and its client.
   const ceiling = async (script: string, banner: RegExp) => {
@@ -116,7 +125,7 @@ try {
   // Started once the first has migrated the database.
   const comparePort = await freePort();
   const compareEnv = Object.fromEntries(
-    (process.env['BENCH_COMPARE_ENV'] ?? '').split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    (process.env['BENCH_COMPARE_ENV'] ?? (process.env['BENCH_COMPARE_ENTRY'] ? '' : LIMITS_OFF)).split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   svcB = compare
     ? spawnService({ ...benchServiceEnv(comparePort), DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')), ...compareEnv }, process.env['BENCH_COMPARE_ENTRY'], BENCH_NODE_ARGS)
@@ -139,17 +148,17 @@ try {
     (r.machineCpuMsPerOp === undefined ? '' : `; machine ${r.machineCpuMsPerOp.toFixed(3)} ms/request (idle ${((r.idleShare ?? 0) * 100).toFixed(0)}%)`) +
     (r.postgresCpuMsPerOp === undefined ? '' : `, PostgreSQL ${r.postgresCpuMsPerOp.toFixed(3)}`) +
     (r.clientCpuMsPerOp === undefined ? '' : `, load client ${r.clientCpuMsPerOp.toFixed(3)}`);
-  await closedLoop(WARM_UP, 64, () => signin(bareClient, existing));
-  await closedLoop(WARM_UP, 64, () => signin(koaClient, existing));
-  await closedLoop(WARM_UP, 64, () => signin(load, existing));
-  if (svcB) await closedLoop(WARM_UP, 64, () => signin(compareClient, existing));
+  await closedLoop(WARM_UP, 64, (i) => signin(bareClient, existing, i));
+  await closedLoop(WARM_UP, 64, (i) => signin(koaClient, existing, i));
+  await closedLoop(WARM_UP, 64, (i) => signin(load, existing, i));
+  if (svcB) await closedLoop(WARM_UP, 64, (i) => signin(compareClient, existing, i));
   const total = { bare: new Slices(), koa: new Slices(), service: new Slices(), compare: new Slices() };
   const perSlice = Math.round(SATURATION_REQUESTS / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
     const contestants = [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as Array<[keyof typeof total, LoadClient, number | undefined]>;
     if (svcB) contestants.push(['compare', compareClient, svcB.proc.pid]);
     for (const [name, client, pid] of contestants) {
-      const slice = await withCpu(pid, () => closedLoop(perSlice, 64, () => signin(client, existing), total[name].latencies));
+      const slice = await withCpu(pid, () => closedLoop(perSlice, 64, (i) => signin(client, existing, i), total[name].latencies));
       total[name].add(slice);
     }
   }
@@ -161,10 +170,10 @@ try {
   console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
   console.log(`Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`);
   console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
-  if (svcB) {
-    const b = total.compare.run();
-    console.log(`compared service, existing-user signin @64: ${b.perSecond.toFixed(0)} req/s  ratio ${(b.perSecond / bareRun.perSecond).toFixed(2)}${cpu(b)}`);
-    console.log(`  compared / service: throughput ${(b.perSecond / service.perSecond).toFixed(3)}, main-thread CPU per request ${((b.mainThreadCpuMsPerOp ?? Number.NaN) / (service.mainThreadCpuMsPerOp ?? Number.NaN)).toFixed(3)}`);
+  const compared = svcB ? total.compare.run() : undefined;
+  if (compared) {
+    console.log(`${compareLabel}, existing-user signin @64: ${compared.perSecond.toFixed(0)} req/s  ratio ${(compared.perSecond / bareRun.perSecond).toFixed(2)}${cpu(compared)}`);
+    console.log(`  service / ${compareLabel}: throughput ${(service.perSecond / compared.perSecond).toFixed(3)}, main-thread CPU per request ${((service.mainThreadCpuMsPerOp ?? Number.NaN) / (compared.mainThreadCpuMsPerOp ?? Number.NaN)).toFixed(3)}`);
   }
   console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
@@ -203,7 +212,21 @@ try {
   console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
 
   const file = writeResult('wallets', {
-    saturation: { bare: bareRun, koaOnly: koaRun, koaOnlyRatio: koaRun.perSecond / bareRun.perSecond, service, ratio, goal: 0.6, rounds: ROUNDS, requestsPerServer: SATURATION_REQUESTS, warmUp: WARM_UP, roundRatios },
+    saturation: {
+      bare: bareRun,
+      koaOnly: koaRun,
+      koaOnlyRatio: koaRun.perSecond / bareRun.perSecond,
+      service,
+      ratio,
+      goal: 0.6,
+      rounds: ROUNDS,
+      requestsPerServer: SATURATION_REQUESTS,
+      warmUp: WARM_UP,
+      roundRatios,
+      projects: PROJECTS,
+      defaultRateLimits: true,
+      ...(compared ? { compared: { label: compareLabel, run: compared, ratio: compared.perSecond / bareRun.perSecond, serviceOverCompared: service.perSecond / compared.perSecond } } : {}),
+    },
     existingSignin200: { ...existing200, goalP99Ms: 25, bare: bare200 },
     newSignin20: { ...new20, goalP99Ms: 100 },
     createasyncToWebhook50: { ...toWebhook, goalP99Ms: 1000 },

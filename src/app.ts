@@ -5,6 +5,7 @@ import { authenticate } from './auth/authenticate.js';
 import { principalOf } from './auth/access.js';
 import { principalKey } from './auth/principal.js';
 import { PgRateLimitStore, RateLimiter, type RateLimitStore } from './ratelimit/limiter.js';
+import { AuthFailureGuard } from './ratelimit/auth-failures.js';
 import type { Config } from './config.js';
 import { Cursors } from './http/pagination.js';
 import { hmacSha256, SecretBox } from './crypto/secrets.js';
@@ -57,7 +58,9 @@ export interface AppDeps {
 export function buildApp(deps: AppDeps): Koa<AppState> {
   const app = new Koa<AppState>({ proxy: false });
   const router = new Router<AppState>();
-  const limiter = new RateLimiter(deps.rateLimitStore ?? new PgRateLimitStore(deps.db), deps.config.rateLimitWindowS, deps.log, deps.now);
+  const limiter = new RateLimiter(deps.rateLimitStore ?? new PgRateLimitStore(deps.db), deps.config.rateLimitWindowS, deps.log, deps.now, deps.config.rateLimitFlushMs);
+  // Guessing bound: failed authentications (unknown API token or project key) per client address.
+  const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
   const identify = authenticate(deps.db, deps.operatorTokenHash);
   const secretBox = new SecretBox(deps.dataEncryptionKey);
   const routeDeps: RouteDeps = {
@@ -65,10 +68,13 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     // Every API-token route: who is calling, then that token's rate limit (the operator's own
     // token, the deployment's administrator, is not limited).
     authenticate: mark(async (ctx, next) => {
-      await identify(ctx, async () => {
-        const principal = principalOf(ctx);
-        if (principal.scope !== 'operator') await limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
-        await next();
+      authFailures.before(ctx);
+      await authFailures.watch(ctx, async () => {
+        await identify(ctx, async () => {
+          const principal = principalOf(ctx);
+          if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
+          await next();
+        });
       });
     }, 'authenticate'),
     idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS, secretBox), 'idempotent'),
@@ -116,6 +122,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       ...(deps.projectCache ? { projectCache: deps.projectCache } : {}),
       // Counted once the project key is known, before the JWT is verified (0: not limited).
       ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
+      authFailures,
     },
   });
   membershipRoutes(router, routeDeps);

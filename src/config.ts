@@ -69,6 +69,10 @@ export interface Config {
   /** Requests per window per project on the wallet endpoints, counted by project key (0: no limit). */
   readonly rateLimitProject: number;
   readonly rateLimitWindowS: number;
+  /** Failed authentications (unknown API token or project key) per client address per window; 0: off. */
+  readonly rateLimitAuthFailures: number;
+  /** How often each process sends its counted hits to the shared store (and learns the others'). */
+  readonly rateLimitFlushMs: number;
   /** Redis for rate-limit counters; unset: PostgreSQL. */
   readonly redisUrl: string | undefined;
   /** Prefix of this deployment's Redis keys (deployments sharing a Redis need distinct ones). */
@@ -275,6 +279,8 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitToken: int('RATE_LIMIT_TOKEN', 1_200, 0, 10_000_000),
     rateLimitProject: int('RATE_LIMIT_PROJECT', 36_000, 0, 100_000_000),
     rateLimitWindowS: int('RATE_LIMIT_WINDOW_S', 60, 1, 3_600),
+    rateLimitAuthFailures: int('RATE_LIMIT_AUTH_FAILURES', 60, 0, 1_000_000),
+    rateLimitFlushMs: int('RATE_LIMIT_FLUSH_MS', 250, 10, 60_000),
     redisUrl,
     redisKeyPrefix: plain('REDIS_KEY_PREFIX') ?? `custody:${appEnv}`,
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,

@@ -2,6 +2,11 @@ import { expect } from 'chai';
 import { startApp, type TestApp } from './helpers/app.js';
 import { createTenant } from './helpers/factories.js';
 import { freePort } from './helpers/process.js';
+import { randomUUID } from 'node:crypto';
+import { createLogger } from '../src/logger.js';
+import { PgRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from '../src/ratelimit/limiter.js';
+import { testDb } from './helpers/db.js';
+import { until } from './helpers/wait.js';
 
 /** The machine's Redis (as CI finds it); the PostgreSQL store needs nothing. */
 const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -78,12 +83,95 @@ describe('rate limits, off and degraded', () => {
     }
   });
 
-  it('lets requests through (and logs it) when Redis is unreachable, rather than failing them', async () => {
-    const app = await startApp({ RATE_LIMIT_TOKEN: '1', REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
+  it('keeps limiting on each process\'s own counts (and logs it) when Redis is unreachable; never a 5xx', async () => {
+    const app = await startApp({ RATE_LIMIT_TOKEN: '2', RATE_LIMIT_FLUSH_MS: '10', REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
     try {
       const t = await createTenant(app.client);
-      for (let i = 0; i < 3; i++) expect((await t.orgRead.get('/api/v1/organisations')).status).to.equal(200);
-      expect(app.logs.join('')).to.include('rate-limit store unavailable');
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) statuses.push((await t.orgRead.get('/api/v1/organisations')).status);
+      expect(statuses).to.deep.equal([200, 200, 429]);
+      await until('the store failure logged', () => Promise.resolve(app.logs.join('').includes('rate-limit store unavailable')));
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+/** A clock for the limiter alone (seconds, as a fraction). */
+const clock = (startS: number) => {
+  const c = { s: startS, now: () => c.s * 1000 };
+  return c;
+};
+const silent = createLogger('fatal');
+
+for (const backend of ['postgresql', 'redis'] as const) {
+  describe(`the sliding window and reconciliation across processes (${backend})`, () => {
+    let store: RateLimitStore;
+    before(async () => {
+      store = backend === 'redis' ? new RedisRateLimitStore(REDIS_URL, `custody-test:${randomUUID()}`) : new PgRateLimitStore(testDb());
+      // Redis is used without an offline queue: wait until the connection is up.
+      await until('the store answers', () => store.add([{ key: 'warm-up', windowStart: 0, hits: 1 }], 60).then(() => true, () => false));
+    });
+    after(() => store.close());
+
+    it('does not admit twice the limit at a window boundary', async () => {
+      const c = clock(1_000_000 * 60 + 59);
+      const limiter = new RateLimiter(store, 60, silent, c.now, 0);
+      const key = `boundary:${randomUUID()}`;
+      let admitted = 0;
+      for (let i = 0; i < 10; i++) if (!limiter.check(key, 10)?.exceeded) admitted++;
+      await limiter.flush();
+      expect(admitted).to.equal(10);
+      // Two seconds later, in the next fixed window: a fixed window would admit 10 more.
+      c.s += 2;
+      for (let i = 0; i < 10; i++) if (!limiter.check(key, 10)?.exceeded) admitted++;
+      expect(admitted, 'admitted within 2 s around the boundary').to.be.at.most(11);
+      // As the old window slides out, room comes back in proportion.
+      c.s += 30;
+      let later = 0;
+      for (let i = 0; i < 10; i++) if (!limiter.check(key, 10)?.exceeded) later++;
+      expect(later).to.be.within(4, 6);
+      await limiter.close();
+    });
+
+    it('two processes on one store overshoot by at most one flush interval\'s hits each', async () => {
+      const c = clock(2_000_000 * 60 + 1);
+      const a = new RateLimiter(store, 60, silent, c.now, 0);
+      const b = new RateLimiter(store, 60, silent, c.now, 0);
+      const key = `shared:${randomUUID()}`;
+      const perFlush = 10;
+      let admitted = 0;
+      // Each process flushes after every `perFlush` of its own requests; they interleave.
+      for (let round = 0; round < 30; round++) {
+        for (const limiter of [a, b]) {
+          for (let i = 0; i < perFlush; i++) if (!limiter.check(key, 100)?.exceeded) admitted++;
+          await limiter.flush();
+        }
+      }
+      expect(admitted).to.be.at.least(100);
+      expect(admitted, 'limit + one flush interval per process').to.be.at.most(100 + 2 * perFlush);
+      await a.close();
+      await b.close();
+    });
+  });
+}
+
+describe('failed authentication is limited per client address', () => {
+  it('unknown API tokens and unknown project keys count; past the limit the address gets 429, even with a valid token', async () => {
+    const app = await startApp({ RATE_LIMIT_AUTH_FAILURES: '3', RATE_LIMIT_FLUSH_MS: '10' });
+    try {
+      const t = await createTenant(app.client);
+      expect((await app.client.withToken('sk_test_guess-1').get('/api/v1/organisations')).status).to.equal(401);
+      expect((await app.client.withToken('sk_test_guess-2').get('/api/v1/organisations')).status).to.equal(401);
+      expect((await app.client.withToken('x').post('/api/v1/signin', { key: 'pk_test_guess-3' })).status).to.equal(400);
+      // The address is over (three failures): its next guess is not even looked at.
+      expect((await app.client.withToken('x').post('/api/v1/signin', { key: 'pk_test_guess-4' })).status).to.equal(429);
+      const blocked = await t.orgRead.get('/api/v1/organisations');
+      expect(blocked.status).to.equal(429);
+      expect(blocked.body.code).to.equal('rate_limited');
+      expect(Number(blocked.headers.get('retry-after'))).to.be.greaterThan(0);
+      const signin = await app.client.withToken('x').post('/api/v1/signin', { key: t.project.projectKey });
+      expect(signin.status).to.equal(429);
     } finally {
       await app.close();
     }

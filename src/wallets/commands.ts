@@ -14,6 +14,7 @@ import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import type { ProjectKeyCache } from '../projects/key-cache.js';
+import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
@@ -24,7 +25,9 @@ export interface WalletDeps {
   /** Where known project keys are answered from (see src/projects/key-cache.ts). */
   projectCache?: ProjectKeyCache;
   /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
-  beforeJwt?: (ctx: AppContext, project: CallerProject) => Promise<void>;
+  beforeJwt?: (ctx: AppContext, project: CallerProject) => void;
+  /** Unknown project keys count as failed authentications of the client address. */
+  authFailures?: AuthFailureGuard;
 }
 
 export interface WalletCaller {
@@ -62,6 +65,7 @@ export async function identifyCaller(
     ]);
   }
   if (body.key === undefined) throw new ValidationError('The project key is required in the body field `key`.', [{ in: 'body', path: '/key', message: 'is required' }], 'missing_project_key');
+  deps.authFailures?.before(ctx);
   const hash = projectKeyHash(body.key, deps.env);
   const bearer = BEARER.exec(authorization)?.[1];
   // Sign-in reads the caller's wallet in the same query as the project (one round trip for a known
@@ -70,8 +74,9 @@ export async function identifyCaller(
   const email = options.prefetchWallet ? claimedEmail(parsed) : undefined;
   const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email, deps.projectCache) : undefined;
   const project = found?.project;
+  if (!project) deps.authFailures?.failed(ctx);
   if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
-  if (deps.beforeJwt) await deps.beforeJwt(ctx, project);
+  deps.beforeJwt?.(ctx, project);
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
   const prefetched =
