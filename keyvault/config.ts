@@ -24,7 +24,12 @@ export interface SignerConfig {
   localLockWaitMs: number;
   /** Set: the store is checked (or claimed) for this deployment before the signer listens. */
   deploymentId: string | undefined;
+  /** TLS for a listener another pod reaches (required off loopback); `clientCa`: mutual TLS. */
+  tls: { cert: string; key: string; clientCa: string | undefined } | undefined;
 }
+
+/** Plain HTTP is for a Unix socket or loopback only: anything else crosses a network. */
+export const loopbackHost = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/i.test(host);
 
 export class SignerConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -122,6 +127,25 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
 
   const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', Math.max(1, availableParallelism() - 1), 0, 64);
   const localLockWaitMs = int('KEYVAULT_LOCAL_LOCK_WAIT_MS', 15_000, 0, 600_000);
+  const readPem = (name: string): string | undefined => {
+    const file = plain(name);
+    if (file === undefined) return undefined;
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      problems.push(`${name}: cannot read ${file}`);
+      return undefined;
+    }
+  };
+  const tlsCert = readPem('KEYVAULT_TLS_CERT_FILE');
+  const tlsKey = readPem('KEYVAULT_TLS_KEY_FILE');
+  const clientCa = readPem('KEYVAULT_TLS_CLIENT_CA_FILE');
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) problems.push('KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE go together');
+  if (clientCa !== undefined && tlsCert === undefined) problems.push('KEYVAULT_TLS_CLIENT_CA_FILE (mutual TLS) needs KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE');
+  const tls = tlsCert !== undefined && tlsKey !== undefined ? { cert: tlsCert, key: tlsKey, clientCa } : undefined;
+  if ('host' in listen && !loopbackHost(listen.host) && tls === undefined) {
+    problems.push(`KEYVAULT_LISTEN ${listenRaw} is reachable from other hosts: set KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE (plain HTTP only on a Unix socket or loopback)`);
+  }
   const deploymentId = plain('KEYVAULT_DEPLOYMENT_ID');
   if (deploymentId !== undefined && !DEPLOYMENT_ID.test(deploymentId)) problems.push('KEYVAULT_DEPLOYMENT_ID must be a lower-case UUID (the API logs its deployment id at start)');
 
@@ -136,5 +160,6 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     keygenThreads,
     localLockWaitMs,
     deploymentId,
+    tls,
   };
 }

@@ -41,8 +41,8 @@ export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<v
     process.stderr.write(`keyvault: refusing to start: ${message}\n`);
     process.exit(1);
   }
-  const server = createSignerServer({ token: config.token, creator, store, log });
-  const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.listen.host}:${config.listen.port}`;
+  const server = createSignerServer({ token: config.token, creator, store, log, tls: config.tls });
+  const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.tls ? 'https' : 'http'}://${config.listen.host}:${config.listen.port}${config.tls?.clientCa ? ' (mutual TLS)' : ''}`;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     if ('socketPath' in config.listen) {

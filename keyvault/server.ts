@@ -1,5 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import type { KeyCreator } from './create-key.js';
 import { SignerError } from './errors.js';
 import { DEPLOYMENT_ID, KEY_ID, NEW_KEY_ID } from './key-id.js';
@@ -75,7 +77,14 @@ function parseCreate(body: unknown): { keyId: string; requestId: string; deploym
  * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
  * constant time. Bodies are never logged. `/healthz` and `/readyz` (no auth) are for probes only.
  */
-export function createSignerServer(deps: { token: string; creator: KeyCreator; store: KeyStore; log: SignerLog }): Server {
+export function createSignerServer(deps: {
+  token: string;
+  creator: KeyCreator;
+  store: KeyStore;
+  log: SignerLog;
+  /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
+  tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
+}): Server {
   const expected = createHash('sha256').update(deps.token).digest();
   const authorised = (req: IncomingMessage) => {
     const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
@@ -90,6 +99,9 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
       const health = await deps.store.health();
       return send(res, health.ok ? 200 : 503, { status: health.ok ? 'ready' : 'unavailable' }, health.ok ? {} : { 'retry-after': '2' });
     }
+    // Mutual TLS: every route but the probes needs a client certificate of the configured CA (the
+    // orchestrator's probes present none).
+    if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized) throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');
     if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
     if (req.method === 'POST' && url.pathname === '/v1/deployment') {
       const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
@@ -115,7 +127,7 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
     throw new SignerError('not_found', 'no such route');
   };
 
-  return createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const started = process.hrtime.bigint();
     handle(req, res)
       .catch((err: unknown) => {
@@ -131,5 +143,10 @@ export function createSignerServer(deps: { token: string; creator: KeyCreator; s
         if (res.statusCode < 400) deps.log.debug(line, 'request');
         else deps.log.info(line, 'request');
       });
-  });
+  };
+  if (!deps.tls) return createServer(onRequest);
+  const { cert, key, clientCa } = deps.tls;
+  // Client certificates are asked for and checked against `clientCa`; the handler refuses every
+  // route but the probes without one (rejectUnauthorized would refuse the probes' connections too).
+  return createHttpsServer({ cert, key, minVersion: 'TLSv1.2', ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}) }, onRequest);
 }

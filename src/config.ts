@@ -39,6 +39,8 @@ export interface Config {
   /** Shared secret for the signer; unset in ROLE=all: generated for the signer it starts. */
   readonly keyvaultToken: string | undefined;
   readonly keyvaultTimeoutMs: number;
+  /** For an https:// KEYVAULT_URL: the signer's CA (KEYVAULT_CA_FILE) and, for mutual TLS, our client certificate and key. */
+  readonly keyvaultTls: { ca: string | undefined; cert: string | undefined; key: string | undefined };
   /** Extra CA bundle (PEM text) trusted for issuer discovery and key sets. */
   readonly oidcCa: string | undefined;
   /** Extra CA certificates (PEM) trusted for webhook receivers (WEBHOOK_CA_FILE), beside the system's. */
@@ -186,6 +188,8 @@ export function loadConfig(env: Env = process.env): Config {
   const keyvaultUrl = plain('KEYVAULT_URL');
   if (keyvaultUrl !== undefined && !/^(unix:\/.+|https?:\/\/.+)$/.test(keyvaultUrl)) {
     problems.push('KEYVAULT_URL must be unix:/absolute/path or an http(s):// URL');
+  } else if (keyvaultUrl?.startsWith('http://') && !/^http:\/\/(127\.\d+\.\d+\.\d+|\[::1\]|localhost)(:\d+)?(\/|$)/i.test(keyvaultUrl)) {
+    problems.push('KEYVAULT_URL to another host must be https:// (plain HTTP only on a Unix socket or loopback): see KEYVAULT_CA_FILE');
   }
   const keyvaultToken = secret('KEYVAULT_TOKEN');
   if (keyvaultToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(keyvaultToken)) {
@@ -217,6 +221,16 @@ export function loadConfig(env: Env = process.env): Config {
     }
   };
   const oidcCa = caFrom('OIDC_CA_FILE');
+  const keyvaultTls = { ca: caFrom('KEYVAULT_CA_FILE'), cert: caFrom('KEYVAULT_CLIENT_CERT_FILE'), key: undefined as string | undefined };
+  const clientKeyFile = plain('KEYVAULT_CLIENT_KEY_FILE');
+  if (clientKeyFile !== undefined) {
+    try {
+      keyvaultTls.key = readFileSync(clientKeyFile, 'utf8');
+    } catch {
+      problems.push(`KEYVAULT_CLIENT_KEY_FILE: cannot read ${clientKeyFile}`);
+    }
+  }
+  if ((keyvaultTls.cert === undefined) !== (keyvaultTls.key === undefined)) problems.push('KEYVAULT_CLIENT_CERT_FILE and KEYVAULT_CLIENT_KEY_FILE go together');
   const webhookCa = caFrom('WEBHOOK_CA_FILE');
   const scheduleText = plain('WEBHOOK_RETRY_SCHEDULE') ?? '0,5000,300000,1800000,7200000,18000000,36000000,50400000,72000000,86400000';
   const webhookRetrySchedule = scheduleText.split(',').map((s) => s.trim());
@@ -257,6 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
     keyvaultUrl,
     keyvaultToken,
     keyvaultTimeoutMs,
+    keyvaultTls,
     oidcCa,
     webhookCa,
     jwksCacheTtlS: int('JWKS_CACHE_TTL_S', 600, 1, 86_400),

@@ -102,7 +102,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   }
   const secrets = localSecrets(config, log);
   const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
-  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db));
+  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db), config.keyvaultTls);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {
@@ -187,7 +187,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     throw new Error(`the database schema is behind this version (pending: ${pending.join(', ')}); run ROLE=migrate first`);
   }
   const dataEncryptionKey = dataEncryptionKeyOf(config);
-  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(database.db));
+  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(database.db), config.keyvaultTls);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {

@@ -1,5 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -8,6 +9,7 @@ import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitorin
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Job } from 'kubernetes-models/batch/v1/Job';
+import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
@@ -27,6 +29,7 @@ type Manifest = any;
 const MODELS: Record<string, (m: Manifest) => { validate(): void }> = {
   'apps/v1/Deployment': (m) => new Deployment(m),
   'batch/v1/Job': (m) => new Job(m),
+  'v1/Secret': (m) => new Secret(m),
   'v1/Service': (m) => new Service(m),
   'v1/ServiceAccount': (m) => new ServiceAccount(m),
   'networking.k8s.io/v1/Ingress': (m) => new Ingress(m),
@@ -90,7 +93,8 @@ describe('Helm chart (helm/custody)', function () {
           expect(model, `no schema check for ${m.apiVersion}/${m.kind}`).to.not.equal(undefined);
           expect(() => model?.(m).validate(), `${m.kind} ${m.metadata.name}`).not.to.throw();
         }
-        expect(byKind(ms, 'Secret')).to.deep.equal([]);
+        // The only Secrets the chart makes: the signer's generated TLS (its CA, server and client certificates).
+        expect(byKind(ms, 'Secret').map((m) => m.metadata.name as string).sort()).to.deep.equal(['rel-custody-keyvault-client-tls', 'rel-custody-keyvault-tls']);
       });
 
       it('deploys the API, the worker and the signer, a pre-install/pre-upgrade migration Job, services and probes', () => {
@@ -213,6 +217,55 @@ describe('Helm chart (helm/custody)', function () {
     });
   }
 
+  describe('TLS between the API and the signer (another pod)', () => {
+    const setRender = (...sets: string[]) => {
+      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...sets.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
+      expect(res.status, res.stderr).to.equal(0);
+      return parseAllDocuments(res.stdout)
+        .map((d) => d.toJS())
+        .filter((m) => m !== null) as Manifest[];
+    };
+    const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);
+    const envOf = (d: Manifest | undefined) => new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
+    const secretOf = (d: Manifest | undefined, volume: string) => (d?.spec.template.spec.volumes as Array<{ name: string; secret?: { secretName: string } }>).find((v) => v.name === volume)?.secret?.secretName;
+
+    it('by default: generated CA, server and client certificates; HTTPS probes; the API and the worker present the client certificate and never see the server key', () => {
+      const ms = render();
+      const signer = envOf(deployment(ms, 'keyvault'));
+      expect(signer.get('KEYVAULT_TLS_CERT_FILE')).to.equal('/etc/custody/signer-tls/tls.crt');
+      expect(signer.get('KEYVAULT_TLS_CLIENT_CA_FILE')).to.equal('/etc/custody/signer-tls/ca.crt');
+      expect(deployment(ms, 'keyvault')?.spec.template.spec.containers[0].readinessProbe.httpGet.scheme).to.equal('HTTPS');
+      for (const name of ['api', 'worker']) {
+        const env = envOf(deployment(ms, name));
+        expect(env.get('KEYVAULT_URL'), name).to.equal('https://rel-custody-keyvault:8300');
+        expect(env.get('KEYVAULT_CLIENT_CERT_FILE'), name).to.equal('/etc/custody/signer-tls/tls.crt');
+        expect(secretOf(deployment(ms, name), 'signer-tls'), name).to.equal('rel-custody-keyvault-client-tls');
+      }
+      const secrets = new Map(byKind(ms, 'Secret').map((m) => [m.metadata.name as string, m.data as Record<string, string>]));
+      const pem = (name: string, key: string) => Buffer.from(secrets.get(name)?.[key] ?? '', 'base64').toString('utf8');
+      const server = new X509Certificate(pem('rel-custody-keyvault-tls', 'tls.crt'));
+      const client = new X509Certificate(pem('rel-custody-keyvault-client-tls', 'tls.crt'));
+      const ca = new X509Certificate(pem('rel-custody-keyvault-tls', 'ca.crt'));
+      expect(server.checkIssued(ca) && client.checkIssued(ca)).to.equal(true);
+      expect(server.subjectAltName).to.include('DNS:rel-custody-keyvault.custody.svc');
+      expect(server.checkHost('rel-custody-keyvault')).to.equal('rel-custody-keyvault');
+    });
+
+    it('cert-manager: a server and a client Certificate from the given issuer; without mutual, the API mounts only the CA', () => {
+      const ms = setRender('signer.tls.source=certManager', 'signer.tls.certManager.issuerRef.name=custody-ca', 'signer.tls.certManager.issuerRef.kind=ClusterIssuer');
+      const certs = ms.filter((m) => m.kind === 'Certificate');
+      expect(certs.map((c) => c.spec.secretName as string).sort()).to.deep.equal(['rel-custody-keyvault-client-tls', 'rel-custody-keyvault-tls']);
+      for (const c of certs) expect(c.spec.issuerRef).to.include({ name: 'custody-ca', kind: 'ClusterIssuer' });
+      expect(byKind(ms, 'Secret')).to.deep.equal([]);
+      const oneWay = setRender('signer.tls.source=existingSecret', 'signer.tls.existingSecret=my-signer-tls', 'signer.tls.mutual=false');
+      const api = deployment(oneWay, 'api');
+      expect(secretOf(api, 'signer-tls')).to.equal('my-signer-tls');
+      expect((api?.spec.template.spec.volumes as Array<{ name: string; secret?: { items?: unknown[] } }>).find((v) => v.name === 'signer-tls')?.secret?.items).to.deep.equal([{ key: 'ca.crt', path: 'ca.crt' }]);
+      expect(envOf(api).has('KEYVAULT_CLIENT_CERT_FILE')).to.equal(false);
+      expect(envOf(deployment(oneWay, 'keyvault')).has('KEYVAULT_TLS_CLIENT_CA_FILE')).to.equal(false);
+    });
+  });
+
   it('refuses every values file of helm/ci/bad, saying why', () => {
     const expected: Record<string, RegExp> = {
       'unknown-key.yaml': /replicaCount/,
@@ -224,6 +277,7 @@ describe('Helm chart (helm/custody)', function () {
       'bad-env.yaml': /appEnv/,
       'no-audience.yaml': /serviceAudience/,
       'no-database-secret.yaml': /database\.existingSecret/,
+      'signer-tls-without-secret.yaml': /existingSecret|clientExistingSecret/,
     };
     const bad = readdirSync(path.join(ROOT, 'helm/ci/bad')).filter((f) => f.endsWith('.yaml'));
     expect(bad.sort()).to.deep.equal(Object.keys(expected).sort());

@@ -1,6 +1,6 @@
 import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
 
 export interface SignerKey {
@@ -37,13 +37,25 @@ export class SignerClient {
   readonly #base: { socketPath: string } | { url: URL };
 
   /** `deploymentId`: this deployment's id (the `deployment` table), which the signer's store is bound to. */
+  readonly #agent: HttpsAgent | undefined;
+
   constructor(
     url: string,
     private readonly token: string,
     private readonly timeoutMs: number,
     readonly deploymentId: string,
+    /** For https: the signer's CA, and our certificate and key for mutual TLS. */
+    tls: { ca?: string | undefined; cert?: string | undefined; key?: string | undefined } = {},
   ) {
     this.#base = url.startsWith('unix:') ? { socketPath: url.slice(5) } : { url: new URL(url) };
+    if ('url' in this.#base && this.#base.url.protocol === 'https:') {
+      this.#agent = new HttpsAgent({
+        keepAlive: true,
+        minVersion: 'TLSv1.2',
+        ...(tls.ca ? { ca: tls.ca } : {}),
+        ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
+      });
+    }
   }
 
   #send(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Reply> {
@@ -54,7 +66,15 @@ export class SignerClient {
     const options: RequestOptions =
       'socketPath' in base
         ? { socketPath: base.socketPath, path, method, headers, timeout: this.timeoutMs }
-        : { host: base.url.hostname, port: base.url.port, path: `${base.url.pathname.replace(/\/$/, '')}${path}`, method, headers, timeout: this.timeoutMs };
+        : {
+            host: base.url.hostname.replace(/^\[|\]$/g, ''),
+            port: base.url.port,
+            path: `${base.url.pathname.replace(/\/$/, '')}${path}`,
+            method,
+            headers,
+            timeout: this.timeoutMs,
+            ...(this.#agent ? { agent: this.#agent } : {}),
+          };
     const send = 'url' in base && base.url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise<Reply>((resolve, reject) => {
       const req = send(options, (res) => {

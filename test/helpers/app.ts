@@ -71,7 +71,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   const log = createLogger(config.logLevel, sink);
   // A database that cannot be reached (the dependency-failure suites) has no deployment id to read: no key can be made there anyway.
   const deploymentId = await readDeploymentId(db).catch(() => randomUUID());
-  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, deploymentId);
+  const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, deploymentId, config.keyvaultTls);
   // A prefix of its own: test runs share the machine's Redis.
   const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
   // As main.ts runs it: the whole in-process suite goes through the project-key cache.

@@ -72,7 +72,15 @@ seccompProfile:
 {{ include "custody.secretEnv" (dict "name" "DATA_ENCRYPTION_KEY" "ref" .Values.dataEncryptionKey) }}
 {{ include "custody.secretEnv" (dict "name" "KEYVAULT_TOKEN" "ref" .Values.keyvaultToken) }}
 - name: KEYVAULT_URL
-  value: {{ printf "http://%s:%d" (include "custody.name" (dict "root" . "component" "keyvault")) (int .Values.signer.port) | quote }}
+  value: {{ printf "https://%s:%d" (include "custody.name" (dict "root" . "component" "keyvault")) (int .Values.signer.port) | quote }}
+- name: KEYVAULT_CA_FILE
+  value: /etc/custody/signer-tls/ca.crt
+{{- if .Values.signer.tls.mutual }}
+- name: KEYVAULT_CLIENT_CERT_FILE
+  value: /etc/custody/signer-tls/tls.crt
+- name: KEYVAULT_CLIENT_KEY_FILE
+  value: /etc/custody/signer-tls/tls.key
+{{- end }}
 - name: WEBHOOK_RETRY_SCHEDULE
   value: {{ .Values.config.webhookRetrySchedule | quote }}
 - name: WEBHOOK_TIMEOUT_MS
@@ -126,4 +134,39 @@ seccompProfile:
     {{- toYaml .podSelector | nindent 4 }}
   {{- end }}
 {{- end }}
+{{- end -}}
+
+
+{{/* The Secrets holding the signer's server certificate and the API's client certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "custody.signerTlsSecret" -}}
+{{- if eq .Values.signer.tls.source "existingSecret" -}}
+{{- .Values.signer.tls.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tls" (include "custody.name" (dict "root" . "component" "keyvault")) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "custody.signerClientTlsSecret" -}}
+{{- if eq .Values.signer.tls.source "existingSecret" -}}
+{{- .Values.signer.tls.clientExistingSecret -}}
+{{- else -}}
+{{- printf "%s-client-tls" (include "custody.name" (dict "root" . "component" "keyvault")) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Volume and mount of the API's and the worker's view of the signer's TLS: its CA, and their client certificate. */}}
+{{- define "custody.signerTlsClientVolume" -}}
+- name: signer-tls
+  secret:
+    secretName: {{ if .Values.signer.tls.mutual }}{{ include "custody.signerClientTlsSecret" . }}{{ else }}{{ include "custody.signerTlsSecret" . }}{{ end }}
+    {{- if not .Values.signer.tls.mutual }}
+    items:
+      - { key: ca.crt, path: ca.crt }
+    {{- end }}
+{{- end -}}
+
+{{- define "custody.signerTlsClientMount" -}}
+- name: signer-tls
+  mountPath: /etc/custody/signer-tls
+  readOnly: true
 {{- end -}}
