@@ -222,12 +222,12 @@ describe('Helm chart (helm/custody)', function () {
       const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...sets.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
       expect(res.status, res.stderr).to.equal(0);
       return parseAllDocuments(res.stdout)
-        .map((d) => d.toJS())
-        .filter((m) => m !== null) as Manifest[];
+        .map((d): Manifest => d.toJS())
+        .filter((m) => m !== null);
     };
     const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);
-    const envOf = (d: Manifest | undefined) => new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
-    const secretOf = (d: Manifest | undefined, volume: string) => (d?.spec.template.spec.volumes as Array<{ name: string; secret?: { secretName: string } }>).find((v) => v.name === volume)?.secret?.secretName;
+    const envOf = (d: Manifest) => new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
+    const secretOf = (d: Manifest, volume: string) => (d?.spec.template.spec.volumes as Array<{ name: string; secret?: { secretName: string } }>).find((v) => v.name === volume)?.secret?.secretName;
 
     it('by default: generated CA, server and client certificates; HTTPS probes; the API and the worker present the client certificate and never see the server key', () => {
       const ms = render();
