@@ -49,10 +49,10 @@ describe('config (section 12)', () => {
   it('asks each role in production only for what it uses', () => {
     const db = { APP_ENV: 'production', DATABASE_URL: 'postgres://db/custody' };
     expect(problemsOf({ ...db, ROLE: 'migrate' })).to.deep.equal([]);
-    const worker = problemsOf({ ...db, ROLE: 'worker', KEYVAULT_URL: 'http://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) });
+    const worker = problemsOf({ ...db, ROLE: 'worker', KEYVAULT_URL: 'https://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) });
     expect(worker).to.have.length(1);
     expect(worker[0]).to.include('DATA_ENCRYPTION_KEY');
-    const api = problemsOf({ ...db, ROLE: 'api', KEYVAULT_URL: 'http://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) }).join('\n');
+    const api = problemsOf({ ...db, ROLE: 'api', KEYVAULT_URL: 'https://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) }).join('\n');
     for (const name of ['SERVICE_AUDIENCE', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY']) expect(api).to.include(name);
   });
 

@@ -49,25 +49,15 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       { token: await t.iss.sign({ email }, { audience: AUDIENCE }) },
     );
 
-  it('stores a random UUIDv4 key id on every new wallet row before the signer is called', async () => {
-    const own = await ownDatabase(`custody_keyid_rows_${stamp}`);
+  /** A deployment of its own (database, signer, API process) for `run`, removed afterwards. */
+  async function withDeployment(name: string, run: (d: { own: { url: string; db: Knex }; signer: RunningSigner; app: TestApp; t: { iss: TestIssuer; project: Project } }) => Promise<void>) {
+    const own = await ownDatabase(`custody_keyid_${name}_${stamp}`);
     const signer = await startSigner();
     try {
       await migrateLatest(own.db);
       const app = await appOn(own, signer);
       try {
-        const t = await tenant(app);
-        // createasync without a relay: the row exists, the signer has not been asked.
-        const accepted = await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: await t.iss.sign({ email: 'pending@example.com' }, { audience: AUDIENCE }) });
-        expect(accepted.status).to.equal(202);
-        const pending = (await own.db('wallets').where({ email: 'pending@example.com' }).first()) as { key_id: string; address: string | null };
-        expect(pending.address).to.equal(null);
-        expect(pending.key_id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-        const done = await signIn(app, t, 'pending@example.com');
-        expect(done.status, done.text).to.equal(200);
-        const row = (await own.db('wallets').where({ email: 'pending@example.com' }).first()) as { key_id: string; address: string };
-        expect(row.key_id).to.equal(pending.key_id);
-        expect(row.address).to.equal(done.body.walletAddress);
+        await run({ own, signer, app, t: await tenant(app) });
       } finally {
         await app.close();
       }
@@ -75,7 +65,22 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       await signer.destroy();
       await own.drop();
     }
-  });
+  }
+
+  it('stores a random UUIDv4 key id on every new wallet row before the signer is called', () =>
+    withDeployment('rows', async ({ own, app, t }) => {
+      // createasync without a relay: the row exists, the signer has not been asked.
+      const accepted = await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: await t.iss.sign({ email: 'pending@example.com' }, { audience: AUDIENCE }) });
+      expect(accepted.status).to.equal(202);
+      const pending = (await own.db('wallets').where({ email: 'pending@example.com' }).first()) as { key_id: string; address: string | null };
+      expect(pending.address).to.equal(null);
+      expect(pending.key_id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      const done = await signIn(app, t, 'pending@example.com');
+      expect(done.status, done.text).to.equal(200);
+      const row = (await own.db('wallets').where({ email: 'pending@example.com' }).first()) as { key_id: string; address: string };
+      expect(row.key_id).to.equal(pending.key_id);
+      expect(row.address).to.equal(done.body.walletAddress);
+    }));
 
   it('two deployments on one signer: the second is refused (API start, bind, key creation) and no address is shared', async () => {
     const first = await ownDatabase(`custody_keyid_a_${stamp}`);
@@ -187,35 +192,22 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     }
   });
 
-  it('a key the signer already holds for another request under the row\'s key id is 503 key_conflict, never an answer', async () => {
-    const own = await ownDatabase(`custody_keyid_conflict_${stamp}`);
-    const signer = await startSigner();
-    try {
-      await migrateLatest(own.db);
-      const app = await appOn(own, signer);
-      try {
-        const t = await tenant(app);
-        const jwt = await t.iss.sign({ email: 'taken@example.com' }, { audience: AUDIENCE });
-        expect((await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: jwt })).status).to.equal(202);
-        const row = (await own.db('wallets').where({ email: 'taken@example.com' }).first()) as { id: number; key_id: string };
-        // Someone else's key under that id (as a shared or restored store would hold it).
-        const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(own.db));
-        const foreign = await client.createKey(row.key_id, 'wallet:someone-else');
-        const res = await app.client.post<{ code: string }>('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
-        expect(res.status, res.text).to.equal(503);
-        expect(res.body.code).to.equal('key_conflict');
-        expect(res.text).not.to.include(foreign.address);
-        const after = (await own.db('wallets').where({ id: row.id }).first()) as { address: string | null };
-        expect(after.address).to.equal(null);
-        expect(app.logs.some((l) => l.includes('"level":50') && l.includes('key conflict'))).to.equal(true);
-      } finally {
-        await app.close();
-      }
-    } finally {
-      await signer.destroy();
-      await own.drop();
-    }
-  });
+  it('a key the signer already holds for another request under the row\'s key id is 503 key_conflict, never an answer', () =>
+    withDeployment('conflict', async ({ own, signer, app, t }) => {
+      const jwt = await t.iss.sign({ email: 'taken@example.com' }, { audience: AUDIENCE });
+      expect((await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: jwt })).status).to.equal(202);
+      const row = (await own.db('wallets').where({ email: 'taken@example.com' }).first()) as { id: number; key_id: string };
+      // Someone else's key under that id (as a shared or restored store would hold it).
+      const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(own.db));
+      const foreign = await client.createKey(row.key_id, 'wallet:someone-else');
+      const res = await app.client.post<{ code: string }>('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
+      expect(res.status, res.text).to.equal(503);
+      expect(res.body.code).to.equal('key_conflict');
+      expect(res.text).not.to.include(foreign.address);
+      const after = (await own.db('wallets').where({ id: row.id }).first()) as { address: string | null };
+      expect(after.address).to.equal(null);
+      expect(app.logs.some((l) => l.includes('"level":50') && l.includes('key conflict'))).to.equal(true);
+    }));
 
   it('a database of the previous release migrates, and its users sign in unchanged', async () => {
     const own = await ownDatabase(`custody_keyid_upgrade_${stamp}`);

@@ -56,6 +56,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     // Suites that load the API are not about rate limits: off unless a test sets them.
     RATE_LIMIT_TOKEN: '0',
     RATE_LIMIT_PROJECT: '0',
+    RATE_LIMIT_AUTH_FAILURES: '0',
     // The suites' IdPs and receivers listen on loopback, which outbound requests may not reach otherwise.
     EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
     ...env,
