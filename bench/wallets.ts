@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,8 +56,12 @@ const stack = await startStack('bench');
 const { idp, receiver, db, operatorToken } = stack;
 const port = await freePort();
 /** The service's environment for the benchmark, listening on `onPort`. */
+// One data encryption key for both service processes: the compared one's relay delivers wallet
+// webhooks too, and must open the secrets the first one sealed.
+const dataEncryptionKey = randomBytes(32).toString('base64');
 const benchServiceEnv = (onPort: number): Record<string, string> => ({
   ...stack.serviceEnv(onPort),
+  DATA_ENCRYPTION_KEY: dataEncryptionKey,
   // The service as users run it: its default rate limits are on (the limits-off figure runs beside it).
   // The default pool size, and the bare server's: like with like.
   DB_POOL_MAX: process.env['BENCH_DB_POOL_MAX'] ?? '10',
@@ -178,6 +183,11 @@ try {
   console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
   if (ONLY_SATURATION) throw new Stop();
+  // The latency runs measure the service alone: the compared process (and its relay) stops here.
+  if (svcB) {
+    svcB.proc.kill('SIGTERM');
+    await svcB.exited;
+  }
 
   // The same fixed rate against the bare server shows how much of the tail is the machine's.
   const bare200 = await fixedRate(200, SECONDS, () => signin(bareClient, existing));

@@ -22,7 +22,7 @@ const str = (r: Result, key: string): string => (typeof r[key] === 'string' ? r[
 
 function newest(name: string): Result | undefined {
   const files = readdirSync(RESULTS)
-    .filter((f) => f.startsWith(`${name}-`) && /\d{4}-\d\d-\d\dT/.test(f))
+    .filter((f) => f.startsWith(`${name}-`) && /^\d{4}-\d\d-\d\dT/.test(f.slice(name.length + 1)))
     .sort();
   const file = files.at(-1);
   return file ? (JSON.parse(readFileSync(`${RESULTS}${file}`, 'utf8')) as Result) : undefined;
