@@ -1,8 +1,8 @@
-import { foldIdentity } from '../identity/fold.js';
 import { hotQuery, type Executor, type Knex } from '../db/knex.js';
 import type { Principal } from '../auth/principal.js';
 import type { SigninWallet } from '../wallets/repository.js';
 import type { ProjectKeyCache } from './key-cache.js';
+import { foldIdentity } from '../identity/fold.js';
 import type { AppEnv } from '../config.js';
 import type { Page } from '../http/pagination.js';
 

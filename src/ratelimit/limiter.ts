@@ -126,6 +126,8 @@ interface KeyState {
  */
 export class RateLimiter {
   readonly #keys = new Map<string, KeyState>();
+  /** Unsent hits of windows that ended: sent with the next flush, under the window they belong to. */
+  readonly #owed: HitBatch[] = [];
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> | undefined;
   #warned = 0;
@@ -149,7 +151,6 @@ export class RateLimiter {
       s.storePrevious = windowStart - s.windowStart === this.windowS ? known : 0;
       s.storeCurrent = 0;
       s.windowStart = windowStart;
-      // Hits of the window that ended are still owed to the store: sent with the window they belong to.
       if (s.pending > 0) this.#owed.push({ key, windowStart: windowStart - this.windowS, hits: s.pending });
       s.pending = 0;
       s.sending = 0;
@@ -162,8 +163,6 @@ export class RateLimiter {
     const elapsed = nowS - s.windowStart;
     return s.storePrevious * ((this.windowS - elapsed) / this.windowS) + s.storeCurrent + s.sending + s.pending;
   }
-
-  readonly #owed: HitBatch[] = [];
 
   /** Counts one hit of `key` and says whether it is over `limit`. No I/O: the store hears of it at the next flush. */
   check(key: string, limit: number): RateLimitState | undefined {

@@ -36,9 +36,10 @@ interface Reply {
 export class SignerClient {
   readonly #base: { socketPath: string } | { url: URL };
 
-  /** `deploymentId`: this deployment's id (the `deployment` table), which the signer's store is bound to. */
+  /** Keeps TLS connections to a signer in another pod (https only). */
   readonly #agent: HttpsAgent | undefined;
 
+  /** `deploymentId`: this deployment's id (the `deployment` table), which the signer's store is bound to. */
   constructor(
     url: string,
     private readonly token: string,

@@ -1,4 +1,3 @@
-import { foldIdentity } from '../identity/fold.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
 import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
@@ -14,6 +13,7 @@ import { projectKeyHash } from '../projects/keys.js';
 import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import type { ProjectKeyCache } from '../projects/key-cache.js';
+import { foldIdentity } from '../identity/fold.js';
 import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
@@ -74,8 +74,10 @@ export async function identifyCaller(
   const email = options.prefetchWallet ? claimedEmail(parsed) : undefined;
   const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email, deps.projectCache) : undefined;
   const project = found?.project;
-  if (!project) deps.authFailures?.failed(ctx);
-  if (!project) throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
+  if (!project) {
+    deps.authFailures?.failed(ctx);
+    throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
+  }
   deps.beforeJwt?.(ctx, project);
   if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);

@@ -1,5 +1,5 @@
-import { foldIdentity } from '../identity/fold.js';
 import type { Executor } from '../db/knex.js';
+import { foldIdentity } from '../identity/fold.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { KeyConflictError } from '../errors.js';
 
