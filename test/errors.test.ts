@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { expect } from 'chai';
 import { startApp, type TestApp } from './helpers/app.js';
 import { snapshot } from './helpers/db.js';
@@ -249,5 +250,50 @@ describe('character-set SQLSTATEs are the caller\'s input, not a 500', () => {
     } catch (err) {
       expect(mapDatabaseError(err)?.status).to.equal(400);
     }
+  });
+});
+
+describe('a large body the answer did not need is not drained', function () {
+  this.timeout(30_000);
+  let app: TestApp;
+  before(async () => {
+    app = await startApp();
+  });
+  after(() => app.close());
+
+  it('answers it (401, 404, 413) with Connection: close and ends the connection without reading the rest; the client gets the answer', async () => {
+    const body = Buffer.alloc(4 * 1024 * 1024, 0x5b);
+    const send = (path: string, headers: Record<string, string>) =>
+      new Promise<{ status: number; connection: string | undefined; text: string; socketEnded: boolean }>((resolve, reject) => {
+        const req = request(`${app.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers } }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+          res.on('end', () => {
+            const socket = res.socket;
+            // The server half-closes: the socket ends without a reset.
+            const ended = new Promise<boolean>((r) => {
+              if (socket.readableEnded) r(true);
+              socket.once('end', () => r(true));
+              setTimeout(() => r(false), 5_000).unref();
+            });
+            void ended.then((socketEnded) => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, text, socketEnded }));
+          });
+        });
+        req.on('error', (err: NodeJS.ErrnoException) => (err.code === 'EPIPE' || err.code === 'ECONNRESET' ? undefined : reject(err)));
+        req.end(body);
+      });
+    for (const [path, headers, status] of [
+      ['/api/v1/organisations', {}, 401],
+      ['/api/v1/nothing-here', { authorization: `Bearer ${app.operatorToken}` }, 404],
+      ['/api/v1/signin', {}, 413],
+    ] as const) {
+      const res = await send(path, headers);
+      expect(res.status, path).to.equal(status);
+      expect(res.connection, path).to.equal('close');
+      expect(JSON.parse(res.text) as { status: number }).to.include({ status });
+      expect(res.socketEnded, path).to.equal(true);
+    }
+    // The service goes on answering on new connections.
+    expect((await app.client.get('/healthz', { token: null })).status).to.equal(200);
   });
 });

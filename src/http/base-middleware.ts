@@ -62,6 +62,7 @@ export function base(log: Logger, db: Executor): Middleware<AppState> {
         sendProblem(ctx, INTERNAL_ERROR, id);
       }
     } finally {
+      lingerOnUnreadBody(ctx);
       const ms = performance.now() - started;
       // The route pattern, not the path: ids must not become label values.
       const matched = (ctx as { _matchedRoute?: string | RegExp })._matchedRoute;
@@ -82,6 +83,38 @@ function describe(err: unknown): Record<string, unknown> {
 }
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** A body the answer did not need, above this, is not drained: the connection is closed after the answer. */
+const DRAIN_LIMIT = 64 * 1024;
+/** How long a client gets to take the answer before a lingering connection is cut. */
+const LINGER_MS = 5_000;
+
+/**
+ * Answered without reading a large body (no route, no valid credentials, over the endpoint's
+ * limit)? Node would read and discard the rest: the caller's megabytes at our CPU's and the
+ * collector's expense. Instead the answer says `Connection: close`, Node is told the body is being
+ * consumed (so it does not drain it), and once the answer is written the connection stays paused
+ * and half-closes: the client takes the answer and hangs up, or is cut after LINGER_MS. (Node's
+ * own close would reset a connection with unread bytes, and the client would lose the answer.)
+ */
+function lingerOnUnreadBody(ctx: Context): void {
+  const req = ctx.req as typeof ctx.req & { _consuming?: boolean };
+  // Fully received (read, or small enough to have arrived whole), or still being read: nothing to do.
+  if (!BODY_METHODS.has(ctx.method) || req.complete || req.readableFlowing === true) return;
+  const length = ctx.request.length;
+  if (!((length !== undefined && length > DRAIN_LIMIT) || (length === undefined && ctx.get('Transfer-Encoding') !== ''))) return;
+  ctx.set('Connection', 'close');
+  // Node's server drains an unread body at the end of the response unless it is being consumed.
+  req._consuming = true;
+  const socket = req.socket;
+  socket.destroySoon = () => {
+    socket.pause();
+    socket.end();
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  };
+}
 /** `application/json`, alone or with a UTF-8 charset, in any case. */
 const PLAIN_JSON = /^application\/json(; ?charset=(utf-8|"utf-8"|utf8))?$/i;
 
