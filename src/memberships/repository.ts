@@ -203,8 +203,8 @@ export async function claimExpired(db: Executor, nowS: number, limit: number): P
         SELECT id FROM memberships
          WHERE expiration > 0 AND expiration <= ? AND revoked_at IS NULL AND expired_notified_at IS NULL
            -- A soft-deleted organisation goes quiet; its expirations are announced after undelete.
-           AND NOT EXISTS (SELECT 1 FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
-                            WHERE qp.id = memberships.project_id AND qo.deleted_at IS NOT NULL)
+           AND memberships.project_id NOT IN (SELECT qp.id FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
+                                               WHERE qo.deleted_at IS NOT NULL)
          ORDER BY expiration, id LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING *`,
     [nowS, limit],

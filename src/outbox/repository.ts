@@ -88,8 +88,10 @@ export const deliveryMessageId = (eventId: string, subscriptionId: number): stri
  * wallet creation) are not taken while it is deleted, and are taken as they fell due once it is
  * undeleted (nothing is lost: they stay pending). One condition for every claim.
  */
-export const ORGANISATION_ACTIVE = `NOT EXISTS (SELECT 1 FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
-                 WHERE qp.id = outbox.project_id AND qo.deleted_at IS NOT NULL)`;
+// NOT IN over an uncorrelated list: PostgreSQL hashes the (usually empty) list of quiet projects
+// once per claim instead of probing projects and organisations for every candidate row.
+export const ORGANISATION_ACTIVE = `outbox.project_id NOT IN (SELECT qp.id FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
+                 WHERE qo.deleted_at IS NOT NULL)`;
 
 export async function claimEvents(
   db: Executor,
