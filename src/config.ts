@@ -207,31 +207,23 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`${name} must be true or false`);
     return fallback;
   };
-  /** A PEM file of extra trusted CA certificates (a private CA of the IdP's or the receivers'). */
-  const caFrom = (name: string): string | undefined => {
+  /** A PEM file named by `name`: certificates (CAs, a client certificate) must hold one; a key is read as it is. */
+  const pemFrom = (name: string, kind: 'certificate' | 'key' = 'certificate'): string | undefined => {
     const file = plain(name);
     if (file === undefined) return undefined;
     try {
       const pem = readFileSync(file, 'utf8');
-      if (!pem.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${name}: ${file} holds no PEM certificate`);
+      if (kind === 'certificate' && !pem.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${name}: ${file} holds no PEM certificate`);
       return pem;
     } catch {
       problems.push(`${name}: cannot read ${file}`);
       return undefined;
     }
   };
-  const oidcCa = caFrom('OIDC_CA_FILE');
-  const keyvaultTls = { ca: caFrom('KEYVAULT_CA_FILE'), cert: caFrom('KEYVAULT_CLIENT_CERT_FILE'), key: undefined as string | undefined };
-  const clientKeyFile = plain('KEYVAULT_CLIENT_KEY_FILE');
-  if (clientKeyFile !== undefined) {
-    try {
-      keyvaultTls.key = readFileSync(clientKeyFile, 'utf8');
-    } catch {
-      problems.push(`KEYVAULT_CLIENT_KEY_FILE: cannot read ${clientKeyFile}`);
-    }
-  }
+  const oidcCa = pemFrom('OIDC_CA_FILE');
+  const keyvaultTls = { ca: pemFrom('KEYVAULT_CA_FILE'), cert: pemFrom('KEYVAULT_CLIENT_CERT_FILE'), key: pemFrom('KEYVAULT_CLIENT_KEY_FILE', 'key') };
   if ((keyvaultTls.cert === undefined) !== (keyvaultTls.key === undefined)) problems.push('KEYVAULT_CLIENT_CERT_FILE and KEYVAULT_CLIENT_KEY_FILE go together');
-  const webhookCa = caFrom('WEBHOOK_CA_FILE');
+  const webhookCa = pemFrom('WEBHOOK_CA_FILE');
   const scheduleText = plain('WEBHOOK_RETRY_SCHEDULE') ?? '0,5000,300000,1800000,7200000,18000000,36000000,50400000,72000000,86400000';
   const webhookRetrySchedule = scheduleText.split(',').map((s) => s.trim());
   if (webhookRetrySchedule.length === 0 || webhookRetrySchedule.length > 50 || webhookRetrySchedule.some((s) => !/^\d{1,10}$/.test(s))) {

@@ -6,6 +6,7 @@ import type { AppState } from './context.js';
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import { INTERNAL_ERROR, sendProblem, toAppError } from './problem.js';
+import { BODY_METHODS } from './body.js';
 import { KeyConflictError, ValidationError } from '../errors.js';
 
 const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -82,7 +83,6 @@ function describe(err: unknown): Record<string, unknown> {
   return { value: typeof err };
 }
 
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** A body the answer did not need, above this, is not drained: the connection is closed after the answer. */
 const DRAIN_LIMIT = 64 * 1024;

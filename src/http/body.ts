@@ -9,6 +9,9 @@ export const WALLET_BODY_LIMIT = 8 * 1024;
 /** No request of ours nests deeper than 3; this bounds what any walk over a body may meet. */
 export const MAX_BODY_DEPTH = 32;
 
+/** The methods whose requests may carry a body. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
 const parsers = new Map<number, ReturnType<typeof koaBody>>();
 function parserFor(limit: number): ReturnType<typeof koaBody> {
   let parser = parsers.get(limit);

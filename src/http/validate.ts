@@ -4,7 +4,7 @@ import { ValidationError, type FieldProblem } from '../errors.js';
 import type { OperationDoc } from '../openapi/meta.js';
 import type { AppContext, AppMiddleware } from './context.js';
 import { unsafeTextAt } from '../text/safe.js';
-import { DEFAULT_BODY_LIMIT, readBody } from './body.js';
+import { BODY_METHODS, DEFAULT_BODY_LIMIT, readBody } from './body.js';
 
 /** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
 const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
@@ -103,7 +103,6 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   return middleware;
 }
 
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 const isEmptyObject = (v: unknown): boolean =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;

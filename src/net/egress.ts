@@ -134,12 +134,19 @@ export function embeddedIpv4(b: Uint8Array): string[] | undefined {
   return undefined;
 }
 
+/** The allow-lists as BlockLists, built once per list (the configuration's array), not per check. */
+const allowLists = new WeakMap<readonly string[], BlockList>();
+
 function allowedByList(allow: readonly string[], ip: string, type: 'ipv4' | 'ipv6'): boolean {
   if (allow.length === 0) return false;
-  const list = new BlockList();
-  for (const cidr of allow) {
-    const [net, bits] = cidr.split('/');
-    if (net && bits) list.addSubnet(net, Number(bits), isIP(net) === 6 ? 'ipv6' : 'ipv4');
+  let list = allowLists.get(allow);
+  if (!list) {
+    list = new BlockList();
+    for (const cidr of allow) {
+      const [net, bits] = cidr.split('/');
+      if (net && bits) list.addSubnet(net, Number(bits), isIP(net) === 6 ? 'ipv6' : 'ipv4');
+    }
+    allowLists.set(allow, list);
   }
   return list.check(ip, type);
 }

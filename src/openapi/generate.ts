@@ -2,10 +2,10 @@ import type Router from '@koa/router';
 import type { TSchema } from '@sinclair/typebox';
 import { endpointSchemas, type Schemas } from '../http/validate.js';
 import { components, describedOf, markOf, type OperationDoc, type Security } from './meta.js';
+import { BODY_METHODS } from '../http/body.js';
 import { API_DESCRIPTION, ERROR_EXAMPLES, GENERIC_ERRORS } from './text.js';
 
 type Json = Record<string, unknown>;
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** Plain JSON of a TypeBox schema, each named schema (other than `root`) replaced by its $ref. */
 function toJson(schema: TSchema, root?: string): unknown {
