@@ -4,6 +4,7 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import { chromium } from 'playwright-core';
 import { startApp, type TestApp } from './helpers/app.js';
 import { Conformance, schemaValidator } from './helpers/conformance.js';
+import { toolPath } from './helpers/tools.js';
 
 /** Every operation the interface document and CONTRACT.md call for, plus operations and reference routes. */
 const EXPECTED = [
@@ -187,8 +188,9 @@ describe('OpenAPI document and API reference', () => {
   });
 
   it('serves the reference page at /docs with its assets from the service itself (headless Chromium: loads, lists signin, no console errors)', async function () {
-    this.timeout(120_000);
-    const browser = await chromium.launch({ executablePath: process.env['CHROMIUM_BIN'] ?? '/usr/bin/chromium', args: ['--no-sandbox'] });
+    // First use installs Debian's Chromium (scripts/chromium.sh); later runs find it.
+    this.timeout(600_000);
+    const browser = await chromium.launch({ executablePath: toolPath('chromium'), args: ['--no-sandbox'] });
     try {
       const page = await browser.newPage();
       const consoleErrors: string[] = [];
