@@ -94,11 +94,10 @@ export function createSignerServer(deps: {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://signer');
     if (req.method === 'GET' && url.pathname === '/healthz') return send(res, 200, { status: 'ok' });
-    // For the orchestrator: the backend is usable (Vault reachable and unsealed); no details without auth.
-    if (req.method === 'GET' && url.pathname === '/readyz') {
-      const health = await deps.store.health();
-      return send(res, health.ok ? 200 : 503, { status: health.ok ? 'ready' : 'unavailable' }, health.ok ? {} : { 'retry-after': '2' });
-    }
+    // For the orchestrator: the process serves (its start-up checks passed). Vault's seal state is
+    // not readiness: a sealed Vault must not take the signer, and with it every API pod, out of
+    // service; key calls answer 503 vault_sealed meanwhile and /v1/health reports it.
+    if (req.method === 'GET' && url.pathname === '/readyz') return send(res, 200, { status: 'ready' });
     // Mutual TLS: every route but the probes needs a client certificate of the configured CA (the
     // orchestrator's probes present none).
     if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized) throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');

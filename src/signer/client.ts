@@ -12,10 +12,16 @@ export interface SignerKey {
 }
 
 export interface SignerHealth {
+  /** The signer process answered and took our credentials: what every endpoint needs. */
+  reachable: boolean;
+  /** Its key store is usable (Vault reachable and unsealed): only key creation and signing need it. */
   ok: boolean;
   backend?: string;
   sealed?: boolean;
 }
+
+/** The signer's own answers for a key store it cannot use at the moment (the process itself is fine). */
+const STORE_UNAVAILABLE = new Set(['vault_sealed', 'vault_unavailable']);
 
 /** APP_ENV=production with a signer that reports the local development key store: refused (start and /readyz). */
 export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean => appEnv === 'production' && health.backend !== undefined && health.backend !== 'vault';
@@ -173,13 +179,16 @@ export class SignerClient {
     try {
       const reply = await this.#send('GET', '/v1/health');
       const b = (reply.body ?? {}) as Record<string, unknown>;
+      const ok = reply.status === 200 && b['ok'] === true;
+      const storeDown = reply.status === 503 && (b['sealed'] === true || b['ok'] === false || STORE_UNAVAILABLE.has(String(b['code'])));
       return {
-        ok: reply.status === 200 && b['ok'] === true,
+        reachable: ok || storeDown,
+        ok,
         ...(typeof b['backend'] === 'string' ? { backend: b['backend'] } : {}),
         ...(typeof b['sealed'] === 'boolean' ? { sealed: b['sealed'] } : {}),
       };
     } catch {
-      return { ok: false };
+      return { reachable: false, ok: false };
     }
   }
 }
