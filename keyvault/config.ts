@@ -86,7 +86,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
   } else {
     if (!/^https?:\/\//.test(addr)) problems.push('VAULT_ADDR must be an http(s) URL');
     const vaultToken = secret('VAULT_TOKEN');
-    const roleId = plain('VAULT_ROLE_ID');
+    const roleId = secret('VAULT_ROLE_ID');
     const secretId = secret('VAULT_SECRET_ID');
     const k8sRole = plain('VAULT_K8S_ROLE');
     const methods: VaultAuth[] = [];
@@ -116,9 +116,9 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
         attempts: int('VAULT_ATTEMPTS', 3, 1, 10),
         auth,
         paths: {
-          transitMount: plain('VAULT_TRANSIT_MOUNT') ?? 'transit',
+          transitMount: plain('VAULT_TRANSIT_MOUNT') ?? 'custody-transit',
           transitKey: plain('VAULT_TRANSIT_KEY') ?? 'custody-wallets',
-          kvMount: plain('VAULT_KV_MOUNT') ?? 'secret',
+          kvMount: plain('VAULT_KV_MOUNT') ?? 'custody-kv',
           kvPrefix: plain('VAULT_KV_PREFIX') ?? 'custody/keys',
         },
       };

@@ -1,49 +1,136 @@
 #!/usr/bin/env bash
-# The one-time Vault (or OpenBao) setup for the signer, as the operations guide gives it.
-# Needs VAULT_ADDR and an admin VAULT_TOKEN; uses the CLI in $VAULT_BIN (default: vault, then bao).
-# Idempotent: safe to run again. With --print-approle it prints VAULT_ROLE_ID=… and
-# VAULT_SECRET_ID=… (a fresh secret id) for the signer on stdout.
+# The one-time Vault (or OpenBao) setup for the custody signer, safe on a Vault that serves other
+# teams: everything it creates lives on mounts of its own, which it marks as the signer's and
+# refuses to reuse when they were not (it never changes a mount, auth method or config it did
+# not create). Idempotent: run it again after a change of settings.
+#
+# Needs VAULT_ADDR and an admin VAULT_TOKEN in the environment; the CLI in $VAULT_BIN (default:
+# vault, then bao). Settings, all by environment (defaults after the colon):
+#   AUTH: kubernetes          kubernetes, approle, or both
+#   RELEASE: custody          the Helm release (names the ServiceAccount and the key prefix)
+#   NAMESPACE: custody        the release's namespace
+#   SERVICE_ACCOUNT           the signer's ServiceAccount; default: the name the chart gives it
+#   TRANSIT_MOUNT: custody-transit   KV_MOUNT: custody-kv   TRANSIT_KEY: custody-wallets
+#   KV_PREFIX: custody/<RELEASE>/keys   POLICY: custody-keyvault-<RELEASE>   ROLE: custody-keyvault
+#   K8S_MOUNT: custody-kubernetes    K8S_AUDIENCE: vault
+#   K8S_HOST: https://kubernetes.default.svc   (in-cluster Vault: nothing else needed)
+#   K8S_CA_CERT, TOKEN_REVIEWER_JWT   files, for a Vault outside the cluster
+#   APPROLE_MOUNT: custody-approle   APPROLE_BOUND_CIDRS (required for approle)   SECRET_ID_TTL: 720h
+# Flags: --print-approle prints VAULT_ROLE_ID=… and VAULT_SECRET_ID=… (a fresh secret id) on
+# stdout; --service-account-name prints the ServiceAccount name the role binds, and exits.
 set -euo pipefail
 
+AUTH=${AUTH:-kubernetes}
+RELEASE=${RELEASE:-custody}
+NAMESPACE=${NAMESPACE:-custody}
+TRANSIT_MOUNT=${TRANSIT_MOUNT:-custody-transit}
+TRANSIT_KEY=${TRANSIT_KEY:-custody-wallets}
+KV_MOUNT=${KV_MOUNT:-custody-kv}
+KV_PREFIX=${KV_PREFIX:-custody/$RELEASE/keys}
+POLICY=${POLICY:-custody-keyvault-$RELEASE}
+ROLE=${ROLE:-custody-keyvault}
+K8S_MOUNT=${K8S_MOUNT:-custody-kubernetes}
+K8S_AUDIENCE=${K8S_AUDIENCE:-vault}
+K8S_HOST=${K8S_HOST:-https://kubernetes.default.svc}
+APPROLE_MOUNT=${APPROLE_MOUNT:-custody-approle}
+SECRET_ID_TTL=${SECRET_ID_TTL:-720h}
+MARK="custody signer (release $RELEASE)"
+
+say() { printf 'vault-setup: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# The chart's naming: <release> when it contains "custody", else <release>-custody, cut to 50
+# characters, then "-keyvault" (cut to 63); the chart's fullnameOverride is SERVICE_ACCOUNT here.
+chart_service_account() {
+  local full=$RELEASE
+  [[ "$RELEASE" == *custody* ]] || full="$RELEASE-custody"
+  full=${full:0:50}; full=${full%-}
+  local sa="$full-keyvault"
+  sa=${sa:0:63}; echo "${sa%-}"
+}
+SERVICE_ACCOUNT=${SERVICE_ACCOUNT:-$(chart_service_account)}
+if [ "${1:-}" = "--service-account-name" ]; then echo "$SERVICE_ACCOUNT"; exit 0; fi
+
+case "$AUTH" in kubernetes | approle | both) ;; *) die "AUTH must be kubernetes, approle or both (got $AUTH)" ;; esac
+if [ "$AUTH" != kubernetes ] && [ -z "${APPROLE_BOUND_CIDRS:-}" ]; then
+  die "AppRole needs APPROLE_BOUND_CIDRS: the addresses the signer's pods log in from (e.g. the pod CIDR)"
+fi
 BIN=${VAULT_BIN:-$(command -v vault || command -v bao || true)}
-[ -n "$BIN" ] || { echo "set VAULT_BIN to a vault or bao binary" >&2; exit 1; }
-TRANSIT_MOUNT=${VAULT_TRANSIT_MOUNT:-transit}
-TRANSIT_KEY=${VAULT_TRANSIT_KEY:-custody-wallets}
-KV_MOUNT=${VAULT_KV_MOUNT:-secret}
-KV_PREFIX=${VAULT_KV_PREFIX:-custody/keys}  # the chart default is custody/<release>/keys: set VAULT_KV_PREFIX to match
-POLICY=${KEYVAULT_POLICY:-custody-keyvault}
-ROLE=${KEYVAULT_APPROLE:-custody-keyvault}
-
+[ -n "$BIN" ] || die "set VAULT_BIN to a vault or bao binary"
+[ -n "${VAULT_ADDR:-}" ] || die "set VAULT_ADDR (and an admin VAULT_TOKEN)"
 v() { "$BIN" "$@"; }
-# Whole outputs first: `grep -q` closing a pipe early would fail the listing under pipefail.
-mounted() { local list; list=$(v secrets list -format=json); [[ "$list" == *"\"$1/\""* ]]; }
-auth_enabled() { local list; list=$(v auth list -format=json); [[ "$list" == *"\"$1/\""* ]]; }
 
-# 1. Transit, with a derived, non-exportable key that cannot be deleted; no implicit key creation.
-mounted "$TRANSIT_MOUNT" || v secrets enable -path="$TRANSIT_MOUNT" transit >&2
+# "<type>\t<description>" of the mount at <path>/ (kind: secrets or auth), or "<none>".
+describe_mount() {
+  local api=sys/mounts
+  [ "$1" = auth ] && api=sys/auth
+  local type
+  type=$(v read -field=type "$api/$2" 2>/dev/null) || { echo "<none>"; return; }
+  printf '%s\t%s' "$type" "$(v read -field=description "$api/$2" 2>/dev/null || true)"
+}
+
+# Enables <type> at <path> with our mark, or accepts it when it already carries our mark.
+own_mount() {
+  local kind=$1 path=$2 type=$3 found
+  shift 3
+  found=$(describe_mount "$kind" "$path")
+  if [ "$found" = "<none>" ]; then
+    v "$kind" enable -path="$path" -description="$MARK" "$@" "$type" >&2
+    say "enabled $type at $path/"
+  elif [ "$found" = "$type	$MARK" ]; then
+    say "$path/ is this release's $type mount already"
+  else
+    die "$path/ exists and is not this release's (${found/	/, description: }): refusing to touch it; choose another path"
+  fi
+}
+
+# 1. Transit on its own mount: a derived, non-exportable key that cannot be deleted, and no
+#    implicit key creation (disable_upsert is mount-wide, hence the dedicated mount).
+own_mount secrets "$TRANSIT_MOUNT" transit
 v read "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" >/dev/null 2>&1 ||
   v write -f "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" type=aes256-gcm96 derived=true exportable=false allow_plaintext_backup=false >&2
 v write "$TRANSIT_MOUNT/keys/$TRANSIT_KEY/config" deletion_allowed=false >&2
 v write "$TRANSIT_MOUNT/config/keys" disable_upsert=true >&2
 
-# 2. KV version 2 for the key records.
-mounted "$KV_MOUNT" || v secrets enable -path="$KV_MOUNT" kv-v2 >&2
+# 2. KV version 2 on its own mount, keeping every version of every record for ever.
+own_mount secrets "$KV_MOUNT" kv -version=2
+v write "$KV_MOUNT/config" max_versions=0 delete_version_after=0s >&2
 
-# 3. The signer's policy: encrypt/decrypt with its one key, read the key's settings, and
-#    create + read (never update or delete) its records.
+# 3. The signer's policy: encrypt/decrypt with its one key, read the key's settings and the KV
+#    mount's retention, create + read (never update or delete) its records.
 v policy write "$POLICY" - >&2 <<POLICY
 path "$TRANSIT_MOUNT/encrypt/$TRANSIT_KEY" { capabilities = ["update"] }
 path "$TRANSIT_MOUNT/decrypt/$TRANSIT_KEY" { capabilities = ["update"] }
 path "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" { capabilities = ["read"] }
 path "$KV_MOUNT/data/$KV_PREFIX/*" { capabilities = ["create", "read"] }
+path "$KV_MOUNT/config" { capabilities = ["read"] }
 path "sys/internal/ui/mounts/$KV_MOUNT" { capabilities = ["read"] }
 POLICY
 
-# 4. AppRole for the signer (the chart can use Kubernetes auth instead; see docs/operations.md).
-auth_enabled approle || v auth enable approle >&2
-v write "auth/approle/role/$ROLE" token_policies="$POLICY" token_ttl=1h token_max_ttl=24h secret_id_ttl=0 >&2
-
-if [ "${1:-}" = "--print-approle" ]; then
-  echo "VAULT_ROLE_ID=$(v read -field=role_id "auth/approle/role/$ROLE/role-id")"
-  echo "VAULT_SECRET_ID=$(v write -f -field=secret_id "auth/approle/role/$ROLE/secret-id")"
+# 4. Kubernetes auth on its own mount: the signer's ServiceAccount (the name the chart creates),
+#    tokens with our audience only.
+if [ "$AUTH" != approle ]; then
+  own_mount auth "$K8S_MOUNT" kubernetes
+  config=(kubernetes_host="$K8S_HOST")
+  if [ -n "${K8S_CA_CERT:-}" ]; then config+=(kubernetes_ca_cert=@"$K8S_CA_CERT"); fi
+  # Outside the cluster Vault needs a reviewer token; inside, it uses its own pod's.
+  if [ -n "${TOKEN_REVIEWER_JWT:-}" ]; then config+=(token_reviewer_jwt=@"$TOKEN_REVIEWER_JWT"); fi
+  v write "auth/$K8S_MOUNT/config" "${config[@]}" >&2
+  v write "auth/$K8S_MOUNT/role/$ROLE" bound_service_account_names="$SERVICE_ACCOUNT" \
+    bound_service_account_namespaces="$NAMESPACE" audience="$K8S_AUDIENCE" \
+    token_policies="$POLICY" token_ttl=1h token_max_ttl=24h >&2
+  say "Kubernetes auth: role $ROLE at auth/$K8S_MOUNT binds $NAMESPACE/$SERVICE_ACCOUNT (audience $K8S_AUDIENCE)"
 fi
+
+# 5. AppRole on its own mount: secret ids that expire and work only from the given addresses.
+if [ "$AUTH" != kubernetes ]; then
+  own_mount auth "$APPROLE_MOUNT" approle
+  v write "auth/$APPROLE_MOUNT/role/$ROLE" token_policies="$POLICY" token_ttl=1h token_max_ttl=24h \
+    secret_id_ttl="$SECRET_ID_TTL" secret_id_bound_cidrs="$APPROLE_BOUND_CIDRS" token_bound_cidrs="$APPROLE_BOUND_CIDRS" >&2
+  say "AppRole: role $ROLE at auth/$APPROLE_MOUNT (secret ids live $SECRET_ID_TTL, bound to $APPROLE_BOUND_CIDRS)"
+  if [ "${1:-}" = "--print-approle" ]; then
+    echo "VAULT_ROLE_ID=$(v read -field=role_id "auth/$APPROLE_MOUNT/role/$ROLE/role-id")"
+    echo "VAULT_SECRET_ID=$(v write -f -field=secret_id "auth/$APPROLE_MOUNT/role/$ROLE/secret-id")"
+  fi
+fi
+say "done: transit $TRANSIT_MOUNT/keys/$TRANSIT_KEY, records in $KV_MOUNT/$KV_PREFIX, policy $POLICY"

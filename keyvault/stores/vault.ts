@@ -126,6 +126,33 @@ export class VaultKeyStore implements KeyStore {
     if (mount.data?.['type'] !== 'kv' || options?.['version'] !== '2') {
       throw new SignerError('misconfigured', `mount "${kvMount}" is not a KV version 2 engine: enable one with \`vault secrets enable -path=${kvMount} kv-v2\``);
     }
+    await this.#checkKvRetention(kvMount);
+  }
+
+  /** A key record is the only copy of its key: no setting of the mount may ever delete or destroy one of its versions. */
+  async #checkKvRetention(kvMount: string): Promise<void> {
+    let config: VaultBody;
+    try {
+      config = await this.vault.read(`${kvMount}/config`);
+    } catch (err) {
+      const code = (err as SignerError).code;
+      if (code === 'not_found' || code === 'auth_failed' || code === 'invalid_request') {
+        throw new SignerError('misconfigured', `cannot read "${kvMount}/config" to check that key records are kept: grant the signer's policy \`read\` on it (scripts/vault-setup.sh does)`);
+      }
+      throw err;
+    }
+    const maxVersions = Number(config.data?.['max_versions'] ?? 0);
+    const raw = config.data?.['delete_version_after'];
+    const deleteAfter = typeof raw === 'string' ? raw : '0s';
+    const wrong: string[] = [];
+    if (maxVersions !== 0) wrong.push(`max_versions is ${maxVersions} (a limit destroys the oldest versions of a record once it has that many; must be 0)`);
+    if (!/^0[a-z]*$/.test(deleteAfter)) wrong.push(`delete_version_after is ${deleteAfter} (records would be deleted after that time; must be 0s)`);
+    if (wrong.length > 0) {
+      throw new SignerError(
+        'misconfigured',
+        `KV mount "${kvMount}" could drop key records: ${wrong.join('; ')}. Use a dedicated mount: \`vault write ${kvMount}/config max_versions=0 delete_version_after=0s\``,
+      );
+    }
   }
 
   async health(): Promise<StoreHealth> {

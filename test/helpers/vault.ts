@@ -1,15 +1,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './process.js';
+import { toolPath } from './tools.js';
 
 const SCRIPTS = fileURLToPath(new URL('../../../scripts/', import.meta.url));
 
 /** A Vault-API server binary: $VAULT_BIN, or the one scripts/openbao.sh builds and caches. */
-export function vaultBinary(): string {
-  const given = process.env['VAULT_BIN'];
-  if (given) return given;
-  return execFileSync('bash', [`${SCRIPTS}openbao.sh`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
+export const vaultBinary = (): string => toolPath('vault');
 
 export interface DevVault {
   addr: string;
@@ -67,8 +64,9 @@ export async function startDevVault(): Promise<DevVault> {
     seal: () => void cli(['operator', 'seal']),
     unseal: () => void cli(['operator', 'unseal', unsealKey]),
     setup(extra = {}) {
+      // AppRole from loopback, records where the signer's defaults look (custody-kv/custody/keys).
       const text = execFileSync('bash', [`${SCRIPTS}vault-setup.sh`, '--print-approle'], {
-        env: { ...env, VAULT_BIN: bin, ...extra },
+        env: { ...env, VAULT_BIN: bin, AUTH: 'approle', APPROLE_BOUND_CIDRS: '127.0.0.1/32', KV_PREFIX: 'custody/keys', ...extra },
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -6,7 +6,8 @@ import { computeAddress } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { AppError } from '../../src/errors.js';
 import { SignerClient } from '../../src/signer/client.js';
-import { startApp } from '../helpers/app.js';
+import { startApp, startAppWithIdp } from '../helpers/app.js';
+import { createOrganisation, createProject } from '../helpers/factories.js';
 import { spawnService } from '../helpers/process.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
 import { startDevVault, type DevVault } from '../helpers/vault.js';
@@ -28,9 +29,9 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
 
   const signerEnv = () => ({ VAULT_ADDR: vault.addr, ...approle });
   const kvRecord = (keyId: string): KvRecord =>
-    (JSON.parse(vault.cli(['kv', 'get', '-format=json', `secret/custody/keys/${keyId}`])) as { data: { data: KvRecord } }).data.data;
+    (JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/keys/${keyId}`])) as { data: { data: KvRecord } }).data.data;
   const decrypt = (r: KvRecord): Buffer => {
-    const out = JSON.parse(vault.cli(['write', '-format=json', 'transit/decrypt/custody-wallets', `ciphertext=${r.ciphertext}`, `context=${r.context}`])) as {
+    const out = JSON.parse(vault.cli(['write', '-format=json', 'custody-transit/decrypt/custody-wallets', `ciphertext=${r.ciphertext}`, `context=${r.context}`])) as {
       data: { plaintext: string };
     };
     return Buffer.from(out.data.plaintext, 'base64');
@@ -50,7 +51,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('refuses to start with a wrongly configured transit key or KV mount, saying what to fix', async () => {
-    vault.cli(['write', '-f', 'transit/keys/not-derived']);
+    vault.cli(['write', '-f', 'custody-transit/keys/not-derived']);
     vault.cli(['secrets', 'enable', '-path=kv1', '-version=1', 'kv']);
     const cases: Array<[Record<string, string>, string]> = [
       [{ VAULT_TRANSIT_KEY: 'not-derived' }, 'derived is false, must be true'],
@@ -100,7 +101,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
         encoding: 'utf8',
         stdio: 'pipe',
       });
-    const path = `secret/custody/keys/${key.keyId}`;
+    const path = `custody-kv/custody/keys/${key.keyId}`;
     expect(() => run(['kv', 'put', path, 'address=0x0000000000000000000000000000000000000000'])).to.throw(/permission denied|403/);
     expect(() => run(['kv', 'put', '-cas=1', path, 'address=0x0000000000000000000000000000000000000000'])).to.throw(/permission denied|403/);
     expect(() => run(['kv', 'delete', path])).to.throw(/permission denied|403/);
@@ -114,7 +115,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
 
   it('binds the KV prefix to one deployment: a signer for another refuses to start, naming the owner; the marker cannot be rewritten', async () => {
     await client.bind();
-    const marker = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'secret/custody/keys/deployment'])) as { data: { data: { deploymentId: string } } };
+    const marker = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'custody-kv/custody/keys/deployment'])) as { data: { data: { deploymentId: string } } };
     expect(marker.data.data.deploymentId).to.equal(TEST_DEPLOYMENT);
     const other = randomUUID();
     const refused = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', ...signerEnv(), KEYVAULT_DEPLOYMENT_ID: other }, SIGNER_MAIN);
@@ -139,7 +140,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
     const list = () => {
       try {
-        return JSON.parse(vault.cli(['kv', 'list', '-format=json', 'secret/custody/keys'])) as string[];
+        return JSON.parse(vault.cli(['kv', 'list', '-format=json', 'custody-kv/custody/keys'])) as string[];
       } catch {
         return [];
       }
@@ -164,10 +165,16 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     }
   });
 
-  it('gives a retryable error while Vault is sealed, and the API answers 503 with Retry-After', async () => {
-    const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+  it('a sealed Vault is not an outage: the signer and the API stay ready, reads and known users work, only key creation answers 503 with Retry-After', async () => {
+    const { app, idp, close } = await startAppWithIdp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
     try {
-      expect((await app.client.get('/readyz', { token: null })).status).to.equal(200);
+      const iss = await idp.issuer();
+      const org = await createOrganisation(app.client);
+      const project = await createProject(app.client, org.id, { issuer: iss.issuer });
+      const signin = async (email: string) => app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({ email }, { audience: 'urn:custody:testnet' }) });
+      const known = await signin('known@example.com');
+      expect(known.status, known.text).to.equal(200);
+      expect((await app.client.get('/readyz', { token: null })).body).to.deep.equal({ status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore: 'ok' } });
       vault.seal();
       const raw = await fetch(`${signer.url}/v1/keys`, {
         method: 'POST',
@@ -184,15 +191,27 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
         expect((err as AppError).status).to.equal(503);
         expect((err as AppError).headers['Retry-After']).to.match(/^\d+$/);
       }
+      // Readiness is what every endpoint needs: the orchestrator keeps both in service.
+      expect((await fetch(`${signer.url}/readyz`)).status).to.equal(200);
       const ready = await app.client.get('/readyz', { token: null });
-      expect(ready.status).to.equal(503);
-      expect(ready.headers.get('retry-after')).to.match(/^\d+$/);
-      expect(ready.body.detail).to.include('sealed');
+      expect(ready.status, ready.text).to.equal(200);
+      expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok', keyStore: 'sealed' });
+      // A known user signs in (no key needed); a new user's wallet waits for Vault.
+      const again = await signin('known@example.com');
+      expect(again.status, again.text).to.equal(200);
+      expect(again.body.walletAddress).to.equal(known.body.walletAddress);
+      expect((await app.client.get(`/api/v1/organisations/${org.id}`)).status).to.equal(200);
+      const fresh = await signin('new-while-sealed@example.com');
+      expect(fresh.status, fresh.text).to.equal(503);
+      expect(fresh.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(fresh.headers.get('content-type')).to.match(/^application\/problem\+json/);
       vault.unseal();
       expect((await client.createKey(keyIdOf('while-sealed'), 'while-sealed')).created).to.equal(true);
-      expect((await app.client.get('/readyz', { token: null })).status).to.equal(200);
+      const later = await signin('new-while-sealed@example.com');
+      expect(later.status, later.text).to.equal(200);
+      expect((await app.client.get('/readyz', { token: null })).body.checks.keyStore).to.equal('ok');
     } finally {
-      await app.close();
+      await close();
     }
   });
 

@@ -1,0 +1,176 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { parse as parseYaml } from 'yaml';
+import { SignerClient } from '../../src/signer/client.js';
+import { createCa } from '../helpers/idp.js';
+import { keyIdOf, TEST_DEPLOYMENT } from '../helpers/keys.js';
+import { spawnService } from '../helpers/process.js';
+import { SIGNER_MAIN, startSigner } from '../helpers/signer.js';
+import { startDevVault, type DevVault } from '../helpers/vault.js';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** The shell blocks of docs/operations.md marked `<!-- tested: vault-setup -->`, verbatim. */
+function documentedSetupBlocks(): string[] {
+  const doc = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
+  return [...doc.matchAll(/<!-- tested: vault-setup -->\n```sh\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
+}
+
+describe('keyvault: the documented Vault setup on a Vault that serves another team', function () {
+  this.timeout(120_000);
+  let vault: DevVault;
+  let work: string;
+  const run = (script: string, env: Record<string, string> = {}) =>
+    spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
+      cwd: work,
+      encoding: 'utf8',
+      env: { PATH: `${path.dirname(vault.bin)}:${process.env['PATH'] ?? ''}`, HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, ...env },
+    });
+  const json = (args: string[]) => JSON.parse(vault.cli([...args, '-format=json'])) as { data?: Record<string, unknown> } & Record<string, unknown>;
+
+  /** Everything of the other team's that the setup must leave as it was. */
+  const otherTeam = () => {
+    const mounts = json(['secrets', 'list']);
+    const auths = json(['auth', 'list']);
+    const pick = (list: Record<string, unknown>, names: string[]) => Object.fromEntries(names.map((n) => [n, list[n]]));
+    return {
+      mounts: pick(mounts, ['transit/', 'secret/']),
+      auths: pick(auths, ['kubernetes/', 'approle/']),
+      transitConfig: json(['read', 'transit/config/keys']).data,
+      transitKey: json(['read', 'transit/keys/other-app']).data,
+      kvConfig: json(['read', 'secret/config']).data,
+      k8sConfig: json(['read', 'auth/kubernetes/config']).data,
+      approleRole: json(['read', 'auth/approle/role/other']).data,
+      policy: vault.cli(['policy', 'read', 'other-team']),
+    };
+  };
+
+  before(async function () {
+    // First use builds the server binary from the Go module proxy (scripts/openbao.sh).
+    this.timeout(45 * 60_000);
+    vault = await startDevVault();
+    work = mkdtempSync(path.join(tmpdir(), 'custody-vault-setup-'));
+    symlinkSync(path.join(ROOT, 'scripts'), path.join(work, 'scripts'));
+    // The files the documented commands for a Vault outside the cluster read.
+    writeFileSync(path.join(work, 'k8s-ca.crt'), (await createCa('kubernetes API CA')).certPem);
+    writeFileSync(path.join(work, 'reviewer.jwt'), 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ2YXVsdC1yZXZpZXdlciJ9.c2lnbmF0dXJl');
+    // Another team's Vault: transit with implicit key creation, KV v2 keeping 5 versions,
+    // Kubernetes auth for their cluster, an AppRole, a policy.
+    vault.cli(['secrets', 'enable', 'transit']);
+    vault.cli(['write', '-f', 'transit/keys/other-app']);
+    vault.cli(['write', 'transit/config/keys', 'disable_upsert=false']);
+    vault.cli(['write', 'secret/config', 'max_versions=5', 'delete_version_after=720h']);
+    vault.cli(['auth', 'enable', 'kubernetes']);
+    vault.cli(['write', 'auth/kubernetes/config', 'kubernetes_host=https://other-cluster.example:6443']);
+    vault.cli(['auth', 'enable', 'approle']);
+    vault.cli(['write', 'auth/approle/role/other', 'token_policies=other-team', 'secret_id_ttl=0']);
+    vault.cli(['policy', 'write', 'other-team', '-'], 'path "secret/data/other/*" { capabilities = ["read"] }\n');
+  });
+  after(async () => {
+    await vault?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('runs every documented command, twice, without changing anything of the other team; the signer starts on what it made and creates a key', async () => {
+    const blocks = documentedSetupBlocks();
+    expect(blocks, 'in-cluster Kubernetes, external Kubernetes, AppRole').to.have.length(3);
+    const before = otherTeam();
+    for (const pass of [1, 2]) {
+      for (const block of blocks) {
+        // The documented pod CIDR, as loopback: this test's signer logs in from 127.0.0.1.
+        const res = run(block.replace('APPROLE_BOUND_CIDRS=10.42.0.0/16', 'APPROLE_BOUND_CIDRS=127.0.0.1/32'));
+        expect(res.status, `pass ${pass}:\n${block}\n${res.stderr}`).to.equal(0);
+      }
+    }
+    expect(otherTeam()).to.deep.equal(before);
+
+    // What it made: dedicated, marked mounts with the settings the signer checks.
+    const mounts = json(['secrets', 'list']);
+    expect(mounts['custody-transit/']).to.deep.include({ type: 'transit', description: 'custody signer (release custody)' });
+    expect(mounts['custody-kv/']).to.deep.include({ type: 'kv', description: 'custody signer (release custody)' });
+    expect(json(['read', 'custody-transit/config/keys']).data).to.deep.include({ disable_upsert: true });
+    expect(json(['read', 'custody-kv/config']).data).to.deep.include({ max_versions: 0, delete_version_after: '0s' });
+    const role = json(['read', 'auth/custody-kubernetes/role/custody-keyvault']).data ?? {};
+    expect(role['bound_service_account_names']).to.deep.equal(['custody-keyvault']);
+    expect(role['bound_service_account_namespaces']).to.deep.equal(['custody']);
+    expect(role['audience']).to.equal('vault');
+    expect(json(['read', 'auth/custody-kubernetes/config']).data).to.deep.include({ kubernetes_host: 'https://k8s-api.example.internal:6443' });
+    const approle = json(['read', 'auth/custody-approle/role/custody-keyvault']).data ?? {};
+    expect(approle['secret_id_ttl']).to.equal(720 * 3600);
+    expect(approle['secret_id_bound_cidrs']).to.deep.equal(['127.0.0.1/32']);
+
+    // The AppRole output is the Secret the chart reads, under the chart's default keys.
+    const values = parseYaml(readFileSync(path.join(ROOT, 'helm/custody/values.yaml'), 'utf8')) as { signer: { vault: { approle: { roleIdKey: string; secretIdKey: string } } } };
+    const creds = Object.fromEntries(
+      readFileSync(path.join(work, 'approle.env'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    expect(Object.keys(creds).sort()).to.deep.equal([values.signer.vault.approle.secretIdKey, values.signer.vault.approle.roleIdKey].sort());
+
+    // The signer with the chart's settings for release `custody` (mount defaults, prefix, AppRole mount).
+    const signer = await startSigner({
+      VAULT_ADDR: vault.addr,
+      VAULT_ROLE_ID: creds['VAULT_ROLE_ID'] ?? '',
+      VAULT_SECRET_ID: creds['VAULT_SECRET_ID'] ?? '',
+      VAULT_APPROLE_MOUNT: 'custody-approle',
+      VAULT_KV_PREFIX: 'custody/custody/keys',
+    });
+    try {
+      const client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
+      const key = await client.createKey(keyIdOf('documented-setup'), 'documented-setup');
+      expect(key.created).to.equal(true);
+      const record = json(['kv', 'get', `custody-kv/custody/custody/keys/${key.keyId}`]).data as { data: { address: string } };
+      expect(record.data.address).to.equal(key.address);
+    } finally {
+      await signer.destroy();
+    }
+  });
+
+  it('refuses mounts it did not create, changing nothing', () => {
+    const before = otherTeam();
+    for (const [env, path] of [
+      [{ TRANSIT_MOUNT: 'transit' }, 'transit/'],
+      [{ KV_MOUNT: 'secret' }, 'secret/'],
+      [{ K8S_MOUNT: 'kubernetes' }, 'kubernetes/'],
+      [{ AUTH: 'approle', APPROLE_BOUND_CIDRS: '127.0.0.1/32', APPROLE_MOUNT: 'approle' }, 'approle/'],
+      // Our own mounts belong to release `custody`: another release does not take them over.
+      [{ RELEASE: 'other' }, 'custody-transit/'],
+    ] as Array<[Record<string, string>, string]>) {
+      const res = run('scripts/vault-setup.sh', env);
+      expect(res.status, JSON.stringify(env)).to.not.equal(0);
+      expect(res.stderr, JSON.stringify(env)).to.include(`${path} exists and is not this release's`);
+      expect(res.stderr).to.include('refusing to touch it');
+    }
+    expect(otherTeam()).to.deep.equal(before);
+    const noCidrs = run('scripts/vault-setup.sh', { AUTH: 'approle', RELEASE: 'fresh', TRANSIT_MOUNT: 'fresh-transit', KV_MOUNT: 'fresh-kv' });
+    expect(noCidrs.status).to.not.equal(0);
+    expect(noCidrs.stderr).to.include('APPROLE_BOUND_CIDRS');
+    expect(Object.keys(json(['secrets', 'list']))).to.not.include('fresh-transit/');
+  });
+
+  it('the signer refuses a KV mount that could drop a key record (max_versions, delete_version_after)', async () => {
+    for (const [name, settings, message] of [
+      ['kv-limited', ['max_versions=3'], 'max_versions is 3'],
+      ['kv-expiring', ['delete_version_after=1h'], 'delete_version_after is 1h0m0s'],
+    ] as Array<[string, string[], string]>) {
+      vault.cli(['secrets', 'enable', `-path=${name}`, 'kv-v2']);
+      vault.cli(['write', `${name}/config`, ...settings]);
+      const svc = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_MOUNT: name }, SIGNER_MAIN);
+      expect(await svc.exited, svc.output()).to.equal(1);
+      expect(svc.output()).to.include(`KV mount "${name}" could drop key records`);
+      expect(svc.output()).to.include(message);
+    }
+  });
+
+  it('prints the ServiceAccount name the role binds (the chart\'s, per release)', () => {
+    const name = (release: string) => execFileSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], { env: { ...process.env, RELEASE: release }, encoding: 'utf8' }).trim();
+    expect(name('custody')).to.equal('custody-keyvault');
+    expect(name('payments')).to.equal('payments-custody-keyvault');
+  });
+});
