@@ -1,5 +1,7 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { parse as parseYaml } from 'yaml';
 import { X509Certificate } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,12 +11,14 @@ import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitorin
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Job } from 'kubernetes-models/batch/v1/Job';
+import { Pod } from 'kubernetes-models/v1/Pod';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { toolPath } from './helpers/tools.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHART = path.join(ROOT, 'helm/custody');
@@ -29,6 +33,7 @@ type Manifest = any;
 const MODELS: Record<string, (m: Manifest) => { validate(): void }> = {
   'apps/v1/Deployment': (m) => new Deployment(m),
   'batch/v1/Job': (m) => new Job(m),
+  'v1/Pod': (m) => new Pod(m),
   'v1/Secret': (m) => new Secret(m),
   'v1/Service': (m) => new Service(m),
   'v1/ServiceAccount': (m) => new ServiceAccount(m),
@@ -39,10 +44,6 @@ const MODELS: Record<string, (m: Manifest) => { validate(): void }> = {
   'monitoring.coreos.com/v1/ServiceMonitor': (m) => new ServiceMonitor(m),
 };
 
-function helmBinary(): string {
-  if (process.env['HELM_BIN']) return process.env['HELM_BIN'];
-  return execFileSync('bash', [path.join(ROOT, 'scripts/helm.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
 
 describe('Helm chart (helm/custody)', function () {
   this.timeout(600_000);
@@ -61,10 +62,16 @@ describe('Helm chart (helm/custody)', function () {
 
   const byKind = (ms: Manifest[], kind: string) => ms.filter((m) => m.kind === kind);
   const component = (m: Manifest) => m.metadata.labels['app.kubernetes.io/component'] as string;
-  const podSpecs = (ms: Manifest[]) => [...byKind(ms, 'Deployment'), ...byKind(ms, 'Job')].map((m) => ({ name: component(m), spec: m.spec.template.spec }));
+  const podSpecs = (ms: Manifest[]) => [
+    ...[...byKind(ms, 'Deployment'), ...byKind(ms, 'Job')].map((m) => ({ name: component(m), spec: m.spec.template.spec })),
+    ...byKind(ms, 'Pod').map((m) => ({ name: component(m), spec: m.spec })),
+  ];
+  /** Volumes the operator added through extraVolumes (theirs to choose). */
+  const extraVolumeNames = (file: string | undefined): string[] =>
+    file ? ((parseYaml(readFileSync(file, 'utf8')) as { extraVolumes?: Array<{ name: string }> }).extraVolumes ?? []).map((v) => v.name) : [];
 
   before(() => {
-    helm = helmBinary();
+    helm = toolPath('helm');
   });
 
   it('passes helm lint --strict', () => {
@@ -94,7 +101,8 @@ describe('Helm chart (helm/custody)', function () {
           expect(() => model?.(m).validate(), `${m.kind} ${m.metadata.name}`).not.to.throw();
         }
         // The only Secrets the chart makes: the signer's generated TLS (its CA, server and client certificates).
-        expect(byKind(ms, 'Secret').map((m) => m.metadata.name as string).sort()).to.deep.equal(['rel-custody-keyvault-client-tls', 'rel-custody-keyvault-tls']);
+        const base = (byKind(ms, 'Deployment').find((d) => component(d) === 'api').metadata.name as string).replace(/-api$/, '');
+        expect(byKind(ms, 'Secret').map((m) => m.metadata.name as string).sort()).to.deep.equal([`${base}-keyvault-client-tls`, `${base}-keyvault-tls`]);
       });
 
       it('deploys the API, the worker and the signer, a pre-install/pre-upgrade migration Job, services and probes', () => {
@@ -120,13 +128,88 @@ describe('Helm chart (helm/custody)', function () {
         expect(prefix).to.equal('custody/rel/keys');
       });
 
-      it('meets the restricted Pod Security profile; only the signer mounts a service-account token', () => {
+      it('names its namespace on every resource', () => {
+        for (const m of ms) expect(m.metadata.namespace, `${m.kind} ${m.metadata.name}`).to.equal('custody');
+      });
+
+      it('probes every long-running container with timeouts, a startup probe included', () => {
+        for (const d of byKind(ms, 'Deployment')) {
+          const c = d.spec.template.spec.containers[0];
+          for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+            expect(c[probe]?.timeoutSeconds, `${component(d)} ${probe}`).to.be.a('number').and.greaterThan(0);
+            expect(c[probe]?.periodSeconds, `${component(d)} ${probe}`).to.be.a('number').and.greaterThan(0);
+          }
+          expect(c.startupProbe.httpGet.path, component(d)).to.equal('/healthz');
+        }
+      });
+
+      it('never blocks a node drain: PodDisruptionBudgets allow one pod down and evict unhealthy pods; none for one replica', () => {
+        for (const pdb of byKind(ms, 'PodDisruptionBudget')) {
+          expect(pdb.spec.minAvailable, pdb.metadata.name).to.equal(undefined);
+          expect(pdb.spec.maxUnavailable, pdb.metadata.name).to.be.at.least(1);
+          expect(pdb.spec.unhealthyPodEvictionPolicy, pdb.metadata.name).to.equal('AlwaysAllow');
+          const target = byKind(ms, 'Deployment').find((d) => component(d) === component(pdb));
+          const hpa = byKind(ms, 'HorizontalPodAutoscaler').find((h) => h.spec.scaleTargetRef.name === target.metadata.name);
+          expect(target.spec.replicas ?? hpa?.spec.minReplicas, pdb.metadata.name).to.be.greaterThan(1);
+        }
+      });
+
+      it('runs pre-install/pre-upgrade hooks only on what exists by then: earlier hooks or what the operator provides', () => {
+        const hookOf = (m: Manifest) => String(m.metadata.annotations?.['helm.sh/hook'] ?? '');
+        const weight = (m: Manifest) => Number(m.metadata.annotations?.['helm.sh/hook-weight'] ?? 0);
+        const early = (m: Manifest) => /\bpre-(install|upgrade)\b/.test(hookOf(m));
+        const ordinary = new Set(ms.filter((m) => !hookOf(m)).map((m) => `${m.kind}/${m.metadata.name}`));
+        const hooks = ms.filter(early);
+        expect(hooks.length, 'the migration Job at least').to.be.greaterThan(0);
+        for (const h of hooks) {
+          const spec = h.spec?.template?.spec;
+          if (!spec) continue;
+          const refs: string[] = [`ServiceAccount/${spec.serviceAccountName ?? 'default'}`];
+          for (const v of spec.volumes ?? []) {
+            if (v.secret) refs.push(`Secret/${v.secret.secretName}`);
+            if (v.configMap) refs.push(`ConfigMap/${v.configMap.name}`);
+            if (v.persistentVolumeClaim) refs.push(`PersistentVolumeClaim/${v.persistentVolumeClaim.claimName}`);
+            for (const src of v.projected?.sources ?? []) {
+              if (src.secret) refs.push(`Secret/${src.secret.name}`);
+              if (src.configMap) refs.push(`ConfigMap/${src.configMap.name}`);
+            }
+          }
+          for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) {
+            for (const e of c.env ?? []) {
+              if (e.valueFrom?.secretKeyRef) refs.push(`Secret/${e.valueFrom.secretKeyRef.name}`);
+              if (e.valueFrom?.configMapKeyRef) refs.push(`ConfigMap/${e.valueFrom.configMapKeyRef.name}`);
+            }
+            for (const e of c.envFrom ?? []) refs.push(e.secretRef ? `Secret/${e.secretRef.name}` : `ConfigMap/${e.configMapRef?.name}`);
+          }
+          for (const ref of refs) {
+            expect(ordinary.has(ref), `${h.kind} ${h.metadata.name} needs ${ref}, which the release creates only after its hooks`).to.equal(false);
+            const asHook = hooks.find((x) => `${x.kind}/${x.metadata.name}` === ref);
+            if (asHook) expect(weight(asHook), `${ref} must come before ${h.metadata.name}`).to.be.lessThan(weight(h));
+          }
+        }
+      });
+
+      it('spreads replicas softly by default (never a scheduling refusal the operator did not ask for)', () => {
+        for (const d of byKind(ms, 'Deployment')) {
+          const spec = d.spec.template.spec;
+          const operatorSet = name === 'conventions.yaml' && component(d) === 'api';
+          if (operatorSet) continue;
+          expect(spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution, component(d)).to.have.length.greaterThan(0);
+          expect(spec.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution, component(d)).to.equal(undefined);
+          for (const t of spec.topologySpreadConstraints ?? []) expect(t.whenUnsatisfiable, component(d)).to.equal('ScheduleAnyway');
+        }
+      });
+
+      it('meets the restricted Pod Security profile; no pod mounts the API server\'s token', () => {
         for (const { name, spec } of podSpecs(ms)) {
           expect(spec.securityContext.runAsNonRoot, name).to.equal(true);
           expect(spec.securityContext.seccompProfile.type, name).to.equal('RuntimeDefault');
           expect(spec.hostNetwork ?? false).to.equal(false);
           expect(spec.hostPID ?? false).to.equal(false);
-          for (const v of spec.volumes ?? []) expect(Object.keys(v).filter((k) => k !== 'name'), name).to.satisfy((ks: string[]) => ks.every((k) => ['emptyDir', 'secret'].includes(k)));
+          for (const v of (spec.volumes ?? []).filter((x: { name: string }) => !extraVolumeNames(file).includes(x.name))) {
+            expect(Object.keys(v).filter((k) => k !== 'name'), name).to.satisfy((ks: string[]) => ks.every((k) => ['emptyDir', 'secret', 'projected'].includes(k)));
+            for (const source of v.projected?.sources ?? []) expect(Object.keys(source), `${name} ${v.name}`).to.satisfy((ks: string[]) => ks.every((k) => ['secret', 'serviceAccountToken'].includes(k)));
+          }
           for (const c of spec.containers) {
             const sc = c.securityContext;
             expect(sc.allowPrivilegeEscalation, name).to.equal(false);
@@ -135,21 +218,21 @@ describe('Helm chart (helm/custody)', function () {
             expect(sc.capabilities.drop, name).to.deep.equal(['ALL']);
             expect(sc.capabilities.add ?? [], name).to.deep.equal([]);
             expect(sc.privileged ?? false, name).to.equal(false);
-            // Secrets only from Secrets.
-            for (const e of c.env as Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: unknown } }>) {
+            // Secrets only from Secrets: as files under /etc/custody/secrets (NAME_FILE) by default, else secretKeyRef.
+            for (const e of (c.env ?? []) as Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: unknown } }>) {
               if (SECRET_ENV.includes(e.name)) {
                 expect(e.value, `${name} ${e.name}`).to.equal(undefined);
                 expect(e.valueFrom?.secretKeyRef, `${name} ${e.name}`).to.not.equal(undefined);
               }
+              if (SECRET_ENV.includes(e.name.replace(/_FILE$/, '')) && e.name.endsWith('_FILE')) expect(e.value, `${name} ${e.name}`).to.equal(`/etc/custody/secrets/${e.name.replace(/_FILE$/, '')}`);
             }
           }
-          const mountsToken = spec.automountServiceAccountToken;
-          if (name === 'keyvault') {
-            const auth = (spec.containers[0].env as Array<{ name: string }>).some((e) => e.name === 'VAULT_K8S_ROLE');
-            expect(mountsToken).to.equal(auth);
-          } else {
-            expect(mountsToken, name).to.equal(false);
-          }
+          // No pod mounts the API server's token; the signer, with Kubernetes auth, gets one of Vault's audience only.
+          expect(spec.automountServiceAccountToken, name).to.equal(false);
+          const tokens = (spec.volumes ?? []).flatMap((v: Manifest) => (v.projected?.sources ?? []).filter((src: Manifest) => src.serviceAccountToken));
+          const k8sAuth = name === 'keyvault' && (spec.containers[0].env as Array<{ name: string }>).some((e) => e.name === 'VAULT_K8S_ROLE');
+          expect(tokens.every((t: Manifest) => t.serviceAccountToken.expirationSeconds <= 3600), name).to.equal(true);
+          expect(tokens.map((t: Manifest) => t.serviceAccountToken.audience), name).to.deep.equal(k8sAuth ? ['vault'] : []);
         }
         const accounts = byKind(ms, 'ServiceAccount');
         expect(accounts.find((a) => component(a) === 'app').automountServiceAccountToken).to.equal(false);
@@ -170,7 +253,7 @@ describe('Helm chart (helm/custody)', function () {
         const signer = policies.find((p) => p.spec.podSelector.matchLabels?.['app.kubernetes.io/component'] === 'keyvault');
         expect(signer.spec.ingress).to.have.length(1);
         expect(signer.spec.ingress[0].from).to.have.length(1);
-        expect(signer.spec.ingress[0].from[0].podSelector.matchExpressions[0].values).to.deep.equal(['api', 'worker']);
+        expect(signer.spec.ingress[0].from[0].podSelector.matchExpressions[0].values).to.deep.equal(['api', 'worker', 'test']);
         expect(signer.spec.egress).to.have.length(1);
         const vaultPeers = (signer.spec.egress[0].to as Manifest[]).map((peer) => JSON.stringify(peer));
         expect(vaultPeers.length).to.be.greaterThan(0);
@@ -216,6 +299,228 @@ describe('Helm chart (helm/custody)', function () {
       }
     });
   }
+
+  describe('conventions operators expect (helm/ci/conventions.yaml and --set)', () => {
+    const setRender = (...args: string[]) => {
+      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...args], { encoding: 'utf8' });
+      expect(res.status, res.stderr).to.equal(0);
+      return parseAllDocuments(res.stdout)
+        .map((d): Manifest => d.toJS())
+        .filter((m) => m !== null);
+    };
+    const file = path.join(ROOT, 'helm/ci/conventions.yaml');
+
+    it('names, labels, annotations, extra environment and volumes, priority class, probes, OpenShift ids, image digest, secrets as variables', () => {
+      const ms = setRender('-f', file);
+      const deployments = byKind(ms, 'Deployment');
+      expect(deployments.map((d) => d.metadata.name as string).sort()).to.deep.equal(['acme-wallets-api', 'acme-wallets-keyvault', 'acme-wallets-worker']);
+      for (const m of ms) expect(m.metadata.labels.team, `${m.kind} ${m.metadata.name}`).to.equal('payments');
+      for (const { name, spec } of podSpecs(ms)) {
+        const c = spec.containers[0];
+        expect(c.image, name).to.equal('registry.example.com/platform/custody@sha256:0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9');
+        // OpenShift's restricted-v2 assigns the ids: the chart sets none, and still runs as non-root.
+        expect(spec.securityContext, name).to.not.have.any.keys('runAsUser', 'runAsGroup', 'fsGroup');
+        expect(spec.securityContext.runAsNonRoot, name).to.equal(true);
+        if (name === 'test') continue; // the helm test pod takes no extras
+        expect(c.env, name).to.deep.include({ name: 'NODE_EXTRA_CA_CERTS', value: '/etc/corporate-ca/ca.crt' });
+        expect(c.volumeMounts, name).to.deep.include({ name: 'corporate-ca', mountPath: '/etc/corporate-ca', readOnly: true });
+        expect(spec.volumes.map((v: { name: string }) => v.name), name).to.include('corporate-ca');
+        // Secrets as variables from the Secrets, no secret volume.
+        expect((c.env as Array<{ name: string }>).filter((e) => e.name.endsWith('_FILE') && SECRET_ENV.includes(e.name.replace(/_FILE$/, ''))), name).to.deep.equal([]);
+      }
+      for (const d of deployments) {
+        const t = d.spec.template;
+        expect(t.metadata.annotations['example.com/scrape'], component(d)).to.equal('true');
+        expect(t.metadata.labels['cost-centre'], component(d)).to.equal('cc-42');
+        expect(t.spec.priorityClassName, component(d)).to.equal(component(d) === 'worker' ? 'custody-background' : 'custody-critical');
+      }
+      const api = deployments.find((d) => component(d) === 'api').spec.template.spec;
+      expect(api.containers[0].env).to.deep.include({ name: 'UV_THREADPOOL_SIZE', value: '8' });
+      expect(api.containers[0].readinessProbe).to.deep.include({ periodSeconds: 15, timeoutSeconds: 9, failureThreshold: 2 });
+      expect(api.containers[0].readinessProbe.httpGet.path).to.equal('/readyz');
+      expect(api.topologySpreadConstraints[0].whenUnsatisfiable).to.equal('DoNotSchedule');
+      expect(api.containers[0].env).to.deep.include({ name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'custody-secrets', key: 'DATABASE_URL' } } });
+      expect(byKind(ms, 'PodDisruptionBudget')).to.deep.equal([]);
+    });
+
+    it('nameOverride renames resources and the name label; works as a subchart (global values)', () => {
+      const ms = setRender('--set', 'nameOverride=wallets', '--set', 'global.anything=1');
+      expect(byKind(ms, 'Deployment').map((d) => d.metadata.name as string).sort()).to.deep.equal(['rel-wallets-api', 'rel-wallets-keyvault', 'rel-wallets-worker']);
+      for (const m of ms) expect(m.metadata.labels['app.kubernetes.io/name']).to.equal('wallets');
+    });
+
+    it('mounts secrets as files by default: a projected volume of exactly the named Secrets\' keys', () => {
+      const ms = setRender('-f', path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml'));
+      const api = byKind(ms, 'Deployment').find((d) => component(d) === 'api').spec.template.spec;
+      const volume = api.volumes.find((v: { name: string }) => v.name === 'secrets');
+      expect(volume.projected.sources.map((src: Manifest) => `${src.secret.name}:${src.secret.items[0].key}->${src.secret.items[0].path}`)).to.deep.equal([
+        'custody-database:url->DATABASE_URL',
+        'custody-dek:key->DATA_ENCRYPTION_KEY',
+        'custody-keyvault:token->KEYVAULT_TOKEN',
+        'custody-operator:token->OPERATOR_TOKEN',
+        'custody-redis:REDIS_URL->REDIS_URL',
+      ]);
+      expect(api.containers[0].volumeMounts).to.deep.include({ name: 'secrets', mountPath: '/etc/custody/secrets', readOnly: true });
+    });
+
+    it('declares kubeVersion, has a helm test (API readiness, signer health) and NOTES with the next steps', () => {
+      const chart = parseYaml(readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { kubeVersion?: string };
+      expect(chart.kubeVersion).to.match(/^>=1\.\d+/);
+      const ms = setRender();
+      const [pod] = byKind(ms, 'Pod');
+      expect(pod.metadata.annotations['helm.sh/hook']).to.equal('test');
+      const script = pod.spec.containers[0].args[0] as string;
+      expect(script).to.include('http://rel-custody-api:80/readyz');
+      expect(script).to.include('https://rel-custody-keyvault:8300/healthz');
+      // NOTES.txt is rendered only by an install against a cluster: render it here through `tpl` in a copy of the chart.
+      const dir = mkdtempSync(path.join(tmpdir(), 'custody-notes-'));
+      try {
+        cpSync(CHART, path.join(dir, 'custody'), { recursive: true });
+        cpSync(path.join(CHART, 'templates/NOTES.txt'), path.join(dir, 'custody/notes.txt'));
+        writeFileSync(path.join(dir, 'custody/templates/notes-check.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: notes }\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n');
+        const res = spawnSync(helm, ['template', 'rel', path.join(dir, 'custody'), '--namespace', 'custody', '--show-only', 'templates/notes-check.yaml'], { encoding: 'utf8' });
+        expect(res.status, res.stderr).to.equal(0);
+        const notes = (parseYaml(res.stdout) as { data: { notes: string } }).data.notes;
+        expect(notes).to.include('rollout status deploy/rel-custody-api deploy/rel-custody-keyvault deploy/rel-custody-worker');
+        expect(notes).to.include('helm test rel -n custody');
+        expect(notes).to.include('--token-file /etc/custody/secrets/OPERATOR_TOKEN bootstrap');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('network policies for real installs', () => {
+    const setRender = (...sets: string[]) => {
+      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...sets.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
+      expect(res.status, res.stderr).to.equal(0);
+      return byKind(
+        parseAllDocuments(res.stdout)
+          .map((d): Manifest => d.toJS())
+          .filter((m) => m !== null),
+        'NetworkPolicy',
+      );
+    };
+    const appEgress = (ps: Manifest[]) => ps.find((p) => p.metadata.name.endsWith('-app-egress')).spec.egress as Manifest[];
+    const rulesOnPort = (rules: Manifest[], port: number) => rules.filter((r) => (r.ports as Array<{ port: number }>).some((p) => p.port === port));
+
+    it('PostgreSQL: by default its port to any address (the API is ready after the first migration wherever the database is); narrowed by CIDR and port', () => {
+      const [db] = rulesOnPort(appEgress(setRender()), 5432);
+      expect(db.to, 'no peer: any address').to.equal(undefined);
+      const migrate = setRender().find((p) => p.metadata.name.endsWith('-migrate'));
+      expect(migrate.spec.egress).to.deep.equal([{ ports: [{ port: 5432, protocol: 'TCP' }] }]);
+      const narrowed = rulesOnPort(appEgress(setRender('networkPolicy.database.cidrs={10.30.4.0/24}', 'networkPolicy.database.port=6432')), 6432);
+      expect(narrowed).to.deep.equal([{ to: [{ ipBlock: { cidr: '10.30.4.0/24' } }], ports: [{ port: 6432, protocol: 'TCP' }] }]);
+    });
+
+    it('Redis: egress only when configured, to its location', () => {
+      expect(rulesOnPort(appEgress(setRender()), 6379)).to.deep.equal([]);
+      const redis = rulesOnPort(appEgress(setRender('redis.existingSecret=custody-redis', 'networkPolicy.redis.cidrs={10.30.5.10/32}')), 6379);
+      expect(redis).to.deep.equal([{ to: [{ ipBlock: { cidr: '10.30.5.10/32' } }], ports: [{ port: 6379, protocol: 'TCP' }] }]);
+    });
+
+    it('Prometheus reaches the API\'s /metrics when apiFrom narrows who may call the API', () => {
+      const api = (ps: Manifest[]) => ps.find((p) => p.metadata.name === 'rel-custody-api').spec.ingress as Manifest[];
+      expect(api(setRender())).to.deep.equal([{ ports: [{ port: 8080, protocol: 'TCP' }] }]);
+      const narrowed = api(
+        setRender(
+          'networkPolicy.apiFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ingress-nginx',
+          'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring',
+        ),
+      );
+      expect(narrowed).to.have.length(2);
+      expect(narrowed[1].from[0]).to.deep.equal({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } });
+    });
+  });
+
+  it('binds Vault\'s Kubernetes role to the ServiceAccount the chart really creates, for any release name (scripts/vault-setup.sh)', () => {
+    for (const release of ['custody', 'rel', 'acme-custody-prod', 'payments', 'a-release-name-long-enough-to-be-cut-at-fifty-chars-x']) {
+      const res = spawnSync(helm, ['template', release, CHART, '--namespace', 'custody'], { encoding: 'utf8' });
+      expect(res.status, res.stderr).to.equal(0);
+      const ms = parseAllDocuments(res.stdout)
+        .map((d): Manifest => d.toJS())
+        .filter((m) => m !== null);
+      const signer = byKind(ms, 'Deployment').find((d) => component(d) === 'keyvault');
+      const account = signer.spec.template.spec.serviceAccountName as string;
+      expect(byKind(ms, 'ServiceAccount').map((a) => a.metadata.name)).to.include(account);
+      const script = spawnSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], { encoding: 'utf8', env: { ...process.env, RELEASE: release } });
+      expect(script.stdout.trim(), release).to.equal(account);
+    }
+  });
+
+  it('passes kube-score over the default and the production render; every finding left is listed with its reason in helm/README.md', () => {
+    const kubeScore = toolPath('kube-score');
+    const readme = readFileSync(path.join(ROOT, 'helm/README.md'), 'utf8');
+    const listed = new Set([...readme.matchAll(/^\| kube-score `([a-z-]+)` \|/gm)]
+      .map((m) => m[1] ?? ''));
+    const found = new Set<string>();
+    for (const file of [undefined, path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')]) {
+      const rendered = template(file);
+      expect(rendered.status, rendered.stderr).to.equal(0);
+      const res = spawnSync(kubeScore, ['score', '-', '--output-format', 'json'], { input: rendered.stdout, encoding: 'utf8' });
+      const report = JSON.parse(res.stdout) as Array<{ object_name: string; checks: Array<{ grade: number; skipped: boolean; check: { id: string } }> }>;
+      expect(report.length).to.be.greaterThan(10);
+      for (const o of report) for (const c of o.checks) if (!c.skipped && c.grade < 10) found.add(c.check.id);
+    }
+    expect([...found].filter((id) => !listed.has(id)), 'findings not fixed and not listed').to.deep.equal([]);
+    expect([...listed].filter((id) => !found.has(id)), 'listed, but no longer found').to.deep.equal([]);
+  });
+
+  it('documents install and upgrade commands that wait at least as long as the migration Job may run', () => {
+    const values = parseYaml(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as { migrations: { activeDeadlineSeconds: number; backoffLimit: number } };
+    const seconds = (t: string) => [...t.matchAll(/(\d+)([hms])/g)].reduce((sum, [, n, unit]) => sum + Number(n) * (unit === 'h' ? 3600 : unit === 'm' ? 60 : 1), 0);
+    const commands = ['helm/README.md', 'docs/operations.md'].flatMap((f) =>
+      [...readFileSync(path.join(ROOT, f), 'utf8').matchAll(/^\s*helm (?:upgrade --install|install|upgrade)\b[^\n]*(?:\\\n[^\n]*)*/gm)].map((m) => m[0]),
+    );
+    expect(commands.length).to.be.greaterThan(1);
+    for (const c of commands) {
+      expect(c, 'waits for the rollout').to.include('--wait');
+      const timeout = /--timeout[ =](\S+)/.exec(c)?.[1];
+      expect(timeout, c).to.not.equal(undefined);
+      // Helm's --timeout covers each hook; the Job's deadline bounds all its attempts.
+      expect(seconds(timeout ?? ''), c).to.be.at.least(values.migrations.activeDeadlineSeconds);
+    }
+  });
+
+  it('renders the values file of docs/operations.md, and the names and paths its commands use are the chart\'s', () => {
+    const doc = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
+    const yaml = /<!-- tested: values -->\n```yaml\n([\s\S]*?)```/.exec(doc)?.[1] ?? '';
+    expect(yaml).to.include('serviceAudience');
+    const dir = mkdtempSync(path.join(tmpdir(), 'custody-docs-values-'));
+    try {
+      const file = path.join(dir, 'custody-values.yaml');
+      writeFileSync(file, yaml);
+      const res = spawnSync(helm, ['template', 'custody', CHART, '--namespace', 'custody', '-f', file], { encoding: 'utf8' });
+      expect(res.status, res.stderr).to.equal(0);
+      const ms = parseAllDocuments(res.stdout)
+        .map((d): Manifest => d.toJS())
+        .filter((m) => m !== null);
+      const deployments = byKind(ms, 'Deployment');
+      // `kubectl rollout status deploy/…`, `exec deploy/custody-api`, `port-forward svc/custody-api 8080:80`
+      for (const name of [...doc.matchAll(/deploy\/(custody-[a-z]+)/g)].map((m) => m[1])) expect(deployments.map((d) => d.metadata.name), name).to.include(name);
+      expect(byKind(ms, 'Service').find((x) => x.metadata.name === 'custody-api').spec.ports[0].port).to.equal(80);
+      const api = deployments.find((d) => component(d) === 'api').spec.template.spec;
+      // The database CA: mounted where the documented DATABASE_URL's sslrootcert points.
+      const rootCert = /sslrootcert=([^'&\s]+)/.exec(doc)?.[1] ?? '';
+      const mount = api.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'db-ca');
+      expect(rootCert.startsWith(`${mount.mountPath}/`), rootCert).to.equal(true);
+      expect(api.volumes.find((v: { name: string }) => v.name === 'db-ca').secret.secretName).to.equal(/create secret generic (custody-db-ca) --from-file=(ca\.crt)=/.exec(doc)?.[1]);
+      // The operator token's file, as the bootstrap command reads it.
+      const tokenFile = /--token-file (\S+)/.exec(doc)?.[1] ?? '';
+      expect(api.containers[0].env).to.deep.include({ name: 'OPERATOR_TOKEN_FILE', value: tokenFile });
+      // Vault's CA Secret and the signer's ServiceAccount, as the Vault section names them.
+      const signer = deployments.find((d) => component(d) === 'keyvault').spec.template.spec;
+      expect(signer.volumes.find((v: { name: string }) => v.name === 'vault-ca').secret.secretName).to.equal('custody-vault-ca');
+      expect(doc).to.include('create secret generic custody-vault-ca --from-file=ca.crt=');
+      expect(signer.serviceAccountName).to.equal('custody-keyvault');
+      expect(doc).to.include(`(\`${signer.serviceAccountName}\` for release \`custody\``);
+      // The documented secret names are the chart's defaults.
+      expect(doc).to.include('create secret generic custody-secrets');
+      expect(api.volumes.find((v: { name: string }) => v.name === 'secrets').projected.sources.map((x: Manifest) => x.secret.name)).to.deep.equal(['custody-secrets', 'custody-secrets', 'custody-secrets', 'custody-secrets']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   describe('TLS between the API and the signer (another pod)', () => {
     const setRender = (...sets: string[]) => {

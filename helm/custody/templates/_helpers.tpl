@@ -1,9 +1,19 @@
-{{/* Names: <release>-custody-<component>, cut to 63 characters. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "custody.chartName" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names: fullnameOverride, or <release>-<chart name> (the release alone when it already holds it); cut to 50 so components fit 63. */}}
 {{- define "custody.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "custody.chartName" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -12,7 +22,7 @@
 {{- end -}}
 
 {{- define "custody.selectorLabels" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ include "custody.chartName" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -21,46 +31,206 @@ app.kubernetes.io/component: {{ .component }}
 {{ include "custody.selectorLabels" . }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: custody
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
+{{/* metadata of a namespaced resource: name, namespace, labels. */}}
+{{- define "custody.metadata" -}}
+name: {{ include "custody.name" . }}
+namespace: {{ .root.Release.Namespace }}
+labels:
+  {{- include "custody.labels" . | nindent 2 }}
+{{- end -}}
+
+{{/* repository:tag, or repository@digest when a digest is given (the tag then only documents). */}}
 {{- define "custody.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "custody.signerServiceAccount" -}}
-{{- default (printf "%s-keyvault" (include "custody.fullname" .)) .Values.signer.serviceAccount.name -}}
+{{- default (include "custody.name" (dict "root" . "component" "keyvault")) .Values.signer.serviceAccount.name -}}
 {{- end -}}
 
-{{/* The restricted Pod Security profile, for every pod of the chart. */}}
+{{/* The restricted Pod Security profile for every pod, with podSecurityContext merged over it; `openshift` leaves the user and group ids to the platform. */}}
 {{- define "custody.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 10001
-runAsGroup: 10001
-fsGroup: 10001
-seccompProfile:
-  type: RuntimeDefault
+{{- $ctx := dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- if not .Values.openshift -}}
+{{- $_ := set $ctx "runAsUser" 10001 -}}
+{{- $_ := set $ctx "runAsGroup" 10001 -}}
+{{- $_ := set $ctx "fsGroup" 10001 -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite $ctx (deepCopy .Values.podSecurityContext)) -}}
 {{- end -}}
 
 {{- define "custody.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{- $ctx := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $ctx (deepCopy .Values.containerSecurityContext)) -}}
 {{- end -}}
 
+{{/*
+The pod template's metadata and the settings every pod shares: labels (podLabels), annotations
+(podAnnotations), the security context, pull secrets, priority class, scheduling. `.values` is
+the component's block of values (api, worker, signer, migrations).
+*/}}
+{{- define "custody.podMetadata" -}}
+labels:
+  {{- include "custody.labels" . | nindent 2 }}
+  {{- with (merge (deepCopy (default dict .values.podLabels)) (deepCopy .root.Values.podLabels)) }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with (merge (deepCopy (default dict .values.podAnnotations)) (deepCopy .root.Values.podAnnotations)) }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "custody.podCommon" -}}
+securityContext:
+  {{- include "custody.podSecurityContext" .root | nindent 2 }}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (default .root.Values.priorityClassName .values.priorityClassName) }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .values.affinity }}
+affinity:
+  {{- toYaml .values.affinity | nindent 2 }}
+{{- else if hasKey .values "topologySpreadConstraints" }}
+# Soft by default: replicas on different nodes when the scheduler can, never a refusal to schedule.
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "custody.selectorLabels" . | nindent 14 }}
+{{- end }}
+{{- if hasKey .values "topologySpreadConstraints" }}
+topologySpreadConstraints:
+  {{- if .values.topologySpreadConstraints }}
+  {{- toYaml .values.topologySpreadConstraints | nindent 2 }}
+  {{- else }}
+  {{- /* Soft by default: spread over zones when the scheduler can, never refuse to schedule. */}}
+  {{- range list "topology.kubernetes.io/zone" }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "custody.selectorLabels" $ | nindent 8 }}
+  {{- end }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* extraEnv of every component, then the component's own. */}}
+{{- define "custody.extraEnv" -}}
+{{- $all := concat .root.Values.extraEnv (default list .values.extraEnv) -}}
+{{- with $all }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "custody.extraVolumeMounts" -}}
+{{- with concat .root.Values.extraVolumeMounts (default list .values.extraVolumeMounts) }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "custody.extraVolumes" -}}
+{{- with concat .root.Values.extraVolumes (default list .values.extraVolumes) }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* A probe: the chart's default with the values' override merged over it. */}}
+{{- define "custody.probe" -}}
+{{- toYaml (mergeOverwrite (deepCopy .default) (deepCopy (default dict .override))) -}}
+{{- end -}}
+
+{{/*
+Secrets: by default mounted as files (a projected volume of the named Secrets' keys) and read
+through NAME_FILE; with secretsAsFiles false, as environment variables from the Secrets.
+`.secrets` is a list of (dict "name" ENV "ref" (dict "existingSecret" … "key" …)).
+*/}}
 {{- define "custody.secretEnv" -}}
+{{- range .secrets }}
+{{- if $.root.Values.secretsAsFiles }}
+- name: {{ .name }}_FILE
+  value: /etc/custody/secrets/{{ .name }}
+{{- else }}
 - name: {{ .name }}
   valueFrom:
     secretKeyRef:
       name: {{ .ref.existingSecret }}
       key: {{ .ref.key }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
-{{/* Environment shared by the API and the worker. */}}
+{{- define "custody.secretVolume" -}}
+{{- if .root.Values.secretsAsFiles }}
+- name: secrets
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- range .secrets }}
+      - secret:
+          name: {{ .ref.existingSecret }}
+          items:
+            - key: {{ .ref.key }}
+              path: {{ .name }}
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "custody.secretMount" -}}
+{{- if .root.Values.secretsAsFiles }}
+- name: secrets
+  mountPath: /etc/custody/secrets
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The secrets of the API (operator token too) and the worker. */}}
+{{- define "custody.appSecrets" -}}
+{{- $s := list (dict "name" "DATABASE_URL" "ref" .root.Values.database) (dict "name" "DATA_ENCRYPTION_KEY" "ref" .root.Values.dataEncryptionKey) (dict "name" "KEYVAULT_TOKEN" "ref" .root.Values.keyvaultToken) -}}
+{{- if .operator }}{{ $s = append $s (dict "name" "OPERATOR_TOKEN" "ref" .root.Values.operatorToken) }}{{ end -}}
+{{- if .root.Values.redis.existingSecret }}{{ $s = append $s (dict "name" "REDIS_URL" "ref" (dict "existingSecret" .root.Values.redis.existingSecret "key" .root.Values.redis.key)) }}{{ end -}}
+{{- toJson $s -}}
+{{- end -}}
+
+{{- define "custody.signerSecrets" -}}
+{{- $v := .Values.signer.vault -}}
+{{- $s := list (dict "name" "KEYVAULT_TOKEN" "ref" .Values.keyvaultToken) -}}
+{{- if eq $v.auth "approle" -}}
+{{- $s = append $s (dict "name" "VAULT_ROLE_ID" "ref" (dict "existingSecret" $v.approle.existingSecret "key" $v.approle.roleIdKey)) -}}
+{{- $s = append $s (dict "name" "VAULT_SECRET_ID" "ref" (dict "existingSecret" $v.approle.existingSecret "key" $v.approle.secretIdKey)) -}}
+{{- end -}}
+{{- toJson $s -}}
+{{- end -}}
+
+{{/* Environment shared by the API and the worker (secrets apart). */}}
 {{- define "custody.appEnv" -}}
 - name: APP_ENV
   value: {{ .Values.appEnv | quote }}
@@ -68,9 +238,6 @@ seccompProfile:
   value: {{ .Values.logLevel | quote }}
 - name: DATA_DIR
   value: /tmp/custody
-{{ include "custody.secretEnv" (dict "name" "DATABASE_URL" "ref" .Values.database) }}
-{{ include "custody.secretEnv" (dict "name" "DATA_ENCRYPTION_KEY" "ref" .Values.dataEncryptionKey) }}
-{{ include "custody.secretEnv" (dict "name" "KEYVAULT_TOKEN" "ref" .Values.keyvaultToken) }}
 - name: KEYVAULT_URL
   value: {{ printf "https://%s:%d" (include "custody.name" (dict "root" . "component" "keyvault")) (int .Values.signer.port) | quote }}
 - name: KEYVAULT_CA_FILE
@@ -99,9 +266,6 @@ seccompProfile:
   value: {{ .Values.config.rateLimitProject | quote }}
 - name: RATE_LIMIT_WINDOW_S
   value: {{ .Values.config.rateLimitWindowS | quote }}
-{{- if .Values.redis.existingSecret }}
-{{ include "custody.secretEnv" (dict "name" "REDIS_URL" "ref" (dict "existingSecret" .Values.redis.existingSecret "key" .Values.redis.key)) }}
-{{- end }}
 {{- if .Values.redis.keyPrefix }}
 - name: REDIS_KEY_PREFIX
   value: {{ .Values.redis.keyPrefix | quote }}
@@ -136,6 +300,34 @@ seccompProfile:
 {{- end }}
 {{- end -}}
 
+{{/* An egress rule to { cidrs, selectors, port }; without a location, the port to any address. */}}
+{{- define "custody.egressTo" -}}
+- {{- if or .cidrs .namespaceSelector .podSelector }}
+  to:
+    {{- include "custody.peers" . | nindent 4 }}
+  {{- end }}
+  ports:
+    - port: {{ .port }}
+      protocol: TCP
+{{- end -}}
+
+{{/* A PodDisruptionBudget that never blocks a drain: maxUnavailable (default 1), none for a single replica. */}}
+{{- define "custody.pdb" -}}
+{{- if and .values.podDisruptionBudget.enabled (gt (int .replicas) 1) }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  {{- include "custody.metadata" . | nindent 2 }}
+spec:
+  maxUnavailable: {{ .values.podDisruptionBudget.maxUnavailable }}
+  # A pod that never became ready may be evicted: a broken rollout must not block node drains.
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels:
+      {{- include "custody.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end -}}
 
 {{/* The Secrets holding the signer's server certificate and the API's client certificate (tls.crt, tls.key, ca.crt). */}}
 {{- define "custody.signerTlsSecret" -}}
@@ -159,6 +351,7 @@ seccompProfile:
 - name: signer-tls
   secret:
     secretName: {{ if .Values.signer.tls.mutual }}{{ include "custody.signerClientTlsSecret" . }}{{ else }}{{ include "custody.signerTlsSecret" . }}{{ end }}
+    defaultMode: 0440
     {{- if not .Values.signer.tls.mutual }}
     items:
       - { key: ca.crt, path: ca.crt }
