@@ -61,7 +61,23 @@ describe('container image layout (Dockerfile)', function () {
     }
     const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
     expect(dockerfile).to.match(/^USER 10001:10001$/m);
-    expect(dockerfile.match(/^FROM node:20\.20\.2-bookworm-slim/gm)).to.have.length(3);
+    // Every stage on one maintained Node LTS line (22 or 24; 20 is end-of-life), pinned by digest.
+    const bases = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
+    expect(bases).to.have.length(3);
+    expect(new Set(bases).size).to.equal(1);
+    expect(bases[0]).to.match(/^node:(22|24)\.\d+\.\d+-bookworm-slim@sha256:[0-9a-f]{64}$/);
+    // The runtime stage removes every package manager; OCI labels name the image and its base.
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    const removal = /^RUN rm -rf ((?:[^\n]*\\\n)*[^\n]*)/m.exec(runtime)?.[1]?.split(/[\s\\]+/) ?? [];
+    for (const tool of ['/usr/local/lib/node_modules', '/usr/local/bin/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack', '/usr/local/bin/yarn', '/opt/yarn-*']) {
+      expect(removal, tool).to.include(tool);
+    }
+    expect(runtime).not.to.match(/^RUN (npm|npx|corepack|yarn)\b/m);
+    for (const label of ['title', 'description', 'licenses', 'version', 'revision', 'base.name', 'base.digest']) expect(runtime, label).to.include(`org.opencontainers.image.${label}=`);
+    expect(runtime).to.include(`org.opencontainers.image.base.digest="${bases[0]?.split('@')[1]}"`);
+    // The build context leaves out the repository, installed modules, local data and build output.
+    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+    for (const entry of ['.git', 'node_modules', '.data', 'dist']) expect(ignored, entry).to.include(entry);
     // Nothing under the application directory is writable by the user the image runs as.
     const tryWrite = (file: string) =>
       execFileSync(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(file)}, 'x')`], { ...IMAGE_USER, stdio: 'pipe' });
