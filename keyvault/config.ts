@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { defaultKeygenThreads } from './cpu.js';
 import path from 'node:path';
 import type { VaultAuth, VaultSettings } from './vault/adapter.js';
 import type { VaultPaths } from './stores/vault.js';
@@ -125,7 +125,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     }
   }
 
-  const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', Math.max(1, availableParallelism() - 1), 0, 64);
+  const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', defaultKeygenThreads(), 0, 64);
   const localLockWaitMs = int('KEYVAULT_LOCAL_LOCK_WAIT_MS', 15_000, 0, 600_000);
   const readPem = (name: string): string | undefined => {
     const file = plain(name);

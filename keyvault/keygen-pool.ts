@@ -1,4 +1,4 @@
-import { availableParallelism } from 'node:os';
+import { defaultKeygenThreads } from './cpu.js';
 import { Worker } from 'node:worker_threads';
 import { SignerError } from './errors.js';
 import { generateKey, type GeneratedKey } from './eth.js';
@@ -38,7 +38,7 @@ export class KeygenPool {
   #next = 0;
   #id = 0;
 
-  constructor(threads = Math.max(1, availableParallelism() - 1)) {
+  constructor(threads = defaultKeygenThreads()) {
     const ethModule = new URL('./eth.js', import.meta.url).href;
     for (let i = 0; i < threads; i++) {
       const worker = new Worker(WORKER_SOURCE, { eval: true, env: { CUSTODY_ETH_MODULE: ethModule } });
