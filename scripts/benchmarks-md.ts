@@ -70,6 +70,15 @@ add(newest('hostile'), 'hostile', (r) => [
   { what: 'longest event-loop stall, any unauthenticated request', figure: `${n(num(r, 'worstMs'), 1)} ms (baseline ${n(num(r, 'baselineMs'), 1)} ms)`, goal: '≤ 20 ms', met: num(r, 'worstMs') <= 20 },
 ]);
 
+add(newest('signer-memory'), 'signer-memory', (r) => [
+  {
+    what: `signer peak memory, ${num(r, 'concurrency')} concurrent key creations (Vault, chart settings), vs the chart's limit`,
+    figure: `${n(num(r, 'peakMiB'), 1)} MiB = ${n(num(r, 'ratio') * 100, 1)}% of ${n(num(r, 'limitMiB'))} MiB`,
+    goal: '< 70%',
+    met: num(r, 'ratio') < 0.7,
+  },
+]);
+
 const machine = (() => {
   const any = newest('webhooks') ?? newest('memberships') ?? newest('wallets') ?? newest('keyvault');
   const m = (any?.['machine'] ?? {}) as Record<string, unknown>;
@@ -101,7 +110,7 @@ clusters of their own (never the machine's), the others on throwaway databases:
 | a worker killed mid-delivery (a retry row, and an event sent straight from its record) | the delivery is sent again with the same \`webhook-id\` | \`test/webhooks-workers.test.ts\` |
 | a webhook endpoint that never answers, beside a healthy one | every delivery to the healthy one arrives while the attempts to the other are open | \`test/webhooks-workers.test.ts\` |
 | receivers that trickle bytes, answer 10 MiB, redirect to the metadata address | \`timeout\`; read to 16 KiB, \`http_status\`; not followed, \`http_status\` | \`test/webhooks.test.ts\` |
-| Vault sealed | retryable \`vault_sealed\`, API \`503\` with \`Retry-After\`, \`/readyz\` 503 | \`test/keyvault/signer-vault.test.ts\` |
+| Vault sealed | retryable \`vault_sealed\`, key creation answers \`503\` with \`Retry-After\`; the signer and the API stay ready (\`keyStore: sealed\`), known users sign in | \`test/keyvault/signer-vault.test.ts\` |
 | 10,000 fuzzed requests over every endpoint | never a 5xx, problem+json on every 4xx, no change on a 4xx | \`test/fuzz.test.ts\` |
 `;
 writeFileSync(`${ROOT}BENCHMARKS.md`, md);
