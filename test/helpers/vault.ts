@@ -17,7 +17,7 @@ export interface DevVault {
   seal(): void;
   unseal(): void;
   /** Applies scripts/vault-setup.sh and returns AppRole credentials for the signer. */
-  setup(env?: Record<string, string>): { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string };
+  setup(env?: Record<string, string>): { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string; VAULT_APPROLE_MOUNT: string };
   stop(): Promise<void>;
 }
 
@@ -71,7 +71,7 @@ export async function startDevVault(): Promise<DevVault> {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       const get = (name: string) => new RegExp(`^${name}=(.+)$`, 'm').exec(text)?.[1] ?? '';
-      return { VAULT_ROLE_ID: get('VAULT_ROLE_ID'), VAULT_SECRET_ID: get('VAULT_SECRET_ID') };
+      return { VAULT_ROLE_ID: get('VAULT_ROLE_ID'), VAULT_SECRET_ID: get('VAULT_SECRET_ID'), VAULT_APPROLE_MOUNT: extra['APPROLE_MOUNT'] ?? 'custody-approle' };
     },
     stop: () =>
       new Promise<void>((resolve) => {

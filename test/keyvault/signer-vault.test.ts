@@ -23,7 +23,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   // First use builds the server binary from the Go module proxy (scripts/openbao.sh); later runs use the cache.
   this.timeout(60_000);
   let vault: DevVault;
-  let approle: { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string };
+  let approle: { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string; VAULT_APPROLE_MOUNT: string };
   let signer: RunningSigner;
   let client: SignerClient;
 
@@ -92,7 +92,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   it('really prevents overwriting a stored key: the signer policy has create and read only', async () => {
     const key = await client.createKey(keyIdOf('vault:overwrite'), 'vault:overwrite');
     const login = JSON.parse(
-      vault.cli(['write', '-format=json', 'auth/approle/login', `role_id=${approle.VAULT_ROLE_ID}`, `secret_id=${approle.VAULT_SECRET_ID}`]),
+      vault.cli(['write', '-format=json', 'auth/custody-approle/login', `role_id=${approle.VAULT_ROLE_ID}`, `secret_id=${approle.VAULT_SECRET_ID}`]),
     ) as { auth: { client_token: string } };
     // The CLI with the signer's own token: what a compromised signer could do.
     const run = (args: string[]) =>
@@ -166,7 +166,10 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('a sealed Vault is not an outage: the signer and the API stay ready, reads and known users work, only key creation answers 503 with Retry-After', async () => {
-    const { app, idp, close } = await startAppWithIdp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+    // A store of its own, which the app binds to its deployment at start (the suite's signer is
+    // bound to the helper's test deployment); the root token stands in for a second policy.
+    const own = await startSigner({ VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_PREFIX: 'custody/sealed-test/keys' });
+    const { app, idp, close } = await startAppWithIdp({ KEYVAULT_URL: own.url, KEYVAULT_TOKEN: own.token });
     try {
       const iss = await idp.issuer();
       const org = await createOrganisation(app.client);
@@ -192,7 +195,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
         expect((err as AppError).headers['Retry-After']).to.match(/^\d+$/);
       }
       // Readiness is what every endpoint needs: the orchestrator keeps both in service.
-      expect((await fetch(`${signer.url}/readyz`)).status).to.equal(200);
+      expect((await fetch(`${own.url}/readyz`)).status).to.equal(200);
       const ready = await app.client.get('/readyz', { token: null });
       expect(ready.status, ready.text).to.equal(200);
       expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok', keyStore: 'sealed' });
@@ -211,7 +214,13 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(later.status, later.text).to.equal(200);
       expect((await app.client.get('/readyz', { token: null })).body.checks.keyStore).to.equal('ok');
     } finally {
+      try {
+        vault.unseal(); // after a failed assertion while sealed: the next tests need Vault
+      } catch {
+        // already unsealed
+      }
       await close();
+      await own.destroy();
     }
   });
 

@@ -30,7 +30,11 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
       encoding: 'utf8',
       env: { PATH: `${path.dirname(vault.bin)}:${process.env['PATH'] ?? ''}`, HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, ...env },
     });
-  const json = (args: string[]) => JSON.parse(vault.cli([...args, '-format=json'])) as { data?: Record<string, unknown> } & Record<string, unknown>;
+  /** A CLI command's JSON answer: `-format=json` goes before the command's arguments. */
+  const json = (args: string[]) => {
+    const words = args[0] === 'kv' || args[0] === 'secrets' || args[0] === 'auth' ? 2 : 1;
+    return JSON.parse(vault.cli([...args.slice(0, words), '-format=json', ...args.slice(words)])) as { data?: Record<string, unknown> } & Record<string, unknown>;
+  };
 
   /** Everything of the other team's that the setup must leave as it was. */
   const otherTeam = () => {
@@ -65,7 +69,7 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     vault.cli(['write', 'transit/config/keys', 'disable_upsert=false']);
     vault.cli(['write', 'secret/config', 'max_versions=5', 'delete_version_after=720h']);
     vault.cli(['auth', 'enable', 'kubernetes']);
-    vault.cli(['write', 'auth/kubernetes/config', 'kubernetes_host=https://other-cluster.example:6443']);
+    vault.cli(['write', 'auth/kubernetes/config', 'kubernetes_host=https://other-cluster.example:6443', `kubernetes_ca_cert=@${path.join(work, 'k8s-ca.crt')}`]);
     vault.cli(['auth', 'enable', 'approle']);
     vault.cli(['write', 'auth/approle/role/other', 'token_policies=other-team', 'secret_id_ttl=0']);
     vault.cli(['policy', 'write', 'other-team', '-'], 'path "secret/data/other/*" { capabilities = ["read"] }\n');
@@ -81,8 +85,10 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     const before = otherTeam();
     for (const pass of [1, 2]) {
       for (const block of blocks) {
-        // The documented pod CIDR, as loopback: this test's signer logs in from 127.0.0.1.
-        const res = run(block.replace('APPROLE_BOUND_CIDRS=10.42.0.0/16', 'APPROLE_BOUND_CIDRS=127.0.0.1/32'));
+        // The documented pod CIDR, as loopback: this test's signer logs in from 127.0.0.1. And this
+        // Vault is not in a cluster: the CA an in-cluster Vault reads from its own pod comes from
+        // the environment (the blocks that name K8S_CA_CERT themselves set it anyway).
+        const res = run(block.replace('APPROLE_BOUND_CIDRS=10.42.0.0/16', 'APPROLE_BOUND_CIDRS=127.0.0.1/32'), { K8S_CA_CERT: 'k8s-ca.crt' });
         expect(res.status, `pass ${pass}:\n${block}\n${res.stderr}`).to.equal(0);
       }
     }
@@ -113,11 +119,13 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     );
     expect(Object.keys(creds).sort()).to.deep.equal([values.signer.vault.approle.secretIdKey, values.signer.vault.approle.roleIdKey].sort());
 
-    // The signer with the chart's settings for release `custody` (mount defaults, prefix, AppRole mount).
+    // The signer as the chart runs it for release `custody`: mount defaults, its prefix, the AppRole
+    // mount, and the credentials as files read through *_FILE (the chart's secretsAsFiles).
+    for (const [name, value] of Object.entries(creds)) writeFileSync(path.join(work, name), `${value}\n`, { mode: 0o440 });
     const signer = await startSigner({
       VAULT_ADDR: vault.addr,
-      VAULT_ROLE_ID: creds['VAULT_ROLE_ID'] ?? '',
-      VAULT_SECRET_ID: creds['VAULT_SECRET_ID'] ?? '',
+      VAULT_ROLE_ID_FILE: path.join(work, 'VAULT_ROLE_ID'),
+      VAULT_SECRET_ID_FILE: path.join(work, 'VAULT_SECRET_ID'),
       VAULT_APPROLE_MOUNT: 'custody-approle',
       VAULT_KV_PREFIX: 'custody/custody/keys',
     });
