@@ -46,4 +46,23 @@ export default tseslint.config(
     files: ['bench/**/*.ts'],
     rules: { 'no-console': 'off' },
   },
+  // Layout rules of docs/ARCHITECTURE.md that a linter can hold.
+  {
+    // The environment is read in the configuration modules only; everything else gets typed settings.
+    files: ['src/**/*.ts', 'keyvault/**/*.ts', 'migrations/**/*.ts'],
+    ignores: ['src/config.ts', 'keyvault/config.ts', 'src/cli/config.ts'],
+    rules: {
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read the environment in a config module (src/config.ts, keyvault/config.ts, src/cli/config.ts) and pass settings' }],
+    },
+  },
+  {
+    // The signer is its own program: it shares no code with the API.
+    files: ['keyvault/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'keyvault/ must not import from src/' }] }] },
+  },
+  {
+    // Migrations are fixed history: they never follow the application's code.
+    files: ['migrations/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'migrations/ must not import from src/' }] }] },
+  },
 );

@@ -18,7 +18,7 @@ function openStore(config: SignerConfig, log: ReturnType<typeof createSignerLog>
 }
 
 /** The signer process: config → key store → startup checks → versioned API. */
-export async function runSigner(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function runSigner(env?: Readonly<Record<string, string | undefined>>): Promise<void> {
   let config: SignerConfig;
   try {
     config = loadSignerConfig(env);

@@ -85,6 +85,8 @@ export interface Config {
   readonly schedulerIntervalMs: number;
   /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
   readonly relayLeaseMs: number;
+  /** ROLE=all: the variables of ours its signer child may see (SIGNER_ENV). */
+  readonly signerChildEnv: Readonly<Record<string, string>>;
 }
 
 export class ConfigError extends Error {
@@ -95,6 +97,15 @@ export class ConfigError extends Error {
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * What the signer child may see of our environment: the variables its configuration reads
+ * (keyvault/config.ts; a test holds the two together) and the few the runtime needs. An
+ * allow-list, so a secret of the API's or of the platform (database, cloud credentials) that
+ * nobody thought of never reaches it.
+ */
+export const SIGNER_ENV =
+  /^(APP_ENV|LOG_LEVEL|DATA_DIR|VAULT_(ADDR|NAMESPACE|CACERT|TIMEOUT_MS|ATTEMPTS|TOKEN|TOKEN_FILE|ROLE_ID|ROLE_ID_FILE|SECRET_ID|SECRET_ID_FILE|APPROLE_MOUNT|K8S_ROLE|K8S_MOUNT|K8S_TOKEN_FILE|TRANSIT_MOUNT|TRANSIT_KEY|KV_MOUNT|KV_PREFIX)|KEYVAULT_(KEYGEN_THREADS|LOCAL_LOCK_WAIT_MS|DATA_DIR|DEPLOYMENT_ID)|PATH|HOME|TZ|LANG|LC_ALL|TMPDIR)$/;
 
 /**
  * Reads the environment once. Every problem is collected, so an operator fixes all of them in
@@ -291,6 +302,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     redisKeyPrefix: plain('REDIS_KEY_PREFIX') ?? `custody:${appEnv}`,
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
+    signerChildEnv: Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => SIGNER_ENV.test(e[0]) && e[1] !== undefined)),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { CliEnv } from './config.js';
 import type { CustodyClient } from '../client/index.js';
 import { createDb } from '../db/knex.js';
 import { pendingMigrations, runNextMigration } from '../db/migrate.js';
@@ -13,7 +14,7 @@ export interface Invocation {
   flags: Flags;
   out: Output;
   client: () => CustodyClient;
-  env: NodeJS.ProcessEnv;
+  env: CliEnv;
 }
 
 const str = (flags: Flags, name: string): string | undefined => (typeof flags[name] === 'string' ? flags[name] : undefined);
@@ -171,7 +172,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     usage: 'migrate   (uses DATABASE_URL)',
     summary: 'apply pending database migrations, one by one',
     async run({ out, env }) {
-      const url = env['DATABASE_URL'];
+      const url = env.databaseUrl;
       if (!url) throw new UsageError('set DATABASE_URL to the PostgreSQL database to migrate');
       const db = createDb({ url, poolMax: 2 });
       try {

@@ -5,6 +5,7 @@
  * Exit codes: 0 done, 1 refused by the service (4xx) or a failed check, 2 usage, 3 service unavailable.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { loadCliEnv, type CliEnv } from './config.js';
 import { CustodyApiError, CustodyClient } from '../client/index.js';
 import { COMMANDS, UsageError, type Flags } from './commands.js';
 import { output } from './output.js';
@@ -49,14 +50,14 @@ function usage(): string {
   ].join('\n');
 }
 
-function token(flags: Flags, env: NodeJS.ProcessEnv): string | undefined {
+function token(flags: Flags, env: CliEnv): string | undefined {
   if (typeof flags['token'] === 'string') return flags['token'];
   if (typeof flags['token-file'] === 'string') return readFileSync(flags['token-file'], 'utf8').trim();
-  if (env['CUSTODY_TOKEN']) return env['CUSTODY_TOKEN'];
+  if (env.token) return env.token;
   return existsSync(LOCAL_OPERATOR_TOKEN) ? readFileSync(LOCAL_OPERATOR_TOKEN, 'utf8').trim() : undefined;
 }
 
-export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function run(argv: string[], env: CliEnv = loadCliEnv()): Promise<number> {
   let parsed: { words: string[]; flags: Flags };
   try {
     parsed = parse(argv);
@@ -76,7 +77,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env):
     process.stderr.write(`custody: unknown command "${words.join(' ')}"\n${usage()}\n`);
     return 2;
   }
-  const baseUrl = (typeof flags['url'] === 'string' ? flags['url'] : undefined) ?? env['CUSTODY_URL'] ?? 'http://127.0.0.1:8080';
+  const baseUrl = (typeof flags['url'] === 'string' ? flags['url'] : undefined) ?? env.url ?? 'http://127.0.0.1:8080';
   try {
     return await command.run({
       args: words.slice(name.split(' ').length),

@@ -7,14 +7,7 @@ import type { Logger } from '../logger.js';
 
 const SIGNER_MAIN = fileURLToPath(new URL('../../keyvault/main.js', import.meta.url));
 
-/**
- * What the signer child may see of our environment: the variables its configuration reads
- * (keyvault/config.ts; a test holds the two together) and the few the runtime needs. An
- * allow-list, so a secret of the API's or of the platform (database, cloud credentials) that
- * nobody thought of never reaches it.
- */
-export const SIGNER_ENV =
-  /^(APP_ENV|LOG_LEVEL|DATA_DIR|VAULT_(ADDR|NAMESPACE|CACERT|TIMEOUT_MS|ATTEMPTS|TOKEN|TOKEN_FILE|ROLE_ID|ROLE_ID_FILE|SECRET_ID|SECRET_ID_FILE|APPROLE_MOUNT|K8S_ROLE|K8S_MOUNT|K8S_TOKEN_FILE|TRANSIT_MOUNT|TRANSIT_KEY|KV_MOUNT|KV_PREFIX)|KEYVAULT_(KEYGEN_THREADS|LOCAL_LOCK_WAIT_MS|DATA_DIR|DEPLOYMENT_ID)|PATH|HOME|TZ|LANG|LC_ALL|TMPDIR)$/;
+export { SIGNER_ENV } from '../config.js';
 
 export interface SignerChild {
   url: string;
@@ -31,7 +24,7 @@ export async function startSignerChild(config: Config, log: Logger): Promise<Sig
   const socket = path.join(config.dataDir, 'keyvault.sock');
   const token = newSecret('kv_');
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (SIGNER_ENV.test(k)) env[k] = v;
+  Object.assign(env, config.signerChildEnv);
   Object.assign(env, { KEYVAULT_LISTEN: `unix:${socket}`, KEYVAULT_TOKEN: token, DATA_DIR: config.dataDir, APP_ENV: config.appEnv });
 
   let stopping = false;

@@ -1,0 +1,14 @@
+/** What the CLI takes from its environment: the one place it reads it. */
+export interface CliEnv {
+  /** CUSTODY_URL: the service (else --url, else http://127.0.0.1:8080). */
+  readonly url: string | undefined;
+  /** CUSTODY_TOKEN: the API token (else --token or --token-file). */
+  readonly token: string | undefined;
+  /** DATABASE_URL: for `custody migrate` only. */
+  readonly databaseUrl: string | undefined;
+}
+
+export function loadCliEnv(env: Readonly<Record<string, string | undefined>> = process.env): CliEnv {
+  const plain = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  return { url: plain('CUSTODY_URL'), token: plain('CUSTODY_TOKEN'), databaseUrl: plain('DATABASE_URL') };
+}
