@@ -16,20 +16,22 @@ import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
 import { healthRoutes } from './health/routes.js';
 import { audited } from './audit/audit.js';
-import { auditRoutes } from './audit/routes.js';
+import { auditEndpoints } from './audit/routes.js';
 import { bindOutboxDepth } from './metrics.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
-import { organisationRoutes } from './organisations/routes.js';
-import { projectRoutes } from './projects/routes.js';
+import { organisationEndpoints } from './organisations/routes.js';
+import { projectEndpoints } from './projects/routes.js';
 import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
 import type { ProjectKeyCache } from './projects/key-cache.js';
-import { walletRoutes } from './wallets/routes.js';
-import { failedDeliveryRoutes } from './webhooks/failed-deliveries.js';
-import { webhookRoutes } from './webhooks/routes.js';
-import { tokenRoutes } from './tokens/routes.js';
-import { membershipRoutes } from './memberships/routes.js';
+import { walletEndpoints } from './wallets/routes.js';
+import type { WalletDeps } from './wallets/commands.js';
+import { mount, type Declaration } from './http/declare.js';
+import { failedDeliveryEndpoints } from './webhooks/failed-deliveries.js';
+import { webhookEndpoints } from './webhooks/routes.js';
+import { tokenEndpoints } from './tokens/routes.js';
+import { membershipEndpoints } from './memberships/routes.js';
 import { mark } from './openapi/meta.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { serviceVersion } from './version.js';
@@ -53,6 +55,10 @@ export interface AppDeps {
   /** The project-key cache sign-in reads through (started by the caller); none: every look-up asks the database. */
   projectCache?: ProjectKeyCache;
 }
+
+/** The endpoints each app declared, in the order they were mounted (for the registry's tests). */
+const declaredBy = new WeakMap<Koa<AppState>, readonly Declaration[]>();
+export const declaredEndpoints = (app: Koa<AppState>): readonly Declaration[] => declaredBy.get(app) ?? [];
 
 /** The Koa app with its middleware in one list, in order. No listen(): main.ts and tests do that. */
 export function buildApp(deps: AppDeps): Koa<AppState> {
@@ -97,9 +103,6 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
 
   bindOutboxDepth(deps.db);
   healthRoutes(router, deps.db, deps.signer, deps.lifecycle, deps.config.appEnv);
-  organisationRoutes(router, routeDeps);
-  projectRoutes(router, routeDeps);
-  tokenRoutes(router, routeDeps);
   const oidc = new OidcVerifier({
     audience: deps.config.serviceAudience,
     clockToleranceS: deps.config.jwtClockToleranceS,
@@ -112,9 +115,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     failures: new WarnOncePer(deps.log),
     ...(deps.now ? { now: deps.now } : {}),
   });
-  walletRoutes(router, {
-    ...routeDeps,
-    wallets: {
+  const walletDeps: WalletDeps = {
       db: deps.db,
       signer: deps.signer,
       oidc,
@@ -123,12 +124,20 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       // Counted once the project key is known, before the JWT is verified (0: not limited).
       ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
       authFailures,
-    },
-  });
-  membershipRoutes(router, routeDeps);
-  failedDeliveryRoutes(router, routeDeps);
-  webhookRoutes(router, routeDeps);
-  auditRoutes(router, routeDeps);
+  };
+  // Every API endpoint, declared once (http/declare.ts): its middlewares follow from the declaration.
+  const endpoints = [
+    ...organisationEndpoints(routeDeps),
+    ...projectEndpoints(routeDeps),
+    ...tokenEndpoints(routeDeps),
+    ...walletEndpoints({ ...routeDeps, wallets: walletDeps }),
+    ...membershipEndpoints(routeDeps),
+    ...failedDeliveryEndpoints(routeDeps),
+    ...webhookEndpoints(routeDeps),
+    ...auditEndpoints(routeDeps),
+  ];
+  mount(router, routeDeps, endpoints);
+  declaredBy.set(app, endpoints);
   // Last: the document describes every route registered before it, and itself.
   openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
 

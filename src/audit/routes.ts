@@ -1,12 +1,10 @@
-import type Router from '@koa/router';
 import { principalOf, requireAdmin } from '../auth/access.js';
 import { NotFoundError } from '../errors.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { type Static, Type } from '@sinclair/typebox';
 import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import { findOrganisation } from '../organisations/repository.js';
 import { listAudit, presentAudit } from './audit.js';
 import * as ex from '../openapi/examples.js';
@@ -33,11 +31,11 @@ const AuditList = pageOf('entries', AuditEntryOut);
 export type AuditListOut = Static<typeof AuditList>;
 
 /** `GET /organisations/{id}/audit`: the organisation's audit log, for its admins and the operator. */
-export function auditRoutes(router: Router<AppState>, { authenticate, cursors }: RouteDeps): void {
-  router.get(
-    '/api/v1/organisations/:id/audit',
-    authenticate,
-    endpoint({
+export function auditEndpoints({ cursors }: RouteDeps): Declaration[] {
+  return [
+    declare(
+      { method: 'GET', path: '/api/v1/organisations/:id/audit', auth: 'apiToken' },
+      {
       params: strictObject({ id: Id }),
       query: strictObject({ ...PageQuery }),
       doc: {
@@ -58,5 +56,5 @@ export function auditRoutes(router: Router<AppState>, { authenticate, cursors }:
       const result = cursors.result(list, page, await listAudit(ctx.state.db, organisationId, page));
       ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
     }),
-  );
+  ];
 }

@@ -1,24 +1,20 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import { issueMemberships, membershipProject, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
 import { presentMembership } from './presenter.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
 /** The four membership endpoints of the interface document, with CONTRACT.md section 7. */
-export function membershipRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, now }: RouteDeps): void {
+export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] {
   const seconds = (ms: number) => Math.floor(ms / 1000);
 
-  router.post(
-    '/api/v1/membership/issue',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+  return [
+    declare(
+      { method: 'POST', path: '/api/v1/membership/issue', auth: 'apiToken', write: { idempotent: true } },
+      {
       query: ProjectQuery,
       body: IssueBody,
       doc: {
@@ -40,14 +36,10 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, audit
       ctx.status = 201;
       ctx.body = { memberships: rows.map((m) => presentMembership(m, seconds(at))) };
     }),
-  );
 
-  router.post(
-    '/api/v1/membership/revoke',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/membership/revoke', auth: 'apiToken', write: { idempotent: true } },
+      {
       query: ProjectQuery,
       body: RevokeBody,
       doc: {
@@ -72,14 +64,10 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, audit
       }
       ctx.body = presentMembership(row, seconds(at));
     }),
-  );
 
-  router.post(
-    '/api/v1/membership/transfer',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/membership/transfer', auth: 'apiToken', write: { idempotent: true } },
+      {
       query: ProjectQuery,
       body: TransferBody,
       doc: {
@@ -105,12 +93,10 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, audit
       const at = now();
       ctx.body = presentMembership(await transferMembership(ctx.state.db, project, body, at), seconds(at));
     }),
-  );
 
-  router.get(
-    '/api/v1/membership/view',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/membership/view', auth: 'apiToken' },
+      {
       query: ViewQuery,
       doc: {
         operationId: 'viewMemberships',
@@ -135,5 +121,5 @@ export function membershipRoutes(router: Router<AppState>, { authenticate, audit
       const result = cursors.result(list, page, await viewProjectMemberships(ctx.state.db, project, filter, nowS, page));
       ctx.body = { memberships: result.items.map((m) => presentMembership(m, nowS)), nextCursor: result.nextCursor };
     }),
-  );
+  ];
 }

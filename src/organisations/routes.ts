@@ -1,9 +1,7 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import {
   createOrganisation,
   deleteOrganisation,
@@ -16,11 +14,11 @@ import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function organisationRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, projectChange }: RouteDeps): void {
-  router.get(
-    '/api/v1/organisations',
-    authenticate,
-    endpoint({
+export function organisationEndpoints({ cursors }: RouteDeps): Declaration[] {
+  return [
+    declare(
+      { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken' },
+      {
       query: ListOrganisationsQuery,
       doc: {
         operationId: 'listOrganisations',
@@ -36,14 +34,10 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
       const result = cursors.result(list, page, await listVisibleOrganisations(ctx.state.db, principalOf(ctx), page, showDeleted));
       ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
     }),
-  );
 
-  router.post(
-    '/api/v1/organisations',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/organisations', auth: 'apiToken', write: { idempotent: true } },
+      {
       body: OrganisationBody,
       doc: {
         operationId: 'createOrganisation',
@@ -56,12 +50,10 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
       ctx.status = 201;
       ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
     }),
-  );
 
-  router.get(
-    '/api/v1/organisations/:id',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/organisations/:id', auth: 'apiToken' },
+      {
       params: OrganisationParams,
       doc: {
         operationId: 'getOrganisation',
@@ -73,13 +65,10 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     }, async (ctx, { params }) => {
       ctx.body = presentOrganisation(await getOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
     }),
-  );
 
-  router.put(
-    '/api/v1/organisations/:id',
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'PUT', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false } },
+      {
       params: OrganisationParams,
       body: OrganisationBody,
       doc: {
@@ -93,14 +82,10 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     }, async (ctx, { params, body }) => {
       ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
     }),
-  );
 
-  router.delete(
-    '/api/v1/organisations/:id',
-    projectChange,
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'DELETE', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
       params: OrganisationParams,
       doc: {
         operationId: 'deleteOrganisation',
@@ -113,15 +98,10 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
       await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
       ctx.status = 204;
     }),
-  );
 
-  router.post(
-    '/api/v1/organisations/:id/undelete',
-    projectChange,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/organisations/:id/undelete', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
+      {
       params: OrganisationParams,
       doc: {
         operationId: 'undeleteOrganisation',
@@ -134,5 +114,5 @@ export function organisationRoutes(router: Router<AppState>, { authenticate, aud
     }, async (ctx, { params }) => {
       ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
     }),
-  );
+  ];
 }

@@ -1,9 +1,7 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import {
   changeProject,
   createProject,
@@ -29,13 +27,11 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function projectRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, projectChange }: RouteDeps): void {
-  router.post(
-    '/api/v1/organisations/:id/projects',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+export function projectEndpoints({ cursors, config, secretBox }: RouteDeps): Declaration[] {
+  return [
+    declare(
+      { method: 'POST', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: OrganisationIdParams,
       body: CreateProjectBody,
       doc: {
@@ -62,12 +58,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
         ...(created.generatedSecret === undefined ? {} : { walletWebhookSecret: created.generatedSecret }),
       };
     }),
-  );
 
-  router.get(
-    '/api/v1/organisations/:id/projects',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken' },
+      {
       params: OrganisationIdParams,
       query: ListProjectsQuery,
       doc: {
@@ -84,12 +78,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
       const result = cursors.result(list, page, await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, page, showDeleted));
       ctx.body = { projects: result.items.map(presentProject), nextCursor: result.nextCursor };
     }),
-  );
 
-  router.get(
-    '/api/v1/project/:projectId',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId', auth: 'apiToken' },
+      {
       params: ProjectParams,
       doc: {
         operationId: 'getProject',
@@ -100,14 +92,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     }, async (ctx, { params }) => {
       ctx.body = presentProject(await getProject(ctx.state.db, principalOf(ctx), Number(params.projectId)));
     }),
-  );
 
-  router.put(
-    '/api/v1/project/:projectId',
-    projectChange,
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'PUT', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
       params: ProjectParams,
       body: UpdateProjectBody,
       doc: {
@@ -121,14 +109,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
     }, async (ctx, { params, body }) => {
       ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), { env: config.appEnv, egress: { allow: config.egressAllowPrivate } }, Number(params.projectId), body));
     }),
-  );
 
-  router.delete(
-    '/api/v1/project/:projectId',
-    projectChange,
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'DELETE', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
       params: ProjectParams,
       doc: {
         operationId: 'deleteProject',
@@ -141,15 +125,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
       await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
       ctx.status = 204;
     }),
-  );
 
-  router.post(
-    '/api/v1/project/:projectId/keys',
-    projectChange,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/keys', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
+      {
       params: ProjectParams,
       body: RotateKeyBody,
       doc: {
@@ -167,14 +146,10 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
       const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
       ctx.body = { projectKey: rotated.projectKey, previousKeysExpireAt: rotated.previousKeysExpireAt.toISOString() };
     }),
-  );
 
-  router.post(
-    '/api/v1/project/:projectId/walletWebhook/secret',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/walletWebhook/secret', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: ProjectParams,
       doc: {
         operationId: 'rotateWalletWebhookSecret',
@@ -196,5 +171,5 @@ export function projectRoutes(router: Router<AppState>, { authenticate, audited,
         previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),
       };
     }),
-  );
+  ];
 }

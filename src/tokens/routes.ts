@@ -1,21 +1,17 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import { createToken, listOrganisationTokens, revokeOrganisationToken } from './commands.js';
 import { presentToken } from './presenter.js';
 import { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList, TokenParams, TokensParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function tokenRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config }: RouteDeps): void {
-  router.post(
-    '/api/v1/organisations/:id/tokens',
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+export function tokenEndpoints({ cursors, config }: RouteDeps): Declaration[] {
+  return [
+    declare(
+      { method: 'POST', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: TokensParams,
       body: CreateTokenBody,
       doc: {
@@ -31,12 +27,10 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
       ctx.status = 201;
       ctx.body = { ...presentToken(created.row), token: created.token };
     }),
-  );
 
-  router.get(
-    '/api/v1/organisations/:id/tokens',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken' },
+      {
       params: TokensParams,
       query: ListTokensQuery,
       doc: {
@@ -54,13 +48,10 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
       const result = cursors.result(list, page, await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, page, showRevoked));
       ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
     }),
-  );
 
-  router.delete(
-    '/api/v1/organisations/:id/tokens/:tokenId',
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'DELETE', path: '/api/v1/organisations/:id/tokens/:tokenId', auth: 'apiToken', write: { idempotent: false } },
+      {
       params: TokenParams,
       doc: {
         operationId: 'revokeToken',
@@ -73,5 +64,5 @@ export function tokenRoutes(router: Router<AppState>, { authenticate, audited, i
       await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
       ctx.status = 204;
     }),
-  );
+  ];
 }

@@ -1,8 +1,6 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
 import {
@@ -20,12 +18,13 @@ import {
 import * as ex from '../openapi/examples.js';
 import { WALLET_BODY_LIMIT } from '../http/body.js';
 
-export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { wallets: WalletDeps }): void {
-  const { wallets, authenticate, cursors } = deps;
+export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Declaration[] {
+  const { wallets, cursors } = deps;
 
-  router.post(
-    '/api/v1/signin',
-    endpoint({
+  return [
+    declare(
+      { method: 'POST', path: '/api/v1/signin', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
+      {
       body: WalletRequestBody,
       bodyLimit: WALLET_BODY_LIMIT,
       doc: {
@@ -33,7 +32,6 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
         summary: "Sign a user in: their wallet, created on first call",
         description: 'Synchronous. The wallet of (project, lower-cased `email` of the JWT), created once whatever the concurrency; `isNew` is true only for the call that created it. `token` (alias `any_other_tokens`) is passed through to the wallet-created webhook. A failed wallet-created webhook is re-sent at once.',
         tag: 'Wallets',
-        security: 'userJwt',
         requestExample: { key: ex.projectKey, token: 'order-4711' },
         errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
         responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
@@ -43,11 +41,10 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
       const { wallet, isNew } = await signIn(wallets, caller);
       ctx.body = { ...presentWallet(wallet), isNew };
     }),
-  );
 
-  router.post(
-    '/api/v1/wallets/createasync',
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/wallets/createasync', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
+      {
       body: WalletRequestBody,
       bodyLimit: WALLET_BODY_LIMIT,
       doc: {
@@ -55,7 +52,6 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
         summary: 'Create the wallet in the background',
         description: 'Answered 202 once the request is committed; the wallet is created and its webhook sent by the relay. Idempotent by identity as sign-in is.',
         tag: 'Wallets',
-        security: 'userJwt',
         requestExample: { key: ex.projectKey },
         errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
         responses: { 202: { description: 'Accepted.', schema: Accepted, example: { status: 'accepted' } } },
@@ -66,13 +62,11 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
       ctx.status = 202;
       ctx.body = { status: 'accepted' };
     }),
-  );
 
   // A diagnostic: reads only, so read tokens may use it too.
-  router.post(
-    '/api/v1/project/:projectId/issuer/check',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/issuer/check', auth: 'apiToken', readOnly: true },
+      {
       params: WalletsParams,
       body: IssuerCheckBody,
       doc: {
@@ -99,13 +93,11 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
     }, async (ctx, { params, body }) => {
       ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
     }),
-  );
 
   // Back-office lookups with an API token (CONTRACT.md section 5).
-  router.get(
-    '/api/v1/project/:projectId/wallets',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken' },
+      {
       params: WalletsParams,
       query: ListWalletsQuery,
       doc: {
@@ -123,12 +115,10 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
       const result = cursors.result(list, page, rows);
       ctx.body = { wallets: result.items.map(presentWallet), nextCursor: result.nextCursor };
     }),
-  );
 
-  router.get(
-    '/api/v1/project/:projectId/wallets/:walletId',
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', auth: 'apiToken' },
+      {
       params: WalletParams,
       doc: {
         operationId: 'getWallet',
@@ -139,5 +129,5 @@ export function walletRoutes(router: Router<AppState>, deps: RouteDeps & { walle
     }, async (ctx, { params }) => {
       ctx.body = presentWallet(await getProjectWallet(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.walletId)));
     }),
-  );
+  ];
 }

@@ -1,15 +1,13 @@
 import type { Static } from '@sinclair/typebox';
 import { FailedDeliveryList, type FailedDeliveryOut } from './schemas.js';
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
-import type { AppState } from '../http/context.js';
 import type { Page } from '../http/pagination.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PageQuery, strictObject, Id } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import { listFailedDeliveries, type OutboxRow } from '../outbox/repository.js';
 import { findProject } from '../projects/repository.js';
 import * as ex from '../openapi/examples.js';
@@ -46,11 +44,11 @@ export async function failedDeliveriesOf(db: Executor, p: Principal, projectId: 
   return listFailedDeliveries(db, projectId, page);
 }
 
-export function failedDeliveryRoutes(router: Router<AppState>, { authenticate, cursors }: RouteDeps): void {
-  router.get(
-    '/api/v1/project/:projectId/webhooks/failedDeliveries',
-    authenticate,
-    endpoint({
+export function failedDeliveryEndpoints({ cursors }: RouteDeps): Declaration[] {
+  return [
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId/webhooks/failedDeliveries', auth: 'apiToken' },
+      {
       params: Params,
       query: Query,
       doc: {
@@ -69,5 +67,5 @@ export function failedDeliveryRoutes(router: Router<AppState>, { authenticate, c
       const result = cursors.result(list, page, await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, page));
       ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
     }),
-  );
+  ];
 }

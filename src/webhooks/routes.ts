@@ -1,10 +1,8 @@
-import type Router from '@koa/router';
 import { principalOf } from '../auth/access.js';
 import { EVENT_CATALOGUE } from '../events/catalogue.js';
-import type { AppState } from '../http/context.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { endpoint } from '../http/validate.js';
+import { declare, type Declaration } from '../http/declare.js';
 import {
   changeSubscription,
   createSubscription,
@@ -36,14 +34,13 @@ import {
 import * as ex from '../openapi/examples.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
-export function webhookRoutes(router: Router<AppState>, { authenticate, audited, idempotent, cursors, config, secretBox, now }: RouteDeps): void {
+export function webhookEndpoints({ cursors, config, secretBox, now }: RouteDeps): Declaration[] {
   const deps: WebhookDeps = { env: config.appEnv, egress: { allow: config.egressAllowPrivate }, secretBox };
-  const base = '/api/v1/project/:projectId/webhooks';
 
-  router.get(
-    '/api/v1/webhooks/events',
-    authenticate,
-    endpoint({
+  return [
+    declare(
+      { method: 'GET', path: '/api/v1/webhooks/events', auth: 'apiToken' },
+      {
       doc: {
         operationId: 'listEventTypes',
         summary: 'The event catalogue',
@@ -62,12 +59,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       ctx.body = { events: EVENT_CATALOGUE };
       return Promise.resolve();
     }),
-  );
 
-  router.get(
-    base,
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken' },
+      {
       params: ProjectWebhooksParams,
       query: ListWebhooksQuery,
       doc: {
@@ -84,14 +79,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       const result = cursors.result(list, page, await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, page, showDeleted));
       ctx.body = { webhooks: result.items.map(presentSubscription), nextCursor: result.nextCursor };
     }),
-  );
 
-  router.post(
-    base,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: ProjectWebhooksParams,
       body: CreateWebhookBody,
       doc: {
@@ -109,12 +100,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       ctx.status = 201;
       ctx.body = { ...presentSubscription(subscription), ...(generatedSecret === undefined ? {} : { secret: generatedSecret }) };
     }),
-  );
 
-  router.get(
-    `${base}/:webhookId`,
-    authenticate,
-    endpoint({
+    declare(
+      { method: 'GET', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken' },
+      {
       params: WebhookParams,
       doc: {
         operationId: 'getWebhook',
@@ -125,13 +114,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
     }, async (ctx, { params }) => {
       ctx.body = presentSubscription(await getSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId)));
     }),
-  );
 
-  router.put(
-    `${base}/:webhookId`,
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'PUT', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
+      {
       params: WebhookParams,
       body: UpdateWebhookBody,
       doc: {
@@ -146,13 +132,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
       ctx.body = presentSubscription(sub);
     }),
-  );
 
-  router.delete(
-    `${base}/:webhookId`,
-    authenticate,
-    audited,
-    endpoint({
+    declare(
+      { method: 'DELETE', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
+      {
       params: WebhookParams,
       doc: {
         operationId: 'deleteWebhook',
@@ -165,14 +148,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
       ctx.status = 204;
     }),
-  );
 
-  router.post(
-    `${base}/:webhookId/secret`,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/secret', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: WebhookParams,
       body: RotateWebhookSecretBody,
       doc: {
@@ -186,14 +165,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
       ctx.body = { secret };
     }),
-  );
 
-  router.post(
-    `${base}/:webhookId/test`,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/test', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: WebhookParams,
       doc: {
         operationId: 'testWebhook',
@@ -212,14 +187,10 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       ctx.status = 202;
       ctx.body = { status: 'accepted', event: 'webhook.test', ...sent };
     }),
-  );
 
-  router.post(
-    `${base}/failedDeliveries/:deliveryId/retry`,
-    authenticate,
-    idempotent,
-    audited,
-    endpoint({
+    declare(
+      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry', auth: 'apiToken', write: { idempotent: true } },
+      {
       params: DeliveryParams,
       doc: {
         operationId: 'retryFailedDelivery',
@@ -234,5 +205,5 @@ export function webhookRoutes(router: Router<AppState>, { authenticate, audited,
       ctx.status = 202;
       ctx.body = { id: row.id, status: 'pending' };
     }),
-  );
+  ];
 }

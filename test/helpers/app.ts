@@ -6,7 +6,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
-import { buildApp } from '../../src/app.js';
+import { buildApp, declaredEndpoints } from '../../src/app.js';
+import type { Declaration } from '../../src/http/declare.js';
 import { startProjectKeyCache, type ProjectKeyCache } from '../../src/projects/key-cache.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
@@ -36,6 +37,8 @@ export interface TestApp {
   relay: OutboxRelay | undefined;
   /** The app's project-key cache (undefined with PROJECT_CACHE_TTL_MS=0). */
   projectCache: ProjectKeyCache | undefined;
+  /** Every endpoint the app declared (src/http/declare.ts). */
+  endpoints: readonly Declaration[];
   close(): Promise<void>;
 }
 
@@ -119,6 +122,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     logs,
     relay,
     projectCache,
+    endpoints: declaredEndpoints(app),
     close: async () => {
       await relay?.stop();
       await projectCache?.stop();

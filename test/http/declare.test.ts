@@ -1,0 +1,93 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Router from '@koa/router';
+import Koa from 'koa';
+import { expect } from 'chai';
+import { declare, mount } from '../../src/http/declare.js';
+import type { AppContext, AppMiddleware, AppState } from '../../src/http/context.js';
+import { startApp, type TestApp } from '../helpers/app.js';
+
+describe('http: one declaration per endpoint', function () {
+  this.timeout(30_000);
+  let app: TestApp;
+  before(async () => {
+    app = await startApp();
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  it('declares every API route once; writes are audited, management POSTs idempotent, every operation documents its errors', async () => {
+    const declared = app.endpoints.map((d) => `${d.route.method} ${d.route.path}`);
+    expect(new Set(declared).size, 'no route declared twice').to.equal(declared.length);
+    // The served document is built from the router: every /api/ operation in it is a declared one.
+    const doc = (await app.client.get('/openapi.json', { token: null })).body as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const served = Object.entries(doc.paths)
+      .filter(([p]) => p.startsWith('/api/'))
+      .flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`));
+    expect([...served].sort()).to.deep.equal([...declared].sort());
+
+    for (const { route, schemas } of app.endpoints) {
+      const name = `${route.method} ${route.path}`;
+      if (route.method === 'GET') {
+        expect(route.write, `${name}: a GET changes nothing`).to.equal(undefined);
+      } else {
+        // A non-GET is a write (audited) or says on purpose that it changes nothing.
+        expect(route.write !== undefined || route.readOnly === true, `${name}: neither a write nor readOnly`).to.equal(true);
+        expect(route.write !== undefined && route.readOnly === true, `${name}: both a write and readOnly`).to.equal(false);
+      }
+      if (route.write) {
+        // The request's audit entry, except where the command audits what it creates (wallet keys).
+        expect(route.write.audit ?? 'request', name).to.equal(route.auth === 'userJwt' ? 'command' : 'request');
+        // CONTRACT.md section 2b: every management POST takes Idempotency-Key; the wallet endpoints are idempotent by identity.
+        expect(route.write.idempotent, name).to.equal(route.method === 'POST' && route.auth === 'apiToken');
+      }
+      expect(schemas.doc?.security, name).to.equal(route.auth);
+      const op = doc.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
+      const errors = Object.keys(op?.responses ?? {}).filter((s) => /^[45]\d\d$/.test(s));
+      expect(errors, `${name}: documented error statuses`).to.include.members(route.auth === 'none' ? [] : ['400', '401']);
+      if (route.write) expect(errors, name).to.include('503');
+    }
+  });
+
+  it('mounts each declaration with its middlewares in the one order: cache, auth, idempotency, audit, then validation and the handler', async () => {
+    const seen: string[] = [];
+    const step =
+      (name: string): AppMiddleware =>
+      async (_ctx, next) => {
+        seen.push(name);
+        await next();
+      };
+    const router = new Router<AppState>();
+    const handler = (ctx: AppContext): Promise<void> => {
+      seen.push('handler');
+      ctx.status = 204;
+      return Promise.resolve();
+    };
+    mount(router, { projectChange: step('projectChange'), authenticate: step('authenticate'), idempotent: step('idempotent'), audited: step('audited') }, [
+      declare({ method: 'POST', path: '/w', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } }, {}, handler),
+      declare({ method: 'PUT', path: '/w', auth: 'apiToken', write: { idempotent: false } }, {}, handler),
+      declare({ method: 'GET', path: '/r', auth: 'apiToken' }, {}, handler),
+      declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
+    ]);
+    const koa = new Koa<AppState>();
+    koa.use(router.routes());
+    const callback = koa.callback();
+    const server: Server = createServer((req, res) => void callback(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const call = async (method: string, path: string) => {
+      seen.length = 0;
+      expect((await fetch(`${url}${path}`, { method })).status).to.equal(204);
+      return [...seen];
+    };
+    try {
+      expect(await call('POST', '/w')).to.deep.equal(['projectChange', 'authenticate', 'idempotent', 'audited', 'handler']);
+      expect(await call('PUT', '/w')).to.deep.equal(['authenticate', 'audited', 'handler']);
+      expect(await call('GET', '/r')).to.deep.equal(['authenticate', 'handler']);
+      expect(await call('POST', '/u')).to.deep.equal(['handler']);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
