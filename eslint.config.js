@@ -52,17 +52,28 @@ export default tseslint.config(
     files: ['src/**/*.ts', 'keyvault/**/*.ts', 'migrations/**/*.ts'],
     ignores: ['src/config.ts', 'keyvault/config.ts', 'src/cli/config.ts'],
     rules: {
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read the environment in a config module (src/config.ts, keyvault/config.ts, src/cli/config.ts) and pass settings' }],
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'read the environment in a config module (src/config.ts, keyvault/config.ts, src/cli/config.ts) and pass settings',
+        },
+      ],
     },
   },
   {
     // The signer is its own program: it shares no code with the API.
     files: ['keyvault/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'keyvault/ must not import from src/' }] }] },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'keyvault/ must not import from src/' }] }],
+    },
   },
   {
     // Migrations are fixed history: they never follow the application's code.
     files: ['migrations/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'migrations/ must not import from src/' }] }] },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'migrations/ must not import from src/' }] }],
+    },
   },
 );

@@ -17,7 +17,11 @@ const agent = new Agent({ keepAlive: true, scheduling: 'lifo' });
 
 function post(item: { id: string; body: string }): Promise<void> {
   return new Promise((resolve, reject) => {
-    const headers = { 'content-type': 'application/json', 'user-agent': 'bare-loop', ...signatureHeaders(item.id, Math.floor(Date.now() / 1000), item.body, [SECRET ?? '']) };
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'bare-loop',
+      ...signatureHeaders(item.id, Math.floor(Date.now() / 1000), item.body, [SECRET ?? '']),
+    };
     const req = request(url, { method: 'POST', headers, agent }, (res) => {
       res.resume();
       res.on('end', () => (res.statusCode !== undefined && res.statusCode < 300 ? resolve() : reject(new Error(`answered ${res.statusCode}`))));

@@ -30,14 +30,26 @@ const KINDS: Kind[] = [
   { name: 'GET /healthz (baseline)', method: 'GET', path: '/healthz' },
   { name: 'management POST, small body, no token', method: 'POST', path: '/api/v1/organisations', body: '{"name":"x"}' },
   { name: 'management POST, 1 MiB nested body, no token', method: 'POST', path: '/api/v1/organisations', body: nested(MIB) },
-  { name: 'management POST, 1 MiB wide object, bad token', method: 'POST', path: '/api/v1/organisations', body: wideObject(MIB), headers: { authorization: 'Bearer sk_test_nope' } },
+  {
+    name: 'management POST, 1 MiB wide object, bad token',
+    method: 'POST',
+    path: '/api/v1/organisations',
+    body: wideObject(MIB),
+    headers: { authorization: 'Bearer sk_test_nope' },
+  },
   { name: 'sign-in, 1 MiB nested body', method: 'POST', path: '/api/v1/signin', body: nested(MIB) },
   { name: 'sign-in, 8 KiB nested body (at the limit)', method: 'POST', path: '/api/v1/signin', body: nested(8 * 1024) },
   { name: 'sign-in, 8 KiB of escapes', method: 'POST', path: '/api/v1/signin', body: escapes(8 * 1024) },
   { name: 'sign-in, 1 MiB wide object', method: 'POST', path: '/api/v1/signin', body: wideObject(MIB) },
   { name: 'createasync, 1 MiB nested body', method: 'POST', path: '/api/v1/wallets/createasync', body: nested(MIB) },
   { name: 'unknown route, 1 MiB nested body', method: 'POST', path: '/api/v1/nothing-here', body: nested(MIB) },
-  { name: 'sign-in, 12 KiB Authorization header', method: 'POST', path: '/api/v1/signin', body: '{"key":"pk_test_x"}', headers: { authorization: `Bearer ${'a'.repeat(12 * 1024)}` } },
+  {
+    name: 'sign-in, 12 KiB Authorization header',
+    method: 'POST',
+    path: '/api/v1/signin',
+    body: '{"key":"pk_test_x"}',
+    headers: { authorization: `Bearer ${'a'.repeat(12 * 1024)}` },
+  },
 ];
 
 /**
@@ -48,7 +60,9 @@ const KINDS: Kind[] = [
 const PIN = process.env['BENCH_HOSTILE_PIN'] !== '0' && availableParallelism() >= 2;
 function pinCores(servicePid: number | undefined): void {
   if (servicePid === undefined) return;
-  const children = execFileSync('pgrep', ['-P', String(servicePid)], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  const children = execFileSync('pgrep', ['-P', String(servicePid)], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
   for (const pid of [String(servicePid), ...children]) execFileSync('taskset', ['-a', '-p', '-c', '0', pid], { stdio: 'ignore' });
   execFileSync('taskset', ['-a', '-p', '-c', `1-${availableParallelism() - 1}`, String(process.pid)], { stdio: 'ignore' });
 }
@@ -74,7 +88,12 @@ try {
     }
   };
   // Warm up every path once (compilation is not what is measured).
-  for (const k of KINDS) await fetch(`${base}${k.path}`, { method: k.method, headers: { 'content-type': 'application/json', ...k.headers }, ...(k.body ? { body: k.body } : {}) }).then((r) => r.text());
+  for (const k of KINDS)
+    await fetch(`${base}${k.path}`, {
+      method: k.method,
+      headers: { 'content-type': 'application/json', ...k.headers },
+      ...(k.body ? { body: k.body } : {}),
+    }).then((r) => r.text());
   for (const k of KINDS) {
     const stalls: number[] = [];
     let status = 0;
@@ -82,7 +101,11 @@ try {
     for (let i = 0; i < REPEATS; i++) {
       await new Promise((r) => setTimeout(r, 20));
       await stall();
-      const res = await fetch(`${base}${k.path}`, { method: k.method, headers: { 'content-type': 'application/json', ...k.headers }, ...(k.body ? { body: k.body } : {}) });
+      const res = await fetch(`${base}${k.path}`, {
+        method: k.method,
+        headers: { 'content-type': 'application/json', ...k.headers },
+        ...(k.body ? { body: k.body } : {}),
+      });
       await res.text();
       status = res.status;
       // Let whatever the request left behind (parsing, collection) run before reading the monitor.
@@ -95,7 +118,9 @@ try {
     const worst = stalls[stalls.length - 1] ?? 0;
     const median = stalls[Math.floor(stalls.length / 2)] ?? 0;
     results.push({ name: k.name, status, maxStallMs: worst, medianStallMs: median, mainThreadCpuMs: cpuMs });
-    console.log(`${k.name.padEnd(48)} ${String(status).padEnd(4)} longest stall ${worst.toFixed(1)} ms, median ${median.toFixed(1)} ms, main-thread CPU ${cpuMs.toFixed(1)} ms/request`);
+    console.log(
+      `${k.name.padEnd(48)} ${String(status).padEnd(4)} longest stall ${worst.toFixed(1)} ms, median ${median.toFixed(1)} ms, main-thread CPU ${cpuMs.toFixed(1)} ms/request`,
+    );
   }
 } finally {
   svc.proc.kill('SIGTERM');
@@ -104,5 +129,14 @@ try {
 }
 const baseline = results[0]?.maxStallMs ?? 0;
 const worst = Math.max(...results.slice(1).map((r) => r.maxStallMs));
-const file = writeResult(process.env['BENCH_HOSTILE_ENTRY'] ? 'hostile-compare' : 'hostile', { entry: process.env['BENCH_HOSTILE_ENTRY'] ?? 'this build', pinned: PIN, goalMs: GOAL_MS, repeats: REPEATS, baselineMs: baseline, worstMs: worst, met: worst <= GOAL_MS, results });
+const file = writeResult(process.env['BENCH_HOSTILE_ENTRY'] ? 'hostile-compare' : 'hostile', {
+  entry: process.env['BENCH_HOSTILE_ENTRY'] ?? 'this build',
+  pinned: PIN,
+  goalMs: GOAL_MS,
+  repeats: REPEATS,
+  baselineMs: baseline,
+  worstMs: worst,
+  met: worst <= GOAL_MS,
+  results,
+});
 console.log(`worst ${worst.toFixed(1)} ms (baseline ${baseline.toFixed(1)} ms, goal ≤ ${GOAL_MS} ms): ${worst <= GOAL_MS ? 'met' : 'NOT met'}; ${file}`);

@@ -69,7 +69,9 @@ async function measure(env: Record<string, string>, label: string, keys: number,
       topSeconds += top.seconds;
       const round = { ceiling: top.keys / top.seconds, perSecond: run.perSecond, ratio: run.perSecond / (top.keys / top.seconds) };
       rounds.push(round);
-      console.log(`  ${label} round ${r + 1}: ceiling ${round.ceiling.toFixed(0)} keys/s, signer ${round.perSecond.toFixed(0)} keys/s, ratio ${round.ratio.toFixed(2)}`);
+      console.log(
+        `  ${label} round ${r + 1}: ceiling ${round.ceiling.toFixed(0)} keys/s, signer ${round.perSecond.toFixed(0)} keys/s, ratio ${round.ratio.toFixed(2)}`,
+      );
     }
     const total = signed.run();
     const top = topKeys / topSeconds;

@@ -22,10 +22,13 @@ const hexAddress = () => `0x${randomBytes(20).toString('hex')}`;
 
 const stack = await startStack('bench-memberships');
 const port = await freePort();
-const svc = spawnService({ ...stack.serviceEnv(port),
+const svc = spawnService({
+  ...stack.serviceEnv(port),
   // The benchmark measures the service, not its rate limits.
   RATE_LIMIT_TOKEN: '0',
-  RATE_LIMIT_PROJECT: '0', DB_POOL_MAX: '20' });
+  RATE_LIMIT_PROJECT: '0',
+  DB_POOL_MAX: '20',
+});
 const db = createDb({ url: stack.db.url, poolMax: 2 });
 const pgClient = new pg.Client({ connectionString: stack.db.url });
 try {
@@ -45,7 +48,12 @@ try {
 
   // Issue: 1,000 new memberships per call (fresh wallets each time), one call at a time.
   const issueOnce = async () => {
-    const items = Array.from({ length: 1_000 }, (_, i) => ({ membershipType: `bench:t${i % 3}`, walletAddress: hexAddress(), expiration: 0, transferable: true }));
+    const items = Array.from({ length: 1_000 }, (_, i) => ({
+      membershipType: `bench:t${i % 3}`,
+      walletAddress: hexAddress(),
+      expiration: 0,
+      transferable: true,
+    }));
     const r = await api.post('/api/v1/membership/issue', items);
     if (r.status !== 201) throw new Error(`issue answered ${r.status}: ${r.text.slice(0, 300)}`);
   };
@@ -54,10 +62,14 @@ try {
   console.log(`issue 1,000 items per call: p50 ${issue.p50Ms.toFixed(1)} ms, p99 ${issue.p99Ms.toFixed(1)} ms (goal p50 <= 150 ms)`);
 
   // View by wallet among the seeded ones.
-  const wallets = await seedWallets(pgClient, Array.from({ length: 500 }, () => Math.floor(Math.random() * (SEED / PER_WALLET))));
+  const wallets = await seedWallets(
+    pgClient,
+    Array.from({ length: 500 }, () => Math.floor(Math.random() * (SEED / PER_WALLET))),
+  );
   const viewOnce = async (i: number) => {
     const r = await api.get(`/api/v1/membership/view?walletAddress=${wallets[i % wallets.length] ?? ''}`);
-    if (r.status !== 200 || (r.body as { memberships: unknown[] }).memberships.length !== PER_WALLET) throw new Error(`view answered ${r.status}: ${r.text.slice(0, 300)}`);
+    if (r.status !== 200 || (r.body as { memberships: unknown[] }).memberships.length !== PER_WALLET)
+      throw new Error(`view answered ${r.status}: ${r.text.slice(0, 300)}`);
   };
   await closedLoop(300, 1, viewOnce);
   const view = await closedLoop(VIEW_CALLS, 1, viewOnce);
@@ -72,9 +84,18 @@ try {
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   };
   const nowS = Math.floor(Date.now() / 1000);
-  const viewSql = viewQuery(db, projectId, { walletLower: wallets[0], includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toQuery();
-  const typeSql = viewQuery(db, projectId, { membershipType: 'seed:3', includeRevoked: false, includeExpired: false }, nowS, { afterId: 0, limit: 100 }).toQuery();
-  const pairs = await seedWallets(pgClient, Array.from({ length: 1_000 }, (_, i) => i * 37));
+  const viewSql = viewQuery(db, projectId, { walletLower: wallets[0], includeRevoked: false, includeExpired: false }, nowS, {
+    afterId: 0,
+    limit: 100,
+  }).toQuery();
+  const typeSql = viewQuery(db, projectId, { membershipType: 'seed:3', includeRevoked: false, includeExpired: false }, nowS, {
+    afterId: 0,
+    limit: 100,
+  }).toQuery();
+  const pairs = await seedWallets(
+    pgClient,
+    Array.from({ length: 1_000 }, (_, i) => i * 37),
+  );
   await pgClient.query('BEGIN');
   let n = 0;
   const lockPlan = await explain(
@@ -82,7 +103,11 @@ try {
     [pairs, pairs.map(() => 'seed:1'), projectId],
   );
   await pgClient.query('ROLLBACK');
-  const plans = { viewByWallet: { sql: viewSql, plan: await explain(viewSql) }, viewByType: { sql: typeSql, plan: await explain(typeSql) }, issueLockPlaces: { plan: lockPlan } };
+  const plans = {
+    viewByWallet: { sql: viewSql, plan: await explain(viewSql) },
+    viewByType: { sql: typeSql, plan: await explain(typeSql) },
+    issueLockPlaces: { plan: lockPlan },
+  };
   for (const [name, p] of Object.entries(plans)) console.log(`\n-- ${name}\n${p.plan}`);
 
   const file = writeResult('memberships', {

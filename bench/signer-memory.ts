@@ -67,7 +67,19 @@ try {
         `peak ${peakMiB.toFixed(1)} MiB = ${(ratio * 100).toFixed(1)}% of the chart's ${limitMiB} MiB limit (goal < ${GOAL * 100}%)`,
     );
     // A figure with another thread count goes beside the chart's, never in its place.
-    const file = writeResult(threads === values.signer.keygenThreads ? 'signer-memory' : 'signer-memory-compare', { concurrency: CONCURRENCY, rounds: ROUNDS, keygenThreads: threads, limitMiB, idleMiB, peakMiB, hwmMiB, ratio, goal: GOAL, perRound, vault: vault.bin });
+    const file = writeResult(threads === values.signer.keygenThreads ? 'signer-memory' : 'signer-memory-compare', {
+      concurrency: CONCURRENCY,
+      rounds: ROUNDS,
+      keygenThreads: threads,
+      limitMiB,
+      idleMiB,
+      peakMiB,
+      hwmMiB,
+      ratio,
+      goal: GOAL,
+      perRound,
+      vault: vault.bin,
+    });
     console.log(`results: ${file}`);
   } finally {
     await signer.destroy();

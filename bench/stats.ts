@@ -105,7 +105,10 @@ export function writeResult(name: string, result: unknown): string {
 export function cpuSeconds(pid: number | undefined, mainThread = false): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const fields = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    const fields =
+      readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8')
+        .split(') ')[1]
+        ?.split(' ') ?? [];
     // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
     return (Number(fields[11]) + Number(fields[12])) / 100;
   } catch {
@@ -153,10 +156,7 @@ export function postgresSeconds(): number | undefined {
  * kernel): unlike time, that count hardly moves with the machine's load, so it is the figure to
  * compare two builds by.
  */
-export async function withCpu<T extends { ops: number }>(
-  pid: number | undefined,
-  work: () => Promise<T>,
-): Promise<T & Pick<Measured, PerOp | 'idleShare'>> {
+export async function withCpu<T extends { ops: number }>(pid: number | undefined, work: () => Promise<T>): Promise<T & Pick<Measured, PerOp | 'idleShare'>> {
   const perf = process.env['BENCH_PERF'] === '1' && pid !== undefined ? await startPerf(pid) : undefined;
   const record = process.env['BENCH_PERF_RECORD'] && pid !== undefined ? await startPerfRecord(pid, process.env['BENCH_PERF_RECORD']) : undefined;
   const before = cpuSeconds(pid);

@@ -90,7 +90,11 @@ try {
   const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
   const keys: string[] = [];
   for (let p = 0; p < PROJECTS; p++) {
-    const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, { name: `p${p}`, issuer: iss.issuer, walletWebhookUrl: receiver.url });
+    const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, {
+      name: `p${p}`,
+      issuer: iss.issuer,
+      walletWebhookUrl: receiver.url,
+    });
     keys.push(project.body.projectKey);
   }
   const key = keys[0] ?? '';
@@ -130,10 +134,17 @@ try {
   // Started once the first has migrated the database.
   const comparePort = await freePort();
   const compareEnv = Object.fromEntries(
-    (process.env['BENCH_COMPARE_ENV'] ?? (process.env['BENCH_COMPARE_ENTRY'] ? '' : LIMITS_OFF)).split(' ').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    (process.env['BENCH_COMPARE_ENV'] ?? (process.env['BENCH_COMPARE_ENTRY'] ? '' : LIMITS_OFF))
+      .split(' ')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   svcB = compare
-    ? spawnService({ ...benchServiceEnv(comparePort), DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')), ...compareEnv }, process.env['BENCH_COMPARE_ENTRY'], BENCH_NODE_ARGS)
+    ? spawnService(
+        { ...benchServiceEnv(comparePort), DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-compare-')), ...compareEnv },
+        process.env['BENCH_COMPARE_ENTRY'],
+        BENCH_NODE_ARGS,
+      )
     : undefined;
   const compareClient = new LoadClient(`http://127.0.0.1:${comparePort}`);
   loadClients.push(compareClient);
@@ -160,7 +171,11 @@ try {
   const total = { bare: new Slices(), koa: new Slices(), service: new Slices(), compare: new Slices() };
   const perSlice = Math.round(SATURATION_REQUESTS / ROUNDS);
   for (let r = 0; r < ROUNDS; r++) {
-    const contestants = [['bare', bareClient, bare.proc.pid], ['koa', koaClient, koa.proc.pid], ['service', load, svc.proc.pid]] as Array<[keyof typeof total, LoadClient, number | undefined]>;
+    const contestants = [
+      ['bare', bareClient, bare.proc.pid],
+      ['koa', koaClient, koa.proc.pid],
+      ['service', load, svc.proc.pid],
+    ] as Array<[keyof typeof total, LoadClient, number | undefined]>;
     if (svcB) contestants.push(['compare', compareClient, svcB.proc.pid]);
     for (const [name, client, pid] of contestants) {
       const slice = await withCpu(pid, () => closedLoop(perSlice, 64, (i) => signin(client, existing, i), total[name].latencies));
@@ -173,12 +188,20 @@ try {
   const ratio = service.perSecond / bareRun.perSecond;
   const roundRatios = total.service.slices.map((s, i) => s.perSecond / (total.bare.slices[i]?.perSecond ?? Number.NaN));
   console.log(`bare server, existing-user signin @64: ${bareRun.perSecond.toFixed(0)} req/s, p99 ${bareRun.p99Ms.toFixed(1)} ms${cpu(bareRun)}`);
-  console.log(`Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`);
-  console.log(`service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`);
+  console.log(
+    `Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`,
+  );
+  console.log(
+    `service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`,
+  );
   const compared = svcB ? total.compare.run() : undefined;
   if (compared) {
-    console.log(`${compareLabel}, existing-user signin @64: ${compared.perSecond.toFixed(0)} req/s  ratio ${(compared.perSecond / bareRun.perSecond).toFixed(2)}${cpu(compared)}`);
-    console.log(`  service / ${compareLabel}: throughput ${(service.perSecond / compared.perSecond).toFixed(3)}, main-thread CPU per request ${((service.mainThreadCpuMsPerOp ?? Number.NaN) / (compared.mainThreadCpuMsPerOp ?? Number.NaN)).toFixed(3)}`);
+    console.log(
+      `${compareLabel}, existing-user signin @64: ${compared.perSecond.toFixed(0)} req/s  ratio ${(compared.perSecond / bareRun.perSecond).toFixed(2)}${cpu(compared)}`,
+    );
+    console.log(
+      `  service / ${compareLabel}: throughput ${(service.perSecond / compared.perSecond).toFixed(3)}, main-thread CPU per request ${((service.mainThreadCpuMsPerOp ?? Number.NaN) / (compared.mainThreadCpuMsPerOp ?? Number.NaN)).toFixed(3)}`,
+    );
   }
   console.log(`  per round (service/bare): ${roundRatios.map((r) => r.toFixed(2)).join(', ')}`);
 
@@ -195,12 +218,16 @@ try {
   const existing200 = await fixedRate(200, SECONDS, () => signin(load, existing));
   console.log(`existing-user signin at 200/s: p50 ${existing200.p50Ms.toFixed(1)} ms, p99 ${existing200.p99Ms.toFixed(1)} ms (goal p99 <= 25 ms)`);
 
-  const newJwts = await Promise.all(Array.from({ length: 20 * SECONDS }, (_, i) => iss.sign({ email: `new${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })));
+  const newJwts = await Promise.all(
+    Array.from({ length: 20 * SECONDS }, (_, i) => iss.sign({ email: `new${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })),
+  );
   const new20 = await fixedRate(20, SECONDS, (i) => signin(load, newJwts[i]!));
   console.log(`new-user signin at 20/s: p50 ${new20.p50Ms.toFixed(1)} ms, p99 ${new20.p99Ms.toFixed(1)} ms (goal p99 <= 100 ms)`);
 
   // createasync → webhook received, at 50/s.
-  const asyncJwts = await Promise.all(Array.from({ length: 50 * SECONDS }, (_, i) => iss.sign({ email: `async${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })));
+  const asyncJwts = await Promise.all(
+    Array.from({ length: 50 * SECONDS }, (_, i) => iss.sign({ email: `async${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })),
+  );
   const sentAt = new Map<string, number>();
   const before = receiver.received.length;
   await fixedRate(50, SECONDS, async (i) => {
@@ -218,7 +245,14 @@ try {
     await new Promise((r) => setTimeout(r, 100));
   }
   const webhookLatencies = [...arrivals].map(([email, at]) => at - (sentAt.get(email) ?? at)).sort((x, y) => x - y);
-  const toWebhook = { rate: 50, seconds: SECONDS, sent: asyncJwts.length, received: webhookLatencies.length, p50Ms: percentile(webhookLatencies, 50), p99Ms: percentile(webhookLatencies, 99) };
+  const toWebhook = {
+    rate: 50,
+    seconds: SECONDS,
+    sent: asyncJwts.length,
+    received: webhookLatencies.length,
+    p50Ms: percentile(webhookLatencies, 50),
+    p99Ms: percentile(webhookLatencies, 99),
+  };
   console.log(`createasync → webhook received at 50/s: p50 ${toWebhook.p50Ms.toFixed(0)} ms, p99 ${toWebhook.p99Ms.toFixed(0)} ms (goal p99 <= 1000 ms)`);
 
   const file = writeResult('wallets', {
@@ -235,7 +269,16 @@ try {
       roundRatios,
       projects: PROJECTS,
       defaultRateLimits: true,
-      ...(compared ? { compared: { label: compareLabel, run: compared, ratio: compared.perSecond / bareRun.perSecond, serviceOverCompared: service.perSecond / compared.perSecond } } : {}),
+      ...(compared
+        ? {
+            compared: {
+              label: compareLabel,
+              run: compared,
+              ratio: compared.perSecond / bareRun.perSecond,
+              serviceOverCompared: service.perSecond / compared.perSecond,
+            },
+          }
+        : {}),
     },
     existingSignin200: { ...existing200, goalP99Ms: 25, bare: bare200 },
     newSignin20: { ...new20, goalP99Ms: 100 },

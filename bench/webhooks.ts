@@ -43,7 +43,15 @@ const migrate = spawnService({ ...common, ROLE: 'migrate' });
 if ((await migrate.exited) !== 0) throw new Error(migrate.output());
 const port = await freePort();
 const api = spawnService({ ...common, ROLE: 'api', PORT: String(port), LOG_LEVEL: 'info' });
-const workerEnv = { ...common, ROLE: 'worker', PORT: '0', RELAY_CONCURRENCY: String(CONCURRENCY), WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY), RELAY_POLL_MS: '200', LOG_LEVEL: 'info' };
+const workerEnv = {
+  ...common,
+  ROLE: 'worker',
+  PORT: '0',
+  RELAY_CONCURRENCY: String(CONCURRENCY),
+  WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
+  RELAY_POLL_MS: '200',
+  LOG_LEVEL: 'info',
+};
 // BENCH_PROFILE_DIR: a CPU profile of the worker is written there.
 const profileArgs = process.env['BENCH_PROFILE_DIR'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['BENCH_PROFILE_DIR']}`] : [];
 let worker: ReturnType<typeof spawnService> | undefined;
@@ -64,9 +72,7 @@ try {
     const r = await client.post('/api/v1/membership/issue', items(Math.min(1_000, Math.ceil(left / 3))));
     if (r.status !== 201) throw new Error(r.text);
   }
-  const { rows: counted } = await sql.query<{ n: number }>(
-    `SELECT sum(json_array_length(payload::json))::int AS n FROM outbox WHERE kind = 'event'`,
-  );
+  const { rows: counted } = await sql.query<{ n: number }>(`SELECT sum(json_array_length(payload::json))::int AS n FROM outbox WHERE kind = 'event'`);
   const events = counted[0]?.n ?? 0;
   worker = spawnService(workerEnv, undefined, profileArgs);
   await worker.waitFor(/outbox relay running/);
@@ -79,7 +85,13 @@ try {
     return count / Math.max(0.001, (last - first) / 1000);
   };
   const relaySeconds = ((receiver.received.at(-1)?.at ?? Date.now()) - started) / 1000;
-  const relay = { deliveries: events, seconds: relaySeconds, perSecond: steadyRate(0, events), perSecondFromStart: events / relaySeconds, concurrency: CONCURRENCY };
+  const relay = {
+    deliveries: events,
+    seconds: relaySeconds,
+    perSecond: steadyRate(0, events),
+    perSecondFromStart: events / relaySeconds,
+    concurrency: CONCURRENCY,
+  };
   console.log(
     `relay (one worker process): ${relay.perSecond.toFixed(0)} deliveries/s first to last receipt (${relay.perSecondFromStart.toFixed(0)}/s counting from the worker's start: ${events} in ${relaySeconds.toFixed(1)} s), concurrency ${CONCURRENCY}`,
   );
@@ -109,9 +121,11 @@ try {
   for (let i = 0; i < calls; i++) {
     const wait = t0 + (i * 3000) / 200 - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    pending.push(client.post('/api/v1/membership/issue', items(1)).then((r) => {
-      if (r.status !== 201) throw new Error(r.text);
-    }));
+    pending.push(
+      client.post('/api/v1/membership/issue', items(1)).then((r) => {
+        if (r.status !== 201) throw new Error(r.text);
+      }),
+    );
   }
   await Promise.all(pending);
   const expected = before + calls * 3;
@@ -122,10 +136,25 @@ try {
     .slice(before)
     .map((r) => r.at - Date.parse((JSON.parse(r.body) as { createdAt: string }).createdAt))
     .sort((a, b) => a - b);
-  const steady = { eventsPerSecond: 200, seconds: SECONDS, expected: calls * 3, received: latencies.length, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
-  console.log(`commit → receipt at 200 events/s: p50 ${steady.p50Ms} ms, p99 ${steady.p99Ms} ms (goal p99 <= 250 ms), ${steady.received}/${steady.expected} received`);
+  const steady = {
+    eventsPerSecond: 200,
+    seconds: SECONDS,
+    expected: calls * 3,
+    received: latencies.length,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+  };
+  console.log(
+    `commit → receipt at 200 events/s: p50 ${steady.p50Ms} ms, p99 ${steady.p99Ms} ms (goal p99 <= 250 ms), ${steady.received}/${steady.expected} received`,
+  );
 
-  const file = writeResult('webhooks', { relay, ceiling: { ...ceiling, concurrency: CONCURRENCY }, ratio, goalRatio: 0.5, steady200: { ...steady, goalP99Ms: 250 } });
+  const file = writeResult('webhooks', {
+    relay,
+    ceiling: { ...ceiling, concurrency: CONCURRENCY },
+    ratio,
+    goalRatio: 0.5,
+    steady200: { ...steady, goalP99Ms: 250 },
+  });
   console.log(`results: ${file}`);
 } finally {
   worker?.proc.kill('SIGTERM');

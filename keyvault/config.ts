@@ -141,13 +141,17 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
   const tlsKey = readPem('KEYVAULT_TLS_KEY_FILE');
   const clientCa = readPem('KEYVAULT_TLS_CLIENT_CA_FILE');
   if ((tlsCert === undefined) !== (tlsKey === undefined)) problems.push('KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE go together');
-  if (clientCa !== undefined && tlsCert === undefined) problems.push('KEYVAULT_TLS_CLIENT_CA_FILE (mutual TLS) needs KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE');
+  if (clientCa !== undefined && tlsCert === undefined)
+    problems.push('KEYVAULT_TLS_CLIENT_CA_FILE (mutual TLS) needs KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE');
   const tls = tlsCert !== undefined && tlsKey !== undefined ? { cert: tlsCert, key: tlsKey, clientCa } : undefined;
   if ('host' in listen && !loopbackHost(listen.host) && tls === undefined) {
-    problems.push(`KEYVAULT_LISTEN ${listenRaw} is reachable from other hosts: set KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE (plain HTTP only on a Unix socket or loopback)`);
+    problems.push(
+      `KEYVAULT_LISTEN ${listenRaw} is reachable from other hosts: set KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE (plain HTTP only on a Unix socket or loopback)`,
+    );
   }
   const deploymentId = plain('KEYVAULT_DEPLOYMENT_ID');
-  if (deploymentId !== undefined && !DEPLOYMENT_ID.test(deploymentId)) problems.push('KEYVAULT_DEPLOYMENT_ID must be a lower-case UUID (the API logs its deployment id at start)');
+  if (deploymentId !== undefined && !DEPLOYMENT_ID.test(deploymentId))
+    problems.push('KEYVAULT_DEPLOYMENT_ID must be a lower-case UUID (the API logs its deployment id at start)');
 
   if (problems.length > 0) throw new SignerConfigError(problems);
   return {

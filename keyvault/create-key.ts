@@ -43,7 +43,10 @@ export class KeyCreator {
     }
     const owner = await this.#owner;
     if (owner !== deploymentId) {
-      throw new SignerError('store_owned', `this key store belongs to deployment ${owner}, not to deployment ${deploymentId}: give each deployment a store (KV prefix or data directory) of its own`);
+      throw new SignerError(
+        'store_owned',
+        `this key store belongs to deployment ${owner}, not to deployment ${deploymentId}: give each deployment a store (KV prefix or data directory) of its own`,
+      );
     }
   }
 

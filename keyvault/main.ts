@@ -42,7 +42,10 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
     process.exit(1);
   }
   const server = createSignerServer({ token: config.token, creator, store, log, tls: config.tls });
-  const where = 'socketPath' in config.listen ? `unix:${config.listen.socketPath}` : `${config.tls ? 'https' : 'http'}://${config.listen.host}:${config.listen.port}${config.tls?.clientCa ? ' (mutual TLS)' : ''}`;
+  const where =
+    'socketPath' in config.listen
+      ? `unix:${config.listen.socketPath}`
+      : `${config.tls ? 'https' : 'http'}://${config.listen.host}:${config.listen.port}${config.tls?.clientCa ? ' (mutual TLS)' : ''}`;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     if ('socketPath' in config.listen) {

@@ -22,7 +22,8 @@ function sendError(res: ServerResponse, err: SignerError): void {
 }
 
 function readJson(req: IncomingMessage): Promise<unknown> {
-  if (!/^application\/json\b/.test(req.headers['content-type'] ?? '')) return Promise.reject(new SignerError('invalid_request', 'Content-Type must be application/json'));
+  if (!/^application\/json\b/.test(req.headers['content-type'] ?? ''))
+    return Promise.reject(new SignerError('invalid_request', 'Content-Type must be application/json'));
   // Events rather than an async iterator: this runs once per key and the iterator's set-up cost
   // showed in the signer's profile.
   return new Promise<unknown>((resolve, reject) => {
@@ -68,7 +69,8 @@ function parseCreate(body: unknown): { keyId: string; requestId: string; deploym
   const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId']);
   const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
-  if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId)) throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
+  if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId))
+    throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
   if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
   return { keyId, requestId, deploymentId: deploymentOf(b) };
 }
@@ -100,7 +102,8 @@ export function createSignerServer(deps: {
     if (req.method === 'GET' && url.pathname === '/readyz') return send(res, 200, { status: 'ready' });
     // Mutual TLS: every route but the probes needs a client certificate of the configured CA (the
     // orchestrator's probes present none).
-    if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized) throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');
+    if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized)
+      throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');
     if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
     if (req.method === 'POST' && url.pathname === '/v1/deployment') {
       const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
@@ -147,5 +150,8 @@ export function createSignerServer(deps: {
   const { cert, key, clientCa } = deps.tls;
   // Client certificates are asked for and checked against `clientCa`; the handler refuses every
   // route but the probes without one (rejectUnauthorized would refuse the probes' connections too).
-  return createHttpsServer({ cert, key, minVersion: 'TLSv1.2', ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}) }, onRequest);
+  return createHttpsServer(
+    { cert, key, minVersion: 'TLSv1.2', ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}) },
+    onRequest,
+  );
 }

@@ -34,9 +34,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(`CREATE INDEX memberships_by_type ON memberships (project_id, membership_type, id)`);
   await knex.raw(`CREATE INDEX memberships_by_project ON memberships (project_id, id)`);
   // What the expiry scheduler looks for.
-  await knex.raw(
-    `CREATE INDEX memberships_expiry_due ON memberships (expiration) WHERE expiration > 0 AND revoked_at IS NULL AND expired_notified_at IS NULL`,
-  );
+  await knex.raw(`CREATE INDEX memberships_expiry_due ON memberships (expiration) WHERE expiration > 0 AND revoked_at IS NULL AND expired_notified_at IS NULL`);
 
   await knex.schema.createTable('membership_transactions', (t) => {
     t.bigIncrements('id');

@@ -45,29 +45,71 @@ const add = (r: Result | undefined, bench: string, make: (r: Result) => Array<Om
 };
 
 add(newest('keyvault'), 'keyvault', (r) => [
-  { what: 'keys/s, local store, vs bare key generation', figure: `${n(num(r, 'local.perSecond'))} keys/s = ${n(num(r, 'local.ratio'), 2)}×`, goal: `≥ ${num(r, 'local.goal')}×`, met: num(r, 'local.ratio') >= num(r, 'local.goal') },
-  { what: 'keys/s, Vault transit + KV, vs bare key generation', figure: `${n(num(r, 'vault.perSecond'))} keys/s = ${n(num(r, 'vault.ratio'), 2)}×`, goal: `≥ ${num(r, 'vault.goal')}×`, met: num(r, 'vault.ratio') >= num(r, 'vault.goal') },
+  {
+    what: 'keys/s, local store, vs bare key generation',
+    figure: `${n(num(r, 'local.perSecond'))} keys/s = ${n(num(r, 'local.ratio'), 2)}×`,
+    goal: `≥ ${num(r, 'local.goal')}×`,
+    met: num(r, 'local.ratio') >= num(r, 'local.goal'),
+  },
+  {
+    what: 'keys/s, Vault transit + KV, vs bare key generation',
+    figure: `${n(num(r, 'vault.perSecond'))} keys/s = ${n(num(r, 'vault.ratio'), 2)}×`,
+    goal: `≥ ${num(r, 'vault.goal')}×`,
+    met: num(r, 'vault.ratio') >= num(r, 'vault.goal'),
+  },
 ]);
 add(newest('wallets'), 'wallets', (r) => [
-  { what: 'existing-user signin at saturation vs bare server (default rate limits on)', figure: `${n(num(r, 'saturation.service.perSecond'))} req/s = ${n(num(r, 'saturation.ratio'), 2)}×`, goal: '≥ 0.6×', met: num(r, 'saturation.ratio') >= 0.6 },
+  {
+    what: 'existing-user signin at saturation vs bare server (default rate limits on)',
+    figure: `${n(num(r, 'saturation.service.perSecond'))} req/s = ${n(num(r, 'saturation.ratio'), 2)}×`,
+    goal: '≥ 0.6×',
+    met: num(r, 'saturation.ratio') >= 0.6,
+  },
   ...(Number.isNaN(num(r, 'saturation.compared.serviceOverCompared'))
     ? []
-    : [{ what: 'cost of the default rate limits: signin throughput, limits on / off', figure: `${n(num(r, 'saturation.compared.serviceOverCompared'), 3)}×`, goal: '≥ 0.9×', met: num(r, 'saturation.compared.serviceOverCompared') >= 0.9 }]),
-  { what: 'existing-user signin at 200 req/s, p99', figure: `${n(num(r, 'existingSignin200.p99Ms'), 1)} ms`, goal: '≤ 25 ms', met: num(r, 'existingSignin200.p99Ms') <= 25 },
+    : [
+        {
+          what: 'cost of the default rate limits: signin throughput, limits on / off',
+          figure: `${n(num(r, 'saturation.compared.serviceOverCompared'), 3)}×`,
+          goal: '≥ 0.9×',
+          met: num(r, 'saturation.compared.serviceOverCompared') >= 0.9,
+        },
+      ]),
+  {
+    what: 'existing-user signin at 200 req/s, p99',
+    figure: `${n(num(r, 'existingSignin200.p99Ms'), 1)} ms`,
+    goal: '≤ 25 ms',
+    met: num(r, 'existingSignin200.p99Ms') <= 25,
+  },
   { what: 'new-user signin at 20 req/s, p99', figure: `${n(num(r, 'newSignin20.p99Ms'), 1)} ms`, goal: '≤ 100 ms', met: num(r, 'newSignin20.p99Ms') <= 100 },
-  { what: 'createasync → webhook at 50 req/s, p99', figure: `${n(num(r, 'createasyncToWebhook50.p99Ms'))} ms`, goal: '≤ 1,000 ms', met: num(r, 'createasyncToWebhook50.p99Ms') <= 1000 },
+  {
+    what: 'createasync → webhook at 50 req/s, p99',
+    figure: `${n(num(r, 'createasyncToWebhook50.p99Ms'))} ms`,
+    goal: '≤ 1,000 ms',
+    met: num(r, 'createasyncToWebhook50.p99Ms') <= 1000,
+  },
 ]);
 add(newest('memberships'), 'memberships', (r) => [
   { what: 'issue 1,000 items in one call, p50', figure: `${n(num(r, 'issue1000.p50Ms'), 1)} ms`, goal: '≤ 150 ms', met: num(r, 'issue1000.p50Ms') <= 150 },
   { what: 'view by wallet, 1M memberships, p99', figure: `${n(num(r, 'viewByWallet.p99Ms'), 2)} ms`, goal: '≤ 10 ms', met: num(r, 'viewByWallet.p99Ms') <= 10 },
 ]);
 add(newest('webhooks'), 'webhooks', (r) => [
-  { what: 'deliveries/s, one relay, vs bare loop', figure: `${n(num(r, 'relay.perSecond'))}/s = ${n(num(r, 'ratio'), 2)}×`, goal: '≥ 0.5×', met: num(r, 'ratio') >= 0.5 },
+  {
+    what: 'deliveries/s, one relay, vs bare loop',
+    figure: `${n(num(r, 'relay.perSecond'))}/s = ${n(num(r, 'ratio'), 2)}×`,
+    goal: '≥ 0.5×',
+    met: num(r, 'ratio') >= 0.5,
+  },
   { what: 'commit → receipt at 200 events/s, p99', figure: `${n(num(r, 'steady200.p99Ms'))} ms`, goal: '≤ 250 ms', met: num(r, 'steady200.p99Ms') <= 250 },
 ]);
 
 add(newest('hostile'), 'hostile', (r) => [
-  { what: 'longest event-loop stall, any unauthenticated request', figure: `${n(num(r, 'worstMs'), 1)} ms (baseline ${n(num(r, 'baselineMs'), 1)} ms)`, goal: '≤ 20 ms', met: num(r, 'worstMs') <= 20 },
+  {
+    what: 'longest event-loop stall, any unauthenticated request',
+    figure: `${n(num(r, 'worstMs'), 1)} ms (baseline ${n(num(r, 'baselineMs'), 1)} ms)`,
+    goal: '≤ 20 ms',
+    met: num(r, 'worstMs') <= 20,
+  },
 ]);
 
 add(newest('signer-memory'), 'signer-memory', (r) => [

@@ -106,7 +106,9 @@ async function main(): Promise<number> {
 
     step('Issuing a membership (gym:gold) to that wallet with a project API token');
     const client = new CustodyClient({ baseUrl: url, token: admin.token });
-    const issued = await client.issueMemberships([{ membershipType: 'gym:gold', walletAddress: wallet.walletAddress, transferable: true, expiration: Math.floor(Date.now() / 1000) + 365 * 86_400 }]);
+    const issued = await client.issueMemberships([
+      { membershipType: 'gym:gold', walletAddress: wallet.walletAddress, transferable: true, expiration: Math.floor(Date.now() / 1000) + 365 * 86_400 },
+    ]);
     show(issued.memberships[0]);
 
     step("Viewing the wallet's memberships");

@@ -32,8 +32,12 @@ for (const f of files) {
   }
 }
 const mocha = path.join(ROOT, 'node_modules/mocha/bin/mocha.js');
-const res = spawnSync(process.execPath, [mocha, '--no-config', '--timeout', String(rc.timeout), '--reporter', rc.reporter, ...rc.require.flatMap((r) => ['--require', r]), ...flags, ...files], {
-  cwd: ROOT,
-  stdio: 'inherit',
-});
+const res = spawnSync(
+  process.execPath,
+  [mocha, '--no-config', '--timeout', String(rc.timeout), '--reporter', rc.reporter, ...rc.require.flatMap((r) => ['--require', r]), ...flags, ...files],
+  {
+    cwd: ROOT,
+    stdio: 'inherit',
+  },
+);
 process.exit(res.status ?? 1);

@@ -64,7 +64,13 @@ export const declaredEndpoints = (app: Koa<AppState>): readonly Declaration[] =>
 export function buildApp(deps: AppDeps): Koa<AppState> {
   const app = new Koa<AppState>({ proxy: false });
   const router = new Router<AppState>();
-  const limiter = new RateLimiter(deps.rateLimitStore ?? new PgRateLimitStore(deps.db), deps.config.rateLimitWindowS, deps.log, deps.now, deps.config.rateLimitFlushMs);
+  const limiter = new RateLimiter(
+    deps.rateLimitStore ?? new PgRateLimitStore(deps.db),
+    deps.config.rateLimitWindowS,
+    deps.log,
+    deps.now,
+    deps.config.rateLimitFlushMs,
+  );
   // Guessing bound: failed authentications (unknown API token or project key) per client address.
   const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
   const identify = authenticate(deps.db, deps.operatorTokenHash);
@@ -116,14 +122,14 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...(deps.now ? { now: deps.now } : {}),
   });
   const walletDeps: WalletDeps = {
-      db: deps.db,
-      signer: deps.signer,
-      oidc,
-      env: deps.config.appEnv,
-      ...(deps.projectCache ? { projectCache: deps.projectCache } : {}),
-      // Counted once the project key is known, before the JWT is verified (0: not limited).
-      ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
-      authFailures,
+    db: deps.db,
+    signer: deps.signer,
+    oidc,
+    env: deps.config.appEnv,
+    ...(deps.projectCache ? { projectCache: deps.projectCache } : {}),
+    // Counted once the project key is known, before the JWT is verified (0: not limited).
+    ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
+    authFailures,
   };
   // Every API endpoint, declared once (http/declare.ts): its middlewares follow from the declaration.
   const endpoints = [

@@ -71,12 +71,7 @@ export class PayloadTooLargeError extends AppError {
 
 export class IdempotencyKeyReusedError extends AppError {
   constructor() {
-    super(
-      422,
-      'idempotency_key_reused',
-      'Unprocessable Content',
-      'This Idempotency-Key was already used for a different request (method, path or body).',
-    );
+    super(422, 'idempotency_key_reused', 'Unprocessable Content', 'This Idempotency-Key was already used for a different request (method, path or body).');
   }
 }
 
@@ -99,8 +94,15 @@ export class KeyConflictError extends AppError {
     readonly reason: 'key_conflict' | 'store_owned',
     readonly why: string,
   ) {
-    super(503, 'key_conflict', 'Service Unavailable', "The key store refused this wallet's key as a conflict; the operator has been alerted. Retry later.", undefined, {
-      'Retry-After': '30',
-    });
+    super(
+      503,
+      'key_conflict',
+      'Service Unavailable',
+      "The key store refused this wallet's key as a conflict; the operator has been alerted. Retry later.",
+      undefined,
+      {
+        'Retry-After': '30',
+      },
+    );
   }
 }

@@ -102,7 +102,13 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   }
   const secrets = localSecrets(config, log);
   const child = config.keyvaultUrl === undefined ? await startSignerChild(config, log) : undefined;
-  const signer = new SignerClient(config.keyvaultUrl ?? child?.url ?? '', config.keyvaultToken ?? child?.token ?? '', config.keyvaultTimeoutMs, await readDeploymentId(db), config.keyvaultTls);
+  const signer = new SignerClient(
+    config.keyvaultUrl ?? child?.url ?? '',
+    config.keyvaultToken ?? child?.token ?? '',
+    config.keyvaultTimeoutMs,
+    await readDeploymentId(db),
+    config.keyvaultTls,
+  );
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {
@@ -129,7 +135,9 @@ async function runApi(config: Config, log: Logger): Promise<void> {
 
   const housekeeping = setInterval(() => {
     deleteExpiredKeys(db).catch((err: unknown) => log.warn({ err: String(err) }, 'idempotency key cleanup failed'));
-    rateLimitStore.prune(Math.floor(Date.now() / 1000) - 2 * config.rateLimitWindowS).catch((err: unknown) => log.warn({ err: String(err) }, 'rate-limit cleanup failed'));
+    rateLimitStore
+      .prune(Math.floor(Date.now() / 1000) - 2 * config.rateLimitWindowS)
+      .catch((err: unknown) => log.warn({ err: String(err) }, 'rate-limit cleanup failed'));
   }, 600_000);
   housekeeping.unref();
 
@@ -187,7 +195,13 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     throw new Error(`the database schema is behind this version (pending: ${pending.join(', ')}); run ROLE=migrate first`);
   }
   const dataEncryptionKey = dataEncryptionKeyOf(config);
-  const signer = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, await readDeploymentId(database.db), config.keyvaultTls);
+  const signer = new SignerClient(
+    config.keyvaultUrl ?? '',
+    config.keyvaultToken ?? '',
+    config.keyvaultTimeoutMs,
+    await readDeploymentId(database.db),
+    config.keyvaultTls,
+  );
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {

@@ -11,7 +11,11 @@ import { registry } from './metrics.js';
  * (alive), `/readyz` (database reachable, not draining) and `/metrics`. No API here.
  */
 export async function startWorkerHttp(options: { host: string; port: number; db: Knex; lifecycle: Lifecycle; log: Logger }): Promise<Server> {
-  const json = (status: number, body: unknown, headers: Record<string, string> = {}) => ({ status, body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
+  const json = (status: number, body: unknown, headers: Record<string, string> = {}) => ({
+    status,
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json', ...headers },
+  });
   const server = createServer((req, res) => {
     void (async () => {
       let answer: { status: number; body: string; headers: Record<string, string> };

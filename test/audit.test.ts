@@ -40,15 +40,43 @@ describe('audit log of management writes and key creations', () => {
     const projectAdmin = `token:${t.tokens.projectAdmin.id}`;
 
     await write(orgAdmin, 'PUT /api/v1/organisations/:id', t.orgAdmin.put(`/api/v1/organisations/${org}`, { name: 'Renamed' }));
-    const project = await write(orgAdmin, 'POST /api/v1/organisations/:id/projects', t.orgAdmin.post(`/api/v1/organisations/${org}/projects`, { name: 'second', issuer: 'https://idp.example.com' }));
+    const project = await write(
+      orgAdmin,
+      'POST /api/v1/organisations/:id/projects',
+      t.orgAdmin.post(`/api/v1/organisations/${org}/projects`, { name: 'second', issuer: 'https://idp.example.com' }),
+    );
     const keys = await write(orgAdmin, 'POST /api/v1/project/:projectId/keys', t.orgAdmin.post(`/api/v1/project/${pid}/keys`, { graceSeconds: 0 }));
-    const secret = await write(orgAdmin, 'POST /api/v1/project/:projectId/walletWebhook/secret', t.orgAdmin.post(`/api/v1/project/${pid}/walletWebhook/secret`));
-    const token = await write(orgAdmin, 'POST /api/v1/organisations/:id/tokens', t.orgAdmin.post(`/api/v1/organisations/${org}/tokens`, { name: 'ci', role: 'read' }));
+    const secret = await write(
+      orgAdmin,
+      'POST /api/v1/project/:projectId/walletWebhook/secret',
+      t.orgAdmin.post(`/api/v1/project/${pid}/walletWebhook/secret`),
+    );
+    const token = await write(
+      orgAdmin,
+      'POST /api/v1/organisations/:id/tokens',
+      t.orgAdmin.post(`/api/v1/organisations/${org}/tokens`, { name: 'ci', role: 'read' }),
+    );
     await write(orgAdmin, 'DELETE /api/v1/organisations/:id/tokens/:tokenId', t.orgAdmin.delete(`/api/v1/organisations/${org}/tokens/${token.body.id}`));
-    const issued = await write(projectAdmin, 'POST /api/v1/membership/issue', t.projectAdmin.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: getAddress(`0x${'12'.repeat(20)}`) }]));
-    await write(projectAdmin, 'POST /api/v1/membership/revoke', t.projectAdmin.post('/api/v1/membership/revoke', { tokenId: issued.body.memberships[0].tokenId }));
-    const hook = await write(projectAdmin, 'POST /api/v1/project/:projectId/webhooks', t.projectAdmin.post(`/api/v1/project/${pid}/webhooks`, { url: 'https://hooks.example.com/in', events: ['*'] }));
-    const rotated = await write(projectAdmin, 'POST /api/v1/project/:projectId/webhooks/:webhookId/secret', t.projectAdmin.post(`/api/v1/project/${pid}/webhooks/${hook.body.id}/secret`));
+    const issued = await write(
+      projectAdmin,
+      'POST /api/v1/membership/issue',
+      t.projectAdmin.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: getAddress(`0x${'12'.repeat(20)}`) }]),
+    );
+    await write(
+      projectAdmin,
+      'POST /api/v1/membership/revoke',
+      t.projectAdmin.post('/api/v1/membership/revoke', { tokenId: issued.body.memberships[0].tokenId }),
+    );
+    const hook = await write(
+      projectAdmin,
+      'POST /api/v1/project/:projectId/webhooks',
+      t.projectAdmin.post(`/api/v1/project/${pid}/webhooks`, { url: 'https://hooks.example.com/in', events: ['*'] }),
+    );
+    const rotated = await write(
+      projectAdmin,
+      'POST /api/v1/project/:projectId/webhooks/:webhookId/secret',
+      t.projectAdmin.post(`/api/v1/project/${pid}/webhooks/${hook.body.id}/secret`),
+    );
     await write('operator', 'DELETE /api/v1/project/:projectId', app.client.delete(`/api/v1/project/${project.body.id}`));
 
     // Refused writes leave no entry.
@@ -72,7 +100,16 @@ describe('audit log of management writes and key creations', () => {
     expect(mine.find((e) => e.action === 'POST /api/v1/organisations/:id/tokens')?.target).to.equal(String(token.body.id));
 
     const everything = JSON.stringify((await app.db('audit_log')).map((r: Json) => r));
-    for (const secretValue of [t.project.projectKey, project.body.projectKey, keys.body.projectKey, secret.body.walletWebhookSecret, token.body.token, hook.body.secret, rotated.body.secret, t.tokens.orgAdmin.token]) {
+    for (const secretValue of [
+      t.project.projectKey,
+      project.body.projectKey,
+      keys.body.projectKey,
+      secret.body.walletWebhookSecret,
+      token.body.token,
+      hook.body.secret,
+      rotated.body.secret,
+      t.tokens.orgAdmin.token,
+    ]) {
       expect(secretValue).to.be.a('string');
       expect(everything).not.to.include(secretValue);
     }
@@ -90,7 +127,12 @@ describe('audit log of management writes and key creations', () => {
     const entries = (await t.orgAdmin.get(`/api/v1/organisations/${t.org.id}/audit`)).body.entries as Json[];
     const created = entries.filter((e) => e.action === 'wallet.key_created');
     expect(created).to.have.length(1);
-    expect(created[0]).to.include({ actor: `project:${t.project.id}`, projectId: t.project.id, requestId: res.headers.get('x-request-id'), target: `wallet:${res.body.walletId}` });
+    expect(created[0]).to.include({
+      actor: `project:${t.project.id}`,
+      projectId: t.project.id,
+      requestId: res.headers.get('x-request-id'),
+      target: `wallet:${res.body.walletId}`,
+    });
     expect(created[0].details).to.include({ walletAddress: res.body.walletAddress });
   });
 

@@ -50,7 +50,18 @@ describe('operator CLI (custody)', function () {
     expect(none.stdout).to.match(/^usage: custody/);
     const help = await custody(['--help']);
     expect(help.code).to.equal(0);
-    for (const c of ['bootstrap', 'tokens create', 'tokens list', 'tokens revoke', 'project rotate-key', 'deliveries list', 'deliveries retry', 'issuer check', 'migrate']) expect(help.stdout).to.include(`custody ${c}`);
+    for (const c of [
+      'bootstrap',
+      'tokens create',
+      'tokens list',
+      'tokens revoke',
+      'project rotate-key',
+      'deliveries list',
+      'deliveries retry',
+      'issuer check',
+      'migrate',
+    ])
+      expect(help.stdout).to.include(`custody ${c}`);
     const unknown = await custody(['frobnicate'], env);
     expect(unknown.code).to.equal(2);
     expect(unknown.stderr).to.include('unknown command "frobnicate"');
@@ -67,9 +78,19 @@ describe('operator CLI (custody)', function () {
 
   it('bootstraps an organisation, project and admin token; manages tokens (create, list as table and JSON, revoke); errors exit 1 with the problem', async () => {
     const iss = await idp.issuer('cli');
-    const boot = await custody(['bootstrap', '--org', 'CLI Org', '--project', 'CLI app', '--issuer', iss.issuer, '--wallet-webhook-url', `${receiver.url}/w`, '--json'], env);
+    const boot = await custody(
+      ['bootstrap', '--org', 'CLI Org', '--project', 'CLI app', '--issuer', iss.issuer, '--wallet-webhook-url', `${receiver.url}/w`, '--json'],
+      env,
+    );
     expect(boot.code, boot.stderr).to.equal(0);
-    const created = JSON.parse(boot.stdout) as { organisationId: number; projectId: number; projectKey: string; token: string; tokenId: number; walletWebhookSecret: string };
+    const created = JSON.parse(boot.stdout) as {
+      organisationId: number;
+      projectId: number;
+      projectKey: string;
+      token: string;
+      tokenId: number;
+      walletWebhookSecret: string;
+    };
     expect(created.projectKey).to.match(/^pk_test_/);
     expect(created.token).to.match(/^sk_test_/);
     expect(boot.stderr).to.include('shown once');
@@ -106,7 +127,10 @@ describe('operator CLI (custody)', function () {
   it('rotates a project key (the new one signs users in), checks an issuer (exit 1 when a check fails), lists and retries failed deliveries with progress', async () => {
     const iss = await idp.issuer('cli2');
     receiver.status = 500;
-    const boot = await custody(['bootstrap', '--org', 'CLI Org 2', '--project', 'p', '--issuer', iss.issuer, '--wallet-webhook-url', `${receiver.url}/w`, '--json'], env);
+    const boot = await custody(
+      ['bootstrap', '--org', 'CLI Org 2', '--project', 'p', '--issuer', iss.issuer, '--wallet-webhook-url', `${receiver.url}/w`, '--json'],
+      env,
+    );
     const b = JSON.parse(boot.stdout) as { projectId: number; token: string };
     const admin = { CUSTODY_URL: app.url, CUSTODY_TOKEN: b.token };
 
@@ -145,7 +169,10 @@ describe('operator CLI (custody)', function () {
     expect(retry.stderr).to.include(`retrying 1/1: delivery ${listed[0]?.id}`);
     expect(retry.stdout).to.match(/pending/);
     await until('the retried delivery', () => receiver.received.length > before);
-    await until('an empty failed list', async () => JSON.parse((await custody(['deliveries', 'list', '--project', String(b.projectId), '--json'], admin)).stdout).length === 0);
+    await until(
+      'an empty failed list',
+      async () => JSON.parse((await custody(['deliveries', 'list', '--project', String(b.projectId), '--json'], admin)).stdout).length === 0,
+    );
     const nothing = await custody(['deliveries', 'retry', '--project', String(b.projectId), '--all'], admin);
     expect(nothing.code).to.equal(2);
     expect(nothing.stderr).to.include('no failed deliveries');

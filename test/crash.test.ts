@@ -48,7 +48,10 @@ describe('crash safety: the API killed with SIGKILL during a burst of createasyn
       await svc.exited;
       const accepted = outcomes.filter((o) => o.status === 202).map((o) => o.email);
       expect(accepted.length).to.be.at.least(60);
-      expect(outcomes.every((o) => o.status === 202 || o.status === 0), JSON.stringify(outcomes.filter((o) => o.status !== 202 && o.status !== 0))).to.equal(true);
+      expect(
+        outcomes.every((o) => o.status === 202 || o.status === 0),
+        JSON.stringify(outcomes.filter((o) => o.status !== 202 && o.status !== 0)),
+      ).to.equal(true);
 
       svc = spawnService(env);
       await svc.waitFor(/listening on http/, 60_000);

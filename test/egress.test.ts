@@ -186,9 +186,19 @@ describe('egress: outbound requests reach public addresses only, in every enviro
 
     it('refuses an issuer, a wallet webhook URL and a subscription URL that is not public, saying nothing of ports', async () => {
       const t = await createTenant(app.client);
-      const targets = ['https://127.0.0.1:8443/', 'https://[::ffff:7f00:1]/', 'https://[64:ff9b::a9fe:a9fe]/', 'https://2130706433/', 'https://10.0.0.1:22/', 'https://localhost/'];
+      const targets = [
+        'https://127.0.0.1:8443/',
+        'https://[::ffff:7f00:1]/',
+        'https://[64:ff9b::a9fe:a9fe]/',
+        'https://2130706433/',
+        'https://10.0.0.1:22/',
+        'https://localhost/',
+      ];
       for (const target of targets) {
-        const project = await app.client.post<{ errors: Array<{ path: string; message: string }> }>(`/api/v1/organisations/${t.org.id}/projects`, { name: 'p', issuer: target });
+        const project = await app.client.post<{ errors: Array<{ path: string; message: string }> }>(`/api/v1/organisations/${t.org.id}/projects`, {
+          name: 'p',
+          issuer: target,
+        });
         expect(project.status, `issuer ${target}`).to.equal(400);
         expect(project.body.errors[0]?.path).to.equal('/issuer');
         expect(project.body.errors[0]?.message).to.match(/not a public address/);

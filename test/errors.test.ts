@@ -54,22 +54,116 @@ function cases(ids: Ids): BadCase[] {
     { name: 'JSON number body', method: 'POST', path: orgs, raw: '42', status: 400, code: 'malformed_json' },
     { name: '__proto__ key', method: 'POST', path: orgs, raw: '{"name":"a","__proto__":{"admin":true}}', status: 400, code: 'malformed_json' },
     { name: 'text/plain', method: 'POST', path: orgs, raw: '{"name":"a"}', contentType: 'text/plain', status: 400, code: 'unsupported_media_type' },
-    { name: 'form encoded', method: 'POST', path: orgs, raw: 'name=a', contentType: 'application/x-www-form-urlencoded', status: 400, code: 'unsupported_media_type' },
-    { name: 'multipart', method: 'POST', path: orgs, raw: '--x\r\n\r\n--x--', contentType: 'multipart/form-data; boundary=x', status: 400, code: 'unsupported_media_type' },
+    {
+      name: 'form encoded',
+      method: 'POST',
+      path: orgs,
+      raw: 'name=a',
+      contentType: 'application/x-www-form-urlencoded',
+      status: 400,
+      code: 'unsupported_media_type',
+    },
+    {
+      name: 'multipart',
+      method: 'POST',
+      path: orgs,
+      raw: '--x\r\n\r\n--x--',
+      contentType: 'multipart/form-data; boundary=x',
+      status: 400,
+      code: 'unsupported_media_type',
+    },
     { name: 'no Content-Type', method: 'POST', path: orgs, raw: Buffer.from('{"name":"a"}'), contentType: null, status: 400, code: 'unsupported_media_type' },
-    { name: 'unknown charset', method: 'POST', path: orgs, raw: '{"name":"a"}', contentType: 'application/json; charset=x-unknown', status: 400, code: 'unsupported_media_type' },
-    { name: 'unknown Content-Encoding', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'x-unknown' }, status: 400, code: 'unsupported_media_type' },
+    {
+      name: 'unknown charset',
+      method: 'POST',
+      path: orgs,
+      raw: '{"name":"a"}',
+      contentType: 'application/json; charset=x-unknown',
+      status: 400,
+      code: 'unsupported_media_type',
+    },
+    {
+      name: 'unknown Content-Encoding',
+      method: 'POST',
+      path: orgs,
+      raw: '{"name":"a"}',
+      headers: { 'content-encoding': 'x-unknown' },
+      status: 400,
+      code: 'unsupported_media_type',
+    },
     // Found by the fuzz suite: these were 500s.
-    { name: 'gzip Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'gzip' }, status: 400, code: 'malformed_json' },
-    { name: 'br Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'br' }, status: 400, code: 'malformed_json' },
-    { name: 'deflate Content-Encoding over a plain body', method: 'POST', path: orgs, raw: '{"name":"a"}', headers: { 'content-encoding': 'deflate' }, status: 400, code: 'malformed_json' },
+    {
+      name: 'gzip Content-Encoding over a plain body',
+      method: 'POST',
+      path: orgs,
+      raw: '{"name":"a"}',
+      headers: { 'content-encoding': 'gzip' },
+      status: 400,
+      code: 'malformed_json',
+    },
+    {
+      name: 'br Content-Encoding over a plain body',
+      method: 'POST',
+      path: orgs,
+      raw: '{"name":"a"}',
+      headers: { 'content-encoding': 'br' },
+      status: 400,
+      code: 'malformed_json',
+    },
+    {
+      name: 'deflate Content-Encoding over a plain body',
+      method: 'POST',
+      path: orgs,
+      raw: '{"name":"a"}',
+      headers: { 'content-encoding': 'deflate' },
+      status: 400,
+      code: 'malformed_json',
+    },
     { name: 'body over 1 MiB', method: 'POST', path: orgs, json: { name: 'a'.repeat(1024 * 1024 + 10) }, status: 413, code: 'payload_too_large' },
     // Bodies are read only for a matched endpoint, after its auth, with its own limit and a depth limit.
-    { name: 'large body without a token: refused before it is read', method: 'POST', path: orgs, raw: '['.repeat(400_000) + ']'.repeat(400_000), token: null, status: 401, code: 'unauthorized' },
-    { name: 'large body to no route: refused before it is read', method: 'POST', path: '/api/v1/nothing', raw: '['.repeat(400_000) + ']'.repeat(400_000), status: 404, code: 'not_found' },
-    { name: 'sign-in body over 8 KiB', method: 'POST', path: '/api/v1/signin', json: { key: 'pk_test_x', token: 't'.repeat(9 * 1024) }, token: null, status: 413, code: 'payload_too_large' },
-    { name: 'sign-in body nested 40 deep', method: 'POST', path: '/api/v1/signin', raw: `{"key":${'['.repeat(40)}${']'.repeat(40)}}`, token: null, status: 400, code: 'validation_failed' },
-    { name: 'management body nested 200,000 deep', method: 'POST', path: orgs, raw: '['.repeat(200_000) + ']'.repeat(200_000), status: 400, code: 'validation_failed' },
+    {
+      name: 'large body without a token: refused before it is read',
+      method: 'POST',
+      path: orgs,
+      raw: '['.repeat(400_000) + ']'.repeat(400_000),
+      token: null,
+      status: 401,
+      code: 'unauthorized',
+    },
+    {
+      name: 'large body to no route: refused before it is read',
+      method: 'POST',
+      path: '/api/v1/nothing',
+      raw: '['.repeat(400_000) + ']'.repeat(400_000),
+      status: 404,
+      code: 'not_found',
+    },
+    {
+      name: 'sign-in body over 8 KiB',
+      method: 'POST',
+      path: '/api/v1/signin',
+      json: { key: 'pk_test_x', token: 't'.repeat(9 * 1024) },
+      token: null,
+      status: 413,
+      code: 'payload_too_large',
+    },
+    {
+      name: 'sign-in body nested 40 deep',
+      method: 'POST',
+      path: '/api/v1/signin',
+      raw: `{"key":${'['.repeat(40)}${']'.repeat(40)}}`,
+      token: null,
+      status: 400,
+      code: 'validation_failed',
+    },
+    {
+      name: 'management body nested 200,000 deep',
+      method: 'POST',
+      path: orgs,
+      raw: '['.repeat(200_000) + ']'.repeat(200_000),
+      status: 400,
+      code: 'validation_failed',
+    },
     // Fields
     vf('unknown field', 'POST', orgs, { name: 'a', extra: 1 }, '/extra'),
     vf('name of wrong type', 'POST', orgs, { name: 123 }, '/name'),
@@ -115,7 +209,13 @@ function cases(ids: Ids): BadCase[] {
     vf('NUL in an issuer URL', 'POST', projects, { ...validProject, issuer: 'https://idp.example.com/\u0000' }, '/issuer'),
     vf('NUL in a webhook URL', 'POST', projects, { ...validProject, walletWebhookUrl: 'https://hooks.example.com/\u0000' }, '/walletWebhookUrl'),
     vf('NUL in a token name', 'POST', tokens, { name: '\u0000', role: 'read' }, '/name'),
-    vf('NUL in a membership type', 'POST', `/api/v1/membership/issue?projectId=${ids.project}`, [{ walletAddress: '0x52908400098527886E0F7030069857D2E4169EE7', membershipType: 'gym:gold\u0000' }], '/0/membershipType'),
+    vf(
+      'NUL in a membership type',
+      'POST',
+      `/api/v1/membership/issue?projectId=${ids.project}`,
+      [{ walletAddress: '0x52908400098527886E0F7030069857D2E4169EE7', membershipType: 'gym:gold\u0000' }],
+      '/0/membershipType',
+    ),
     vf('NUL in a query filter', 'GET', `/api/v1/project/${ids.project}/wallets?email=a%00b%40example.com`, undefined, '/email'),
     vf('NUL in a membership filter', 'GET', `/api/v1/membership/view?projectId=${ids.project}&membershipType=gym%00`, undefined, '/membershipType'),
     vf('NUL in a path id', 'GET', `${orgs}/1%00`, undefined, '/id'),
@@ -186,7 +286,10 @@ describe('bad input: problem+json with a stable code, and no change in the datab
       expect(res.body.detail).to.be.a('string');
       expect(res.body.requestId).to.equal(res.headers.get('x-request-id'));
       if (c.errorPath) {
-        expect(res.body.errors.map((e: { path: string }) => e.path), JSON.stringify(res.body.errors)).to.include(c.errorPath);
+        expect(
+          res.body.errors.map((e: { path: string }) => e.path),
+          JSON.stringify(res.body.errors),
+        ).to.include(c.errorPath);
       }
       if (c.status === 405) expect(res.headers.get('allow')).to.be.a('string');
       expect(await snapshot(app.db)).to.deep.equal(before);
@@ -234,7 +337,7 @@ describe('bad input: problem+json with a stable code, and no change in the datab
   });
 });
 
-describe('character-set SQLSTATEs are the caller\'s input, not a 500', () => {
+describe("character-set SQLSTATEs are the caller's input, not a 500", () => {
   it('maps 22021, 22P05 and 22026 to 400 invalid_characters by code', async () => {
     const { mapDatabaseError } = await import('../src/db/pg-errors.js');
     for (const code of ['22021', '22P05', '22026']) {
@@ -265,20 +368,24 @@ describe('a large body the answer did not need is not drained', function () {
     const body = Buffer.alloc(4 * 1024 * 1024, 0x5b);
     const send = (path: string, headers: Record<string, string>) =>
       new Promise<{ status: number; connection: string | undefined; text: string; socketEnded: boolean }>((resolve, reject) => {
-        const req = request(`${app.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers } }, (res) => {
-          let text = '';
-          res.on('data', (c: Buffer) => (text += c.toString('utf8')));
-          res.on('end', () => {
-            const socket = res.socket;
-            // The server half-closes: the socket ends without a reset.
-            const ended = new Promise<boolean>((r) => {
-              if (socket.readableEnded) r(true);
-              socket.once('end', () => r(true));
-              setTimeout(() => r(false), 5_000).unref();
+        const req = request(
+          `${app.url}${path}`,
+          { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers } },
+          (res) => {
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+            res.on('end', () => {
+              const socket = res.socket;
+              // The server half-closes: the socket ends without a reset.
+              const ended = new Promise<boolean>((r) => {
+                if (socket.readableEnded) r(true);
+                socket.once('end', () => r(true));
+                setTimeout(() => r(false), 5_000).unref();
+              });
+              void ended.then((socketEnded) => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, text, socketEnded }));
             });
-            void ended.then((socketEnded) => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, text, socketEnded }));
-          });
-        });
+          },
+        );
         req.on('error', (err: NodeJS.ErrnoException) => (err.code === 'EPIPE' || err.code === 'ECONNRESET' ? undefined : reject(err)));
         req.end(body);
       });

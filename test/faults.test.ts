@@ -107,7 +107,10 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
       const ids = committed.map(Number);
       const { rows: found } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM memberships WHERE id = ANY($1::bigint[])', [ids]);
       expect(found[0]?.n).to.equal(ids.length);
-      const { rows: ledger } = await sql.query<{ n: number }>(`SELECT count(DISTINCT token_id)::int AS n FROM membership_transactions WHERE type = 'mint' AND token_id = ANY($1::bigint[])`, [ids]);
+      const { rows: ledger } = await sql.query<{ n: number }>(
+        `SELECT count(DISTINCT token_id)::int AS n FROM membership_transactions WHERE type = 'mint' AND token_id = ANY($1::bigint[])`,
+        [ids],
+      );
       expect(ledger[0]?.n).to.equal(ids.length);
       const { rows: events } = await sql.query<{ n: number }>(
         `SELECT count(DISTINCT e->'data'->>'tokenId')::int AS n FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) e
@@ -174,7 +177,6 @@ describe('faults under load: the signer killed, the API killed', function () {
     };
   }
 
-
   it('the signer killed mid-load: 503 with Retry-After meanwhile, then every answered wallet exists with the signer key', async () => {
     const stack = await surroundings();
     const databaseUrl = await freshDatabase('faults_signer');
@@ -239,18 +241,27 @@ describe('faults under load: the signer killed, the API killed', function () {
       stop = true;
       await Promise.all(load);
 
-      expect([...statuses.keys()].every((s) => [200, 202, 503].includes(s)), JSON.stringify([...statuses])).to.equal(true);
+      expect(
+        [...statuses.keys()].every((s) => [200, 202, 503].includes(s)),
+        JSON.stringify([...statuses]),
+      ).to.equal(true);
       expect(withoutRetryAfter).to.equal(0);
       // Every wallet answered is stored with that address, and the signer holds its key.
       const { rows } = await db.query<{ email: string; address: string | null; key_id: string | null }>('SELECT email, address, key_id FROM wallets');
       const byEmail = new Map(rows.map((r) => [r.email, r]));
       for (const [email, address] of signedIn) expect(byEmail.get(email)?.address, email).to.equal(address);
       // Every accepted createasync ends with a wallet, made by the relay once the signer is back.
-      await until('every accepted wallet created', async () => {
-        const { rows: open } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[]) AND address IS NULL', [accepted]);
-        const { rows: all } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[])', [accepted]);
-        return open[0]?.n === 0 && all[0]?.n === accepted.length;
-      }, 90_000);
+      await until(
+        'every accepted wallet created',
+        async () => {
+          const { rows: open } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[]) AND address IS NULL', [
+            accepted,
+          ]);
+          const { rows: all } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM wallets WHERE email = ANY($1::text[])', [accepted]);
+          return open[0]?.n === 0 && all[0]?.n === accepted.length;
+        },
+        90_000,
+      );
       const client = new SignerClient(restarted.url, restarted.token, 5_000, TEST_DEPLOYMENT);
       const { rows: made } = await db.query<{ address: string; key_id: string }>('SELECT address, key_id FROM wallets WHERE address IS NOT NULL');
       for (const w of made.slice(0, 200)) expect((await client.getKey(w.key_id))?.address, w.key_id).to.equal(w.address);
@@ -348,10 +359,14 @@ describe('faults under load: the signer killed, the API killed', function () {
       const eventCount = new Map(events.map((r) => [r.token, r.n]));
       for (const id of committed) expect(eventCount.get(id), id).to.equal(1);
       // Every committed event reaches the subscription (at least once, same webhook-id on a re-send).
-      await until('every issued event delivered', () => {
-        const got = new Set(receiver.received.map((r) => (JSON.parse(r.body) as { data: { tokenId: string } }).data.tokenId));
-        return committed.every((id) => got.has(id));
-      }, 90_000);
+      await until(
+        'every issued event delivered',
+        () => {
+          const got = new Set(receiver.received.map((r) => (JSON.parse(r.body) as { data: { tokenId: string } }).data.tokenId));
+          return committed.every((id) => got.has(id));
+        },
+        90_000,
+      );
       const idsByToken = new Map<string, Set<string>>();
       for (const r of receiver.received) {
         const token = (JSON.parse(r.body) as { data: { tokenId: string } }).data.tokenId;
@@ -359,13 +374,17 @@ describe('faults under load: the signer killed, the API killed', function () {
       }
       for (const [token, ids] of idsByToken) expect(ids.size, token).to.equal(1);
       // Every accepted createasync ends with exactly one wallet, with an address.
-      await until('every accepted wallet created', async () => {
-        const { rows } = await db.query<{ n: number; done: number }>(
-          'SELECT count(*)::int AS n, count(address)::int AS done FROM wallets WHERE email = ANY($1::text[])',
-          [accepted],
-        );
-        return rows[0]?.n === accepted.length && rows[0].done === accepted.length;
-      }, 90_000);
+      await until(
+        'every accepted wallet created',
+        async () => {
+          const { rows } = await db.query<{ n: number; done: number }>(
+            'SELECT count(*)::int AS n, count(address)::int AS done FROM wallets WHERE email = ANY($1::text[])',
+            [accepted],
+          );
+          return rows[0]?.n === accepted.length && rows[0].done === accepted.length;
+        },
+        90_000,
+      );
       expect(accepted.length).to.be.greaterThan(10);
     } finally {
       service.proc.kill('SIGKILL');

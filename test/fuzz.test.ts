@@ -72,12 +72,56 @@ const ROUTES: Route[] = [
 ];
 
 const FIELDS = [
-  'name', 'issuer', 'walletWebhookUrl', 'walletWebhookSecret', 'requireVerifiedEmail', 'graceSeconds', 'role', 'projectId', 'key', 'token',
-  'any_other_tokens', 'tokenId', 'hardDelete', 'from', 'to', 'url', 'events', 'secret', 'membershipType', 'walletAddress', 'expiration',
-  'transferable', 'override', '__proto__', 'constructor',
+  'name',
+  'issuer',
+  'walletWebhookUrl',
+  'walletWebhookSecret',
+  'requireVerifiedEmail',
+  'graceSeconds',
+  'role',
+  'projectId',
+  'key',
+  'token',
+  'any_other_tokens',
+  'tokenId',
+  'hardDelete',
+  'from',
+  'to',
+  'url',
+  'events',
+  'secret',
+  'membershipType',
+  'walletAddress',
+  'expiration',
+  'transferable',
+  'override',
+  '__proto__',
+  'constructor',
 ];
-const QUERY = ['limit', 'cursor', 'showDeleted', 'showRevoked', 'projectId', 'walletAddress', 'membershipType', 'includeRevoked', 'includeExpired', 'email', 'address'];
-const CONTENT_TYPES = ['application/json', 'application/json; charset=utf-8', 'application/json; charset=latin1', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/problem+json', '*/*', ''];
+const QUERY = [
+  'limit',
+  'cursor',
+  'showDeleted',
+  'showRevoked',
+  'projectId',
+  'walletAddress',
+  'membershipType',
+  'includeRevoked',
+  'includeExpired',
+  'email',
+  'address',
+];
+const CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'application/json; charset=latin1',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'application/problem+json',
+  '*/*',
+  '',
+];
 
 /** Printable ASCII only: what an HTTP client can put in a header at all. */
 const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 });
@@ -91,7 +135,7 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
   let fingerprintSql: string;
 
   /** One statement over every domain table (idempotency answers, stored even for 4xx, excluded). */
-  const fingerprint = async () => ((await db.raw<{ rows: Array<{ h: string }> }>(fingerprintSql)).rows[0]?.h ?? '');
+  const fingerprint = async () => (await db.raw<{ rows: Array<{ h: string }> }>(fingerprintSql)).rows[0]?.h ?? '';
 
   before(async () => {
     scratch = await scratchDatabase();
@@ -123,7 +167,9 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
     const jwt = await iss.sign({ email: 'fuzz@example.com' }, { audience: 'urn:custody:testnet' });
     // E-mail claims no database column can hold, or that full case mapping would fold onto another.
     const hostileJwts = await Promise.all(
-      ['nul\u0000@example.com', 'lone\ud800@example.com', '\udc00@example.com', '\u212Aelvin@example.com'].map((email) => iss.sign({ email }, { audience: 'urn:custody:testnet' })),
+      ['nul\u0000@example.com', 'lone\ud800@example.com', '\udc00@example.com', '\u212Aelvin@example.com'].map((email) =>
+        iss.sign({ email }, { audience: 'urn:custody:testnet' }),
+      ),
     );
     const ids = { org: String(t.org.id), project: String(t.project.id), id: String(hook.body.id) };
     const tokens = [app.operatorToken, t.tokens.projectAdmin.token, t.tokens.orgRead.token];
@@ -132,16 +178,37 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
       { weight: 6, arbitrary: fc.constant(undefined) },
       { weight: 1, arbitrary: fc.integer().map(String) },
       { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map(encodeURIComponent) },
-      { weight: 1, arbitrary: fc.constantFrom('0', '-1', '1e3', '9007199254740993', '999999999999999', '%00', '..', 'null', 'a%00b', '1%00', '%ED%A0%80', '%C0%80', '%FF') },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom('0', '-1', '1e3', '9007199254740993', '999999999999999', '%00', '..', 'null', 'a%00b', '1%00', '%ED%A0%80', '%C0%80', '%FF'),
+      },
     );
     // NUL and unpaired surrogates, alone or inside ordinary text: refused at validation, never a 500.
     const hostileText = fc.oneof(
       fc.constantFrom('\u0000', '\ud800', '\udfff', '\ud83d', 'a\u0000b', 'x@example.com\u0000', '\ufffe', '\u212A'),
-      fc.tuple(fc.string({ maxLength: 20 }), fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00'), fc.string({ maxLength: 20 })).map(([a, b, c]) => a + b + c),
+      fc
+        .tuple(fc.string({ maxLength: 20 }), fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00'), fc.string({ maxLength: 20 }))
+        .map(([a, b, c]) => a + b + c),
     );
     const value = fc.oneof(
       fc.jsonValue({ maxDepth: 3 }),
-      fc.constantFrom(t.project.projectKey, jwt, iss.issuer, 'https://hooks.example.com/x', '0x52908400098527886E0F7030069857D2E4169EE7', 'gym:gold', '*', '1', 0, -1, 2 ** 53, 1e308, true, null, ''),
+      fc.constantFrom(
+        t.project.projectKey,
+        jwt,
+        iss.issuer,
+        'https://hooks.example.com/x',
+        '0x52908400098527886E0F7030069857D2E4169EE7',
+        'gym:gold',
+        '*',
+        '1',
+        0,
+        -1,
+        2 ** 53,
+        1e308,
+        true,
+        null,
+        '',
+      ),
       fc.string({ maxLength: 2000 }),
       hostileText,
     );
@@ -154,11 +221,21 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
       { weight: 1, arbitrary: fc.string({ maxLength: 500 }) },
       { weight: 1, arbitrary: fc.constantFrom('{', '[', '{"a":', 'null', '""', '{"__proto__":{"admin":true}}', '\u0000', '{"name":"\ud800"}') },
     );
-    const query = fc.dictionary(fc.oneof(fc.constantFrom(...QUERY), fc.string({ maxLength: 10 })), fc.oneof(fc.string({ maxLength: 50 }), hostileText, fc.constantFrom('true', '1', '0', 'yes', '1000', '1001', ids.project)), { maxKeys: 5 });
+    const query = fc.dictionary(
+      fc.oneof(fc.constantFrom(...QUERY), fc.string({ maxLength: 10 })),
+      fc.oneof(fc.string({ maxLength: 50 }), hostileText, fc.constantFrom('true', '1', '0', 'yes', '1000', '1001', ids.project)),
+      { maxKeys: 5 },
+    );
     const headers = fc.record(
       {
         contentType: fc.oneof(fc.constantFrom(...CONTENT_TYPES), headerText),
-        auth: fc.oneof(fc.constantFrom(...tokens).map((x) => `Bearer ${x}`), fc.constant(`Bearer ${jwt}`), fc.constantFrom(...hostileJwts).map((x) => `Bearer ${x}`), headerText, fc.constant(undefined)),
+        auth: fc.oneof(
+          fc.constantFrom(...tokens).map((x) => `Bearer ${x}`),
+          fc.constant(`Bearer ${jwt}`),
+          fc.constantFrom(...hostileJwts).map((x) => `Bearer ${x}`),
+          headerText,
+          fc.constant(undefined),
+        ),
         idempotencyKey: fc.option(headerText, { nil: undefined }),
         requestId: fc.option(headerText, { nil: undefined }),
         encoding: fc.option(fc.constantFrom('gzip', 'br', 'identity', 'x-unknown'), { nil: undefined }),
@@ -181,7 +258,11 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
         if (h.idempotencyKey !== undefined) requestHeaders['idempotency-key'] = h.idempotencyKey;
         if (h.requestId !== undefined) requestHeaders['x-request-id'] = h.requestId;
         if (h.encoding !== undefined && sendBody) requestHeaders['content-encoding'] = h.encoding;
-        const res = await fetch(`${app.url}${path}${search ? `?${search}` : ''}`, { method: route.method, headers: requestHeaders, ...(sendBody ? { body: rawBody } : {}) });
+        const res = await fetch(`${app.url}${path}${search ? `?${search}` : ''}`, {
+          method: route.method,
+          headers: requestHeaders,
+          ...(sendBody ? { body: rawBody } : {}),
+        });
         const text = await res.text();
         // Every answer also goes to the end-of-run OpenAPI conformance check.
         observeResponse(route.method, `${app.url}${path}`, res, text);

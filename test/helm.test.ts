@@ -44,7 +44,6 @@ const MODELS: Record<string, (m: Manifest) => { validate(): void }> = {
   'monitoring.coreos.com/v1/ServiceMonitor': (m) => new ServiceMonitor(m),
 };
 
-
 describe('Helm chart (helm/custody)', function () {
   this.timeout(600_000);
   let helm: string;
@@ -102,7 +101,11 @@ describe('Helm chart (helm/custody)', function () {
         }
         // The only Secrets the chart makes: the signer's generated TLS (its CA, server and client certificates).
         const base = (byKind(ms, 'Deployment').find((d) => component(d) === 'api').metadata.name as string).replace(/-api$/, '');
-        expect(byKind(ms, 'Secret').map((m) => m.metadata.name as string).sort()).to.deep.equal([`${base}-keyvault-client-tls`, `${base}-keyvault-tls`]);
+        expect(
+          byKind(ms, 'Secret')
+            .map((m) => m.metadata.name as string)
+            .sort(),
+        ).to.deep.equal([`${base}-keyvault-client-tls`, `${base}-keyvault-tls`]);
       });
 
       it('deploys the API, the worker and the signer, a pre-install/pre-upgrade migration Job, services and probes', () => {
@@ -115,7 +118,11 @@ describe('Helm chart (helm/custody)', function () {
           const c = d.spec.template.spec.containers[0];
           expect(c.env, component(d)).to.deep.include({ name: 'ROLE', value: component(d) });
           // Only the signer holds anything of Vault's.
-          if (component(d) !== 'keyvault') expect((c.env as Array<{ name: string }>).filter((e) => e.name.startsWith('VAULT_')), component(d)).to.deep.equal([]);
+          if (component(d) !== 'keyvault')
+            expect(
+              (c.env as Array<{ name: string }>).filter((e) => e.name.startsWith('VAULT_')),
+              component(d),
+            ).to.deep.equal([]);
           expect(c.livenessProbe.httpGet.path).to.equal('/healthz');
           expect(c.readinessProbe.httpGet.path).to.equal('/readyz');
         }
@@ -136,8 +143,12 @@ describe('Helm chart (helm/custody)', function () {
         for (const d of byKind(ms, 'Deployment')) {
           const c = d.spec.template.spec.containers[0];
           for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
-            expect(c[probe]?.timeoutSeconds, `${component(d)} ${probe}`).to.be.a('number').and.greaterThan(0);
-            expect(c[probe]?.periodSeconds, `${component(d)} ${probe}`).to.be.a('number').and.greaterThan(0);
+            expect(c[probe]?.timeoutSeconds, `${component(d)} ${probe}`)
+              .to.be.a('number')
+              .and.greaterThan(0);
+            expect(c[probe]?.periodSeconds, `${component(d)} ${probe}`)
+              .to.be.a('number')
+              .and.greaterThan(0);
           }
           expect(c.startupProbe.httpGet.path, component(d)).to.equal('/healthz');
         }
@@ -200,15 +211,19 @@ describe('Helm chart (helm/custody)', function () {
         }
       });
 
-      it('meets the restricted Pod Security profile; no pod mounts the API server\'s token', () => {
+      it("meets the restricted Pod Security profile; no pod mounts the API server's token", () => {
         for (const { name, spec } of podSpecs(ms)) {
           expect(spec.securityContext.runAsNonRoot, name).to.equal(true);
           expect(spec.securityContext.seccompProfile.type, name).to.equal('RuntimeDefault');
           expect(spec.hostNetwork ?? false).to.equal(false);
           expect(spec.hostPID ?? false).to.equal(false);
           for (const v of (spec.volumes ?? []).filter((x: { name: string }) => !extraVolumeNames(file).includes(x.name))) {
-            expect(Object.keys(v).filter((k) => k !== 'name'), name).to.satisfy((ks: string[]) => ks.every((k) => ['emptyDir', 'secret', 'projected'].includes(k)));
-            for (const source of v.projected?.sources ?? []) expect(Object.keys(source), `${name} ${v.name}`).to.satisfy((ks: string[]) => ks.every((k) => ['secret', 'serviceAccountToken'].includes(k)));
+            expect(
+              Object.keys(v).filter((k) => k !== 'name'),
+              name,
+            ).to.satisfy((ks: string[]) => ks.every((k) => ['emptyDir', 'secret', 'projected'].includes(k)));
+            for (const source of v.projected?.sources ?? [])
+              expect(Object.keys(source), `${name} ${v.name}`).to.satisfy((ks: string[]) => ks.every((k) => ['secret', 'serviceAccountToken'].includes(k)));
           }
           for (const c of spec.containers) {
             const sc = c.securityContext;
@@ -224,15 +239,22 @@ describe('Helm chart (helm/custody)', function () {
                 expect(e.value, `${name} ${e.name}`).to.equal(undefined);
                 expect(e.valueFrom?.secretKeyRef, `${name} ${e.name}`).to.not.equal(undefined);
               }
-              if (SECRET_ENV.includes(e.name.replace(/_FILE$/, '')) && e.name.endsWith('_FILE')) expect(e.value, `${name} ${e.name}`).to.equal(`/etc/custody/secrets/${e.name.replace(/_FILE$/, '')}`);
+              if (SECRET_ENV.includes(e.name.replace(/_FILE$/, '')) && e.name.endsWith('_FILE'))
+                expect(e.value, `${name} ${e.name}`).to.equal(`/etc/custody/secrets/${e.name.replace(/_FILE$/, '')}`);
             }
           }
           // No pod mounts the API server's token; the signer, with Kubernetes auth, gets one of Vault's audience only.
           expect(spec.automountServiceAccountToken, name).to.equal(false);
           const tokens = (spec.volumes ?? []).flatMap((v: Manifest) => (v.projected?.sources ?? []).filter((src: Manifest) => src.serviceAccountToken));
           const k8sAuth = name === 'keyvault' && (spec.containers[0].env as Array<{ name: string }>).some((e) => e.name === 'VAULT_K8S_ROLE');
-          expect(tokens.every((t: Manifest) => t.serviceAccountToken.expirationSeconds <= 3600), name).to.equal(true);
-          expect(tokens.map((t: Manifest) => t.serviceAccountToken.audience), name).to.deep.equal(k8sAuth ? ['vault'] : []);
+          expect(
+            tokens.every((t: Manifest) => t.serviceAccountToken.expirationSeconds <= 3600),
+            name,
+          ).to.equal(true);
+          expect(
+            tokens.map((t: Manifest) => t.serviceAccountToken.audience),
+            name,
+          ).to.deep.equal(k8sAuth ? ['vault'] : []);
         }
         const accounts = byKind(ms, 'ServiceAccount');
         expect(accounts.find((a) => component(a) === 'app').automountServiceAccountToken).to.equal(false);
@@ -324,9 +346,15 @@ describe('Helm chart (helm/custody)', function () {
         if (name === 'test') continue; // the helm test pod takes no extras
         expect(c.env, name).to.deep.include({ name: 'NODE_EXTRA_CA_CERTS', value: '/etc/corporate-ca/ca.crt' });
         expect(c.volumeMounts, name).to.deep.include({ name: 'corporate-ca', mountPath: '/etc/corporate-ca', readOnly: true });
-        expect(spec.volumes.map((v: { name: string }) => v.name), name).to.include('corporate-ca');
+        expect(
+          spec.volumes.map((v: { name: string }) => v.name),
+          name,
+        ).to.include('corporate-ca');
         // Secrets as variables from the Secrets, no secret volume.
-        expect((c.env as Array<{ name: string }>).filter((e) => e.name.endsWith('_FILE') && SECRET_ENV.includes(e.name.replace(/_FILE$/, ''))), name).to.deep.equal([]);
+        expect(
+          (c.env as Array<{ name: string }>).filter((e) => e.name.endsWith('_FILE') && SECRET_ENV.includes(e.name.replace(/_FILE$/, ''))),
+          name,
+        ).to.deep.equal([]);
       }
       for (const d of deployments) {
         const t = d.spec.template;
@@ -345,11 +373,15 @@ describe('Helm chart (helm/custody)', function () {
 
     it('nameOverride renames resources and the name label; works as a subchart (global values)', () => {
       const ms = setRender('--set', 'nameOverride=wallets', '--set', 'global.anything=1');
-      expect(byKind(ms, 'Deployment').map((d) => d.metadata.name as string).sort()).to.deep.equal(['rel-wallets-api', 'rel-wallets-keyvault', 'rel-wallets-worker']);
+      expect(
+        byKind(ms, 'Deployment')
+          .map((d) => d.metadata.name as string)
+          .sort(),
+      ).to.deep.equal(['rel-wallets-api', 'rel-wallets-keyvault', 'rel-wallets-worker']);
       for (const m of ms) expect(m.metadata.labels['app.kubernetes.io/name']).to.equal('wallets');
     });
 
-    it('mounts secrets as files by default: a projected volume of exactly the named Secrets\' keys', () => {
+    it("mounts secrets as files by default: a projected volume of exactly the named Secrets' keys", () => {
       const ms = setRender('-f', path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml'));
       const api = byKind(ms, 'Deployment').find((d) => component(d) === 'api').spec.template.spec;
       const volume = api.volumes.find((v: { name: string }) => v.name === 'secrets');
@@ -377,8 +409,13 @@ describe('Helm chart (helm/custody)', function () {
       try {
         cpSync(CHART, path.join(dir, 'custody'), { recursive: true });
         cpSync(path.join(CHART, 'templates/NOTES.txt'), path.join(dir, 'custody/notes.txt'));
-        writeFileSync(path.join(dir, 'custody/templates/notes-check.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: notes }\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n');
-        const res = spawnSync(helm, ['template', 'rel', path.join(dir, 'custody'), '--namespace', 'custody', '--show-only', 'templates/notes-check.yaml'], { encoding: 'utf8' });
+        writeFileSync(
+          path.join(dir, 'custody/templates/notes-check.yaml'),
+          'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: notes }\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n',
+        );
+        const res = spawnSync(helm, ['template', 'rel', path.join(dir, 'custody'), '--namespace', 'custody', '--show-only', 'templates/notes-check.yaml'], {
+          encoding: 'utf8',
+        });
         expect(res.status, res.stderr).to.equal(0);
         const notes = (parseYaml(res.stdout) as { data: { notes: string } }).data.notes;
         expect(notes).to.include('rollout status deploy/rel-custody-api deploy/rel-custody-keyvault deploy/rel-custody-worker');
@@ -419,7 +456,7 @@ describe('Helm chart (helm/custody)', function () {
       expect(redis).to.deep.equal([{ to: [{ ipBlock: { cidr: '10.30.5.10/32' } }], ports: [{ port: 6379, protocol: 'TCP' }] }]);
     });
 
-    it('Prometheus reaches the API\'s /metrics when apiFrom narrows who may call the API', () => {
+    it("Prometheus reaches the API's /metrics when apiFrom narrows who may call the API", () => {
       const api = (ps: Manifest[]) => ps.find((p) => p.metadata.name === 'rel-custody-api').spec.ingress as Manifest[];
       expect(api(setRender())).to.deep.equal([{ ports: [{ port: 8080, protocol: 'TCP' }] }]);
       const narrowed = api(
@@ -433,7 +470,7 @@ describe('Helm chart (helm/custody)', function () {
     });
   });
 
-  it('binds Vault\'s Kubernetes role to the ServiceAccount the chart really creates, for any release name (scripts/vault-setup.sh)', () => {
+  it("binds Vault's Kubernetes role to the ServiceAccount the chart really creates, for any release name (scripts/vault-setup.sh)", () => {
     for (const release of ['custody', 'rel', 'acme-custody-prod', 'payments', 'a-release-name-long-enough-to-be-cut-at-fifty-chars-x']) {
       const res = spawnSync(helm, ['template', release, CHART, '--namespace', 'custody'], { encoding: 'utf8' });
       expect(res.status, res.stderr).to.equal(0);
@@ -443,7 +480,10 @@ describe('Helm chart (helm/custody)', function () {
       const signer = byKind(ms, 'Deployment').find((d) => component(d) === 'keyvault');
       const account = signer.spec.template.spec.serviceAccountName as string;
       expect(byKind(ms, 'ServiceAccount').map((a) => a.metadata.name)).to.include(account);
-      const script = spawnSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], { encoding: 'utf8', env: { ...process.env, RELEASE: release } });
+      const script = spawnSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], {
+        encoding: 'utf8',
+        env: { ...process.env, RELEASE: release },
+      });
       expect(script.stdout.trim(), release).to.equal(account);
     }
   });
@@ -451,8 +491,7 @@ describe('Helm chart (helm/custody)', function () {
   it('passes kube-score over the default and the production render; every finding left is listed with its reason in helm/README.md', () => {
     const kubeScore = toolPath('kube-score');
     const readme = readFileSync(path.join(ROOT, 'helm/README.md'), 'utf8');
-    const listed = new Set([...readme.matchAll(/^\| kube-score `([a-z-]+)` \|/gm)]
-      .map((m) => m[1] ?? ''));
+    const listed = new Set([...readme.matchAll(/^\| kube-score `([a-z-]+)` \|/gm)].map((m) => m[1] ?? ''));
     const found = new Set<string>();
     for (const file of [undefined, path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')]) {
       const rendered = template(file);
@@ -462,13 +501,20 @@ describe('Helm chart (helm/custody)', function () {
       expect(report.length).to.be.greaterThan(10);
       for (const o of report) for (const c of o.checks) if (!c.skipped && c.grade < 10) found.add(c.check.id);
     }
-    expect([...found].filter((id) => !listed.has(id)), 'findings not fixed and not listed').to.deep.equal([]);
-    expect([...listed].filter((id) => !found.has(id)), 'listed, but no longer found').to.deep.equal([]);
+    expect(
+      [...found].filter((id) => !listed.has(id)),
+      'findings not fixed and not listed',
+    ).to.deep.equal([]);
+    expect(
+      [...listed].filter((id) => !found.has(id)),
+      'listed, but no longer found',
+    ).to.deep.equal([]);
   });
 
   it('documents install and upgrade commands that wait at least as long as the migration Job may run', () => {
     const values = parseYaml(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as { migrations: { activeDeadlineSeconds: number; backoffLimit: number } };
-    const seconds = (t: string) => [...t.matchAll(/(\d+)([hms])/g)].reduce((sum, [, n, unit]) => sum + Number(n) * (unit === 'h' ? 3600 : unit === 'm' ? 60 : 1), 0);
+    const seconds = (t: string) =>
+      [...t.matchAll(/(\d+)([hms])/g)].reduce((sum, [, n, unit]) => sum + Number(n) * (unit === 'h' ? 3600 : unit === 'm' ? 60 : 1), 0);
     const commands = ['helm/README.md', 'docs/operations.md'].flatMap((f) =>
       [...readFileSync(path.join(ROOT, f), 'utf8').matchAll(/^\s*helm (?:upgrade --install|install|upgrade)\b[^\n]*(?:\\\n[^\n]*)*/gm)].map((m) => m[0]),
     );
@@ -482,7 +528,7 @@ describe('Helm chart (helm/custody)', function () {
     }
   });
 
-  it('renders the values file of docs/operations.md, and the names and paths its commands use are the chart\'s', () => {
+  it("renders the values file of docs/operations.md, and the names and paths its commands use are the chart's", () => {
     const doc = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
     const yaml = /<!-- tested: values -->\n```yaml\n([\s\S]*?)```/.exec(doc)?.[1] ?? '';
     expect(yaml).to.include('serviceAudience');
@@ -497,14 +543,20 @@ describe('Helm chart (helm/custody)', function () {
         .filter((m) => m !== null);
       const deployments = byKind(ms, 'Deployment');
       // `kubectl rollout status deploy/…`, `exec deploy/custody-api`, `port-forward svc/custody-api 8080:80`
-      for (const name of [...doc.matchAll(/deploy\/(custody-[a-z]+)/g)].map((m) => m[1])) expect(deployments.map((d) => d.metadata.name), name).to.include(name);
+      for (const name of [...doc.matchAll(/deploy\/(custody-[a-z]+)/g)].map((m) => m[1]))
+        expect(
+          deployments.map((d) => d.metadata.name),
+          name,
+        ).to.include(name);
       expect(byKind(ms, 'Service').find((x) => x.metadata.name === 'custody-api').spec.ports[0].port).to.equal(80);
       const api = deployments.find((d) => component(d) === 'api').spec.template.spec;
       // The database CA: mounted where the documented DATABASE_URL's sslrootcert points.
       const rootCert = /sslrootcert=([^'&\s]+)/.exec(doc)?.[1] ?? '';
       const mount = api.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'db-ca');
       expect(rootCert.startsWith(`${mount.mountPath}/`), rootCert).to.equal(true);
-      expect(api.volumes.find((v: { name: string }) => v.name === 'db-ca').secret.secretName).to.equal(/create secret generic (custody-db-ca) --from-file=(ca\.crt)=/.exec(doc)?.[1]);
+      expect(api.volumes.find((v: { name: string }) => v.name === 'db-ca').secret.secretName).to.equal(
+        /create secret generic (custody-db-ca) --from-file=(ca\.crt)=/.exec(doc)?.[1],
+      );
       // The operator token's file, as the bootstrap command reads it.
       const tokenFile = /--token-file (\S+)/.exec(doc)?.[1] ?? '';
       expect(api.containers[0].env).to.deep.include({ name: 'OPERATOR_TOKEN_FILE', value: tokenFile });
@@ -516,7 +568,12 @@ describe('Helm chart (helm/custody)', function () {
       expect(doc).to.include(`(\`${signer.serviceAccountName}\` for release \`custody\``);
       // The documented secret names are the chart's defaults.
       expect(doc).to.include('create secret generic custody-secrets');
-      expect(api.volumes.find((v: { name: string }) => v.name === 'secrets').projected.sources.map((x: Manifest) => x.secret.name)).to.deep.equal(['custody-secrets', 'custody-secrets', 'custody-secrets', 'custody-secrets']);
+      expect(api.volumes.find((v: { name: string }) => v.name === 'secrets').projected.sources.map((x: Manifest) => x.secret.name)).to.deep.equal([
+        'custody-secrets',
+        'custody-secrets',
+        'custody-secrets',
+        'custody-secrets',
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -531,8 +588,10 @@ describe('Helm chart (helm/custody)', function () {
         .filter((m) => m !== null);
     };
     const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);
-    const envOf = (d: Manifest) => new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
-    const secretOf = (d: Manifest, volume: string) => (d?.spec.template.spec.volumes as Array<{ name: string; secret?: { secretName: string } }>).find((v) => v.name === volume)?.secret?.secretName;
+    const envOf = (d: Manifest) =>
+      new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
+    const secretOf = (d: Manifest, volume: string) =>
+      (d?.spec.template.spec.volumes as Array<{ name: string; secret?: { secretName: string } }>).find((v) => v.name === volume)?.secret?.secretName;
 
     it('by default: generated CA, server and client certificates; HTTPS probes; the API and the worker present the client certificate and never see the server key', () => {
       const ms = render();
@@ -557,7 +616,11 @@ describe('Helm chart (helm/custody)', function () {
     });
 
     it('cert-manager: a server and a client Certificate from the given issuer; without mutual, the API mounts only the CA', () => {
-      const ms = setRender('signer.tls.source=certManager', 'signer.tls.certManager.issuerRef.name=custody-ca', 'signer.tls.certManager.issuerRef.kind=ClusterIssuer');
+      const ms = setRender(
+        'signer.tls.source=certManager',
+        'signer.tls.certManager.issuerRef.name=custody-ca',
+        'signer.tls.certManager.issuerRef.kind=ClusterIssuer',
+      );
       const certs = ms.filter((m) => m.kind === 'Certificate');
       expect(certs.map((c) => c.spec.secretName as string).sort()).to.deep.equal(['rel-custody-keyvault-client-tls', 'rel-custody-keyvault-tls']);
       for (const c of certs) expect(c.spec.issuerRef).to.include({ name: 'custody-ca', kind: 'ClusterIssuer' });
@@ -565,7 +628,9 @@ describe('Helm chart (helm/custody)', function () {
       const oneWay = setRender('signer.tls.source=existingSecret', 'signer.tls.existingSecret=my-signer-tls', 'signer.tls.mutual=false');
       const api = deployment(oneWay, 'api');
       expect(secretOf(api, 'signer-tls')).to.equal('my-signer-tls');
-      expect((api?.spec.template.spec.volumes as Array<{ name: string; secret?: { items?: unknown[] } }>).find((v) => v.name === 'signer-tls')?.secret?.items).to.deep.equal([{ key: 'ca.crt', path: 'ca.crt' }]);
+      expect(
+        (api?.spec.template.spec.volumes as Array<{ name: string; secret?: { items?: unknown[] } }>).find((v) => v.name === 'signer-tls')?.secret?.items,
+      ).to.deep.equal([{ key: 'ca.crt', path: 'ca.crt' }]);
       expect(envOf(api).has('KEYVAULT_CLIENT_CERT_FILE')).to.equal(false);
       expect(envOf(deployment(oneWay, 'keyvault')).has('KEYVAULT_TLS_CLIENT_CA_FILE')).to.equal(false);
     });
@@ -607,8 +672,14 @@ describe('Helm chart (helm/custody)', function () {
     walk(schema, '');
     const readme = readFileSync(path.join(ROOT, 'helm/README.md'), 'utf8');
     const documented = [...readme.matchAll(/^\| `([A-Za-z0-9.]+)` \|/gm)].map((m) => m[1]);
-    expect(paths.filter((p) => !documented.includes(p)), 'in the schema, not in the README').to.deep.equal([]);
-    expect(documented.filter((p) => p !== undefined && !paths.includes(p) && !paths.some((q) => q.startsWith(`${p}.`))), 'in the README, not in the schema').to.deep.equal([]);
+    expect(
+      paths.filter((p) => !documented.includes(p)),
+      'in the schema, not in the README',
+    ).to.deep.equal([]);
+    expect(
+      documented.filter((p) => p !== undefined && !paths.includes(p) && !paths.some((q) => q.startsWith(`${p}.`))),
+      'in the README, not in the schema',
+    ).to.deep.equal([]);
     expect(schema.additionalProperties).to.equal(false);
   });
 });

@@ -94,7 +94,10 @@ describe('Idempotency-Key on management POSTs (section 2b)', () => {
   it('forgets a key after its time to live', async () => {
     const headers = { 'idempotency-key': 'expiring' };
     const first = await app.client.post('/api/v1/organisations', { name: 'E' }, { headers });
-    await app.db('idempotency_keys').where({ key: 'expiring' }).update({ expires_at: app.db.raw(`now() - interval '1 second'`) });
+    await app
+      .db('idempotency_keys')
+      .where({ key: 'expiring' })
+      .update({ expires_at: app.db.raw(`now() - interval '1 second'`) });
     const second = await app.client.post('/api/v1/organisations', { name: 'Other body is fine now' }, { headers });
     expect(second.status).to.equal(201);
     expect(second.body.id).not.to.equal(first.body.id);

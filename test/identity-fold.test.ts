@@ -63,7 +63,11 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
     });
 
     const signIn = async (email: string) => {
-      const res = await app.client.post<{ walletId: number; walletAddress: string }>('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({ email }, { audience: AUDIENCE }) });
+      const res = await app.client.post<{ walletId: number; walletAddress: string }>(
+        '/api/v1/signin',
+        { key: project.projectKey },
+        { token: await iss.sign({ email }, { audience: AUDIENCE }) },
+      );
       expect(res.status, `${email}: ${res.text}`).to.equal(200);
       return res.body;
     };
@@ -72,7 +76,11 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
       it(`keeps two people apart: ${name}`, async () => {
         const a = await signIn(plain);
         // createasync first for the crafted one: the path the relay takes must fold alike.
-        const accepted = await app.client.post('/api/v1/wallets/createasync', { key: project.projectKey }, { token: await iss.sign({ email: crafted }, { audience: AUDIENCE }) });
+        const accepted = await app.client.post(
+          '/api/v1/wallets/createasync',
+          { key: project.projectKey },
+          { token: await iss.sign({ email: crafted }, { audience: AUDIENCE }) },
+        );
         expect(accepted.status).to.equal(202);
         const b = await signIn(crafted);
         expect(b.walletId).not.to.equal(a.walletId);
@@ -80,7 +88,9 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
         // ASCII case still folds, for both.
         expect((await signIn(plain.replace(/[a-z]/g, (c) => c.toUpperCase()))).walletId).to.equal(a.walletId);
         expect((await signIn(crafted.replace(/[a-z]/g, (c) => c.toUpperCase()))).walletId).to.equal(b.walletId);
-        const lookup = await app.client.get<{ wallets: Array<{ walletId: number }> }>(`/api/v1/project/${project.id}/wallets?email=${encodeURIComponent(crafted)}`);
+        const lookup = await app.client.get<{ wallets: Array<{ walletId: number }> }>(
+          `/api/v1/project/${project.id}/wallets?email=${encodeURIComponent(crafted)}`,
+        );
         expect(lookup.status).to.equal(200);
         expect(lookup.body.wallets.map((w) => w.walletId)).to.deep.equal([b.walletId]);
       });
@@ -89,9 +99,16 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
     it('folds ASCII case on every path: sign-in, createasync, lookup', async () => {
       const first = await signIn('Grace.Hopper@Example.COM');
       expect((await signIn('grace.hopper@example.com')).walletId).to.equal(first.walletId);
-      const accepted = await app.client.post('/api/v1/wallets/createasync', { key: project.projectKey }, { token: await iss.sign({ email: 'GRACE.HOPPER@EXAMPLE.COM' }, { audience: AUDIENCE }) });
+      const accepted = await app.client.post(
+        '/api/v1/wallets/createasync',
+        { key: project.projectKey },
+        { token: await iss.sign({ email: 'GRACE.HOPPER@EXAMPLE.COM' }, { audience: AUDIENCE }) },
+      );
       expect(accepted.status).to.equal(202);
-      const rows = await app.db('wallets').where({ project_id: project.id }).whereRaw(`translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = 'grace.hopper@example.com'`);
+      const rows = await app
+        .db('wallets')
+        .where({ project_id: project.id })
+        .whereRaw(`translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = 'grace.hopper@example.com'`);
       expect(rows).to.have.length(1);
       const lookup = await app.client.get<{ wallets: Array<{ walletId: number }> }>(`/api/v1/project/${project.id}/wallets?email=gRACE.hOPPER@example.com`);
       expect(lookup.body.wallets.map((w) => w.walletId)).to.deep.equal([first.walletId]);
@@ -107,7 +124,8 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
       try {
         await migrateTo(own.db, '20261124000000_key_identity.js');
         const [org] = await own.db('organisations').insert({ name: 'Fold' }).returning<Array<{ id: number }>>('id');
-        const [p] = await own.db('projects')
+        const [p] = await own
+          .db('projects')
           .insert({ organisation_id: org?.id, name: 'Fold', environment: 'testnet', issuer: 'https://idp.example.com', wallet_webhook_secret_enc: 'unused' })
           .returning<Array<{ id: number }>>('id');
         // As toLowerCase keyed them: the Kelvin-sign row shares its key with a plain one.
@@ -116,7 +134,10 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
           { project_id: p?.id, email: 'Ada@Example.com', email_lower: 'ada@example.com' },
         ]);
         // A collision only a hand-written row can make: two rows one ASCII fold apart.
-        const [bad] = await own.db('wallets').insert({ project_id: p?.id, email: 'ADA@example.com', email_lower: 'written-by-hand' }).returning<Array<{ id: number }>>('id');
+        const [bad] = await own
+          .db('wallets')
+          .insert({ project_id: p?.id, email: 'ADA@example.com', email_lower: 'written-by-hand' })
+          .returning<Array<{ id: number }>>('id');
         const before = (await own.db('wallets').orderBy('id')) as unknown[];
         try {
           await migrateLatest(own.db);

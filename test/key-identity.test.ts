@@ -50,7 +50,10 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     );
 
   /** A deployment of its own (database, signer, API process) for `run`, removed afterwards. */
-  async function withDeployment(name: string, run: (d: { own: { url: string; db: Knex }; signer: RunningSigner; app: TestApp; t: { iss: TestIssuer; project: Project } }) => Promise<void>) {
+  async function withDeployment(
+    name: string,
+    run: (d: { own: { url: string; db: Knex }; signer: RunningSigner; app: TestApp; t: { iss: TestIssuer; project: Project } }) => Promise<void>,
+  ) {
     const own = await ownDatabase(`custody_keyid_${name}_${stamp}`);
     const signer = await startSigner();
     try {
@@ -70,7 +73,11 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
   it('stores a random UUIDv4 key id on every new wallet row before the signer is called', () =>
     withDeployment('rows', async ({ own, app, t }) => {
       // createasync without a relay: the row exists, the signer has not been asked.
-      const accepted = await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: await t.iss.sign({ email: 'pending@example.com' }, { audience: AUDIENCE }) });
+      const accepted = await app.client.post(
+        '/api/v1/wallets/createasync',
+        { key: t.project.projectKey },
+        { token: await t.iss.sign({ email: 'pending@example.com' }, { audience: AUDIENCE }) },
+      );
       expect(accepted.status).to.equal(202);
       const pending = (await own.db('wallets').where({ email: 'pending@example.com' }).first()) as { key_id: string; address: string | null };
       expect(pending.address).to.equal(null);
@@ -122,11 +129,31 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         expect((err as KeyConflictError).why).to.include(idA);
       }
       // An API process of the second deployment refuses to start, and says which deployment owns the store.
-      const api = spawnService({ ROLE: 'api', PORT: '0', DATABASE_URL: second.url, KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token, DATA_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'), OPERATOR_TOKEN: `sk_test_${'a'.repeat(40)}` }, MAIN);
+      const api = spawnService(
+        {
+          ROLE: 'api',
+          PORT: '0',
+          DATABASE_URL: second.url,
+          KEYVAULT_URL: signer.url,
+          KEYVAULT_TOKEN: signer.token,
+          DATA_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
+          OPERATOR_TOKEN: `sk_test_${'a'.repeat(40)}`,
+        },
+        MAIN,
+      );
       expect(await api.exited, api.output()).to.equal(1);
       expect(api.output()).to.include(`belongs to deployment ${idA}`);
       // A signer told its deployment at start refuses a store that is another's.
-      const other = spawnService({ KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_TOKEN: signer.token, KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '0', KEYVAULT_DEPLOYMENT_ID: idB }, SIGNER_MAIN);
+      const other = spawnService(
+        {
+          KEYVAULT_LISTEN: '127.0.0.1:0',
+          KEYVAULT_TOKEN: signer.token,
+          KEYVAULT_DATA_DIR: signer.dataDir,
+          KEYVAULT_LOCAL_LOCK_WAIT_MS: '0',
+          KEYVAULT_DEPLOYMENT_ID: idB,
+        },
+        SIGNER_MAIN,
+      );
       await signer.stop();
       expect(await other.exited, other.output()).to.equal(1);
       expect(other.output()).to.include(`belongs to deployment ${idA}`);
@@ -192,7 +219,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     }
   });
 
-  it('a key the signer already holds for another request under the row\'s key id is 503 key_conflict, never an answer', () =>
+  it("a key the signer already holds for another request under the row's key id is 503 key_conflict, never an answer", () =>
     withDeployment('conflict', async ({ own, signer, app, t }) => {
       const jwt = await t.iss.sign({ email: 'taken@example.com' }, { audience: AUDIENCE });
       expect((await app.client.post('/api/v1/wallets/createasync', { key: t.project.projectKey }, { token: jwt })).status).to.equal(202);
@@ -219,7 +246,8 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       // derived from `wallet:<id>` (e-mail folded with toLowerCase), and one pending row without a key id.
       const iss = await idp.issuer();
       const [org] = await own.db('organisations').insert({ name: 'Prev' }).returning<Array<{ id: number }>>('id');
-      const [project] = await own.db('projects')
+      const [project] = await own
+        .db('projects')
         .insert({ organisation_id: org?.id, name: 'Prev', environment: 'testnet', issuer: iss.issuer, wallet_webhook_secret_enc: 'unused-by-this-test' })
         .returning<Array<{ id: number }>>('id');
       // Keys of that release, in a store without an owner marker.
@@ -231,7 +259,17 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         const keyId = `0000000${i}-0000-5000-8000-00000000000${i}`;
         const made = await creator.create(keyId, `wallet:${i + 1}`, '00000000-0000-4000-8000-000000000000');
         legacy.push({ email, keyId, address: made.address });
-        await own.db('wallets').insert({ id: i + 1, project_id: project?.id, email, email_lower: email.toLowerCase(), address: made.address, key_id: keyId, activated_at: new Date() });
+        await own
+          .db('wallets')
+          .insert({
+            id: i + 1,
+            project_id: project?.id,
+            email,
+            email_lower: email.toLowerCase(),
+            address: made.address,
+            key_id: keyId,
+            activated_at: new Date(),
+          });
       }
       await own.db('wallets').insert({ id: 3, project_id: project?.id, email: 'pending@example.com', email_lower: 'pending@example.com' });
       await own.db.raw(`SELECT setval('wallets_id_seq', 3)`);

@@ -12,7 +12,14 @@ function sink(): { stream: Writable; lines: () => Array<Record<string, unknown>>
       done();
     },
   });
-  return { stream, lines: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    stream,
+    lines: () =>
+      text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 describe('access line', () => {
@@ -77,7 +84,11 @@ describe('log blocks', () => {
     writer.write(line(101));
     writer.flushSync();
     expect(atExit).to.deep.equal([line(101)]);
-    const all = [...blocks, ...atExit].join('').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { i: number }).i);
+    const all = [...blocks, ...atExit]
+      .join('')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { i: number }).i);
     expect(all).to.deep.equal(Array.from({ length: 102 }, (_, i) => i));
   });
 });

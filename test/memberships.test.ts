@@ -75,7 +75,17 @@ describe('Memberships', () => {
       const [first, second] = res.body.memberships;
       expect(first).to.include({ membershipType: 'gym:gold', walletAddress: a, expiration: exp, transferable: true, status: 'active', revokedAt: null });
       expect(second).to.include({ membershipType: 'gym:silver', walletAddress: b, expiration: 0, transferable: false, status: 'active' });
-      expect(first).to.have.all.keys('tokenId', 'membershipType', 'walletAddress', 'expiration', 'transferable', 'status', 'issuedAt', 'updatedAt', 'revokedAt');
+      expect(first).to.have.all.keys(
+        'tokenId',
+        'membershipType',
+        'walletAddress',
+        'expiration',
+        'transferable',
+        'status',
+        'issuedAt',
+        'updatedAt',
+        'revokedAt',
+      );
       expect(first.tokenId).to.match(/^[1-9][0-9]*$/);
       expect(first.tokenId).not.to.equal(second.tokenId);
 
@@ -122,11 +132,20 @@ describe('Memberships', () => {
         [[{ membershipType: 'gym:gold', walletAddress: a, override: 1 }], '/0/override'],
         [[{ membershipType: 'gym:gold', walletAddress: a, color: 'red' }], '/0/color'],
         [[{ walletAddress: a }], '/0/membershipType'],
-        [[{ membershipType: 'gym:gold', walletAddress: a }, { membershipType: 'gym:gold', walletAddress: a.toLowerCase() }], '/1'],
+        [
+          [
+            { membershipType: 'gym:gold', walletAddress: a },
+            { membershipType: 'gym:gold', walletAddress: a.toLowerCase() },
+          ],
+          '/1',
+        ],
       ];
       for (const [body, path] of cases) {
         const res = await expectUnchanged(() => issue(t.admin, body), 400, 'validation_failed');
-        expect(res.body.errors.map((e: { path: string }) => e.path), JSON.stringify(body).slice(0, 200)).to.include(path);
+        expect(
+          res.body.errors.map((e: { path: string }) => e.path),
+          JSON.stringify(body).slice(0, 200),
+        ).to.include(path);
       }
       // Every problem of a batch is listed, item by item.
       const res = await issue(t.admin, [
@@ -146,7 +165,11 @@ describe('Memberships', () => {
       const tokenId = first.body.memberships[0].tokenId;
 
       const conflict = await expectUnchanged(
-        () => issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: b }, { membershipType: 'gym:gold', walletAddress: a.toLowerCase() }]),
+        () =>
+          issue(t.admin, [
+            { membershipType: 'gym:gold', walletAddress: b },
+            { membershipType: 'gym:gold', walletAddress: a.toLowerCase() },
+          ]),
         409,
         'already_member',
       );
@@ -155,7 +178,10 @@ describe('Memberships', () => {
       expect(conflict.body.errors[0].message).to.include(tokenId);
 
       // The same wallet may hold another type, and another wallet the same type.
-      const other = await issue(t.admin, [{ membershipType: 'gym:silver', walletAddress: a }, { membershipType: 'gym:gold', walletAddress: b }]);
+      const other = await issue(t.admin, [
+        { membershipType: 'gym:silver', walletAddress: a },
+        { membershipType: 'gym:gold', walletAddress: b },
+      ]);
       expect(other.status).to.equal(201);
 
       const exp = nowS() + 7200;
@@ -408,7 +434,11 @@ describe('Memberships', () => {
       expect(page1.body.memberships.map((m: { membershipType: string }) => m.membershipType)).to.deep.equal(['a:1', 'a:2']);
       const page2 = await t.admin.get(`/api/v1/membership/view?walletAddress=${a.toLowerCase()}&limit=2&cursor=${page1.body.nextCursor}`);
       const page3 = await t.admin.get(`/api/v1/membership/view?walletAddress=${a.toLowerCase()}&limit=2&cursor=${page2.body.nextCursor}`);
-      expect([...page2.body.memberships, ...page3.body.memberships].map((m: { membershipType: string }) => m.membershipType)).to.deep.equal(['b:1', 'b:2', 'b:3']);
+      expect([...page2.body.memberships, ...page3.body.memberships].map((m: { membershipType: string }) => m.membershipType)).to.deep.equal([
+        'b:1',
+        'b:2',
+        'b:3',
+      ]);
       expect(page3.body.nextCursor).to.equal(null);
       expect((await t.admin.get('/api/v1/membership/view?membershipType=b:1')).body.memberships).to.have.length(2);
       expect((await t.admin.get(`/api/v1/membership/view?membershipType=b:1&walletAddress=${a}`)).body.memberships).to.have.length(1);
@@ -478,7 +508,10 @@ describe('Memberships', () => {
       expect(statuses.filter((s) => s === 409)).to.have.length(19);
       expect(results.filter((r) => r.status === 409).map((r) => r.body.code)).to.satisfy((codes: string[]) => codes.every((c) => c === 'holder_mismatch'));
       const winner = results.find((r) => r.status === 200)?.body.walletAddress;
-      const row = await app.db('memberships').where({ id: Number(tokenId) }).first();
+      const row = await app
+        .db('memberships')
+        .where({ id: Number(tokenId) })
+        .first();
       expect(row.wallet_address).to.equal(winner);
       expect((await ledgerOf(t.project.id)).filter((r) => r.type === 'transfer')).to.have.length(1);
     });

@@ -62,10 +62,15 @@ describe('operators can see why: IdP and delivery failures are logged once per c
       const { app, receiver } = env;
       receiver.status = 500;
       const t = await createTenant(app.client);
-      const hook = await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, { url: `${receiver.url}/secret-path?token=do-not-log`, events: ['*'] });
+      const hook = await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, {
+        url: `${receiver.url}/secret-path?token=do-not-log`,
+        events: ['*'],
+      });
       expect(hook.status, hook.text).to.equal(201);
       for (let i = 0; i < 3; i++) {
-        const issued = await t.projectAdmin.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: `0x${String(i + 1).padStart(40, '0')}` }]);
+        const issued = await t.projectAdmin.post('/api/v1/membership/issue', [
+          { membershipType: 'gym:gold', walletAddress: `0x${String(i + 1).padStart(40, '0')}` },
+        ]);
         expect(issued.status).to.equal(201);
       }
       await until('attempts and retries', () => Promise.resolve(receiver.received.length >= 6));

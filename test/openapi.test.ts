@@ -125,7 +125,18 @@ describe('OpenAPI document and API reference', () => {
       }
     }
     // The rules of CONTRACT.md are in the document's prose, section by section.
-    for (const heading of ['Environments', 'Errors', 'Idempotent retries', 'Management authentication', 'Projects', 'Wallets', 'Memberships', 'Webhooks and events', 'Lists', 'Running it']) {
+    for (const heading of [
+      'Environments',
+      'Errors',
+      'Idempotent retries',
+      'Management authentication',
+      'Projects',
+      'Wallets',
+      'Memberships',
+      'Webhooks and events',
+      'Lists',
+      'Running it',
+    ]) {
       expect(doc.info.description).to.include(`## ${heading}`);
     }
   });
@@ -174,17 +185,45 @@ describe('OpenAPI document and API reference', () => {
     const requestId = new Headers({ 'x-request-id': 'r1' });
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 200, contentType: json, headers: requestId, body: org })).to.deep.equal([]);
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 200, contentType: json, headers: new Headers(), body: org })).to.have.length(1);
-    const problem = { type: 'urn:custody:problem:dependency_unavailable', title: 'Service Unavailable', status: 503, detail: 'd', code: 'dependency_unavailable', requestId: 'r1' };
+    const problem = {
+      type: 'urn:custody:problem:dependency_unavailable',
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'd',
+      code: 'dependency_unavailable',
+      requestId: 'r1',
+    };
     const problemJson = 'application/problem+json';
-    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 503, contentType: problemJson, headers: requestId, body: problem })).to.have.length(1);
-    expect(c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 503, contentType: problemJson, headers: new Headers({ 'x-request-id': 'r1', 'retry-after': '2' }), body: problem })).to.deep.equal([]);
+    expect(
+      c.check({ method: 'GET', path: '/api/v1/organisations/1', status: 503, contentType: problemJson, headers: requestId, body: problem }),
+    ).to.have.length(1);
+    expect(
+      c.check({
+        method: 'GET',
+        path: '/api/v1/organisations/1',
+        status: 503,
+        contentType: problemJson,
+        headers: new Headers({ 'x-request-id': 'r1', 'retry-after': '2' }),
+        body: problem,
+      }),
+    ).to.deep.equal([]);
     expect(c.check({ method: 'GET', path: '/api/v1/organisations/1/', status: 200, contentType: json, body: org })).to.deep.equal([]);
     // The concrete path wins over a template: failedDeliveries is not a webhook id.
-    expect(c.check({ method: 'GET', path: '/api/v1/project/3/webhooks/failedDeliveries', status: 200, contentType: json, body: { failedDeliveries: [], nextCursor: null } })).to.deep.equal([]);
+    expect(
+      c.check({
+        method: 'GET',
+        path: '/api/v1/project/3/webhooks/failedDeliveries',
+        status: 200,
+        contentType: json,
+        body: { failedDeliveries: [], nextCursor: null },
+      }),
+    ).to.deep.equal([]);
     // What the service really answers matches: a problem for a bad id, and a live list.
     const bad = await app.client.get('/api/v1/organisations/0');
     expect(bad.status).to.equal(400);
-    expect(c.check({ method: 'GET', path: '/api/v1/organisations/0', status: bad.status, contentType: bad.headers.get('content-type') ?? '', body: bad.body })).to.deep.equal([]);
+    expect(
+      c.check({ method: 'GET', path: '/api/v1/organisations/0', status: bad.status, contentType: bad.headers.get('content-type') ?? '', body: bad.body }),
+    ).to.deep.equal([]);
   });
 
   it('serves the reference page at /docs with its assets from the service itself (headless Chromium: loads, lists signin, no console errors)', async function () {

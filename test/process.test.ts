@@ -103,7 +103,13 @@ describe('the service as a process', function () {
       // A request in flight when SIGTERM arrives: its body is still being sent.
       const inFlight = new Promise<{ status: number; body: string }>((resolve, reject) => {
         const req = request(
-          { host: '127.0.0.1', port, method: 'POST', path: '/api/v1/organisations', headers: { authorization: `Bearer ${operatorToken}`, 'content-type': 'application/json' } },
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/api/v1/organisations',
+            headers: { authorization: `Bearer ${operatorToken}`, 'content-type': 'application/json' },
+          },
           (res) => {
             let body = '';
             res.on('data', (c: Buffer) => (body += c.toString()));
@@ -150,7 +156,10 @@ describe('the service as a process', function () {
       const ready = await new Client(`http://127.0.0.1:${port}`, null).get('/readyz');
       expect(ready.status).to.equal(200);
       expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok' });
-      const children = execFileSync('pgrep', ['-P', String(svc.proc.pid)], { encoding: 'utf8' }).trim().split('\n').map(Number);
+      const children = execFileSync('pgrep', ['-P', String(svc.proc.pid)], { encoding: 'utf8' })
+        .trim()
+        .split('\n')
+        .map(Number);
       expect(children).to.have.length(1);
       const alive = (pid: number) => {
         try {

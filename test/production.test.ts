@@ -25,7 +25,14 @@ describe('production means production end to end', function () {
     try {
       const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: db.url });
       expect(await migrate.exited, migrate.output()).to.equal(0);
-      const api = spawnService({ ...PRODUCTION, ROLE: 'api', PORT: String(await freePort()), DATABASE_URL: db.url, KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+      const api = spawnService({
+        ...PRODUCTION,
+        ROLE: 'api',
+        PORT: String(await freePort()),
+        DATABASE_URL: db.url,
+        KEYVAULT_URL: signer.url,
+        KEYVAULT_TOKEN: signer.token,
+      });
       expect(await api.exited, api.output()).to.equal(1);
       expect(api.output()).to.include('APP_ENV=production, but the signer uses the local development key store');
     } finally {
@@ -47,7 +54,7 @@ describe('production means production end to end', function () {
     }
   });
 
-  it('the signer child sees an allow-list of the environment: nothing of the API\'s or the platform\'s secrets', async () => {
+  it("the signer child sees an allow-list of the environment: nothing of the API's or the platform's secrets", async () => {
     const db = await scratchDatabase();
     const dir = mkdtempSync(path.join(tmpdir(), 'custody-allow-'));
     chmodSync(dir, 0o755);
@@ -70,9 +77,13 @@ describe('production means production end to end', function () {
         childPid = children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('keyvault')) ?? 0;
         return Promise.resolve(childPid > 0);
       });
-      const names = readFileSync(`/proc/${childPid}/environ`, 'utf8').split('\0').filter(Boolean).map((kv) => kv.slice(0, kv.indexOf('=')));
+      const names = readFileSync(`/proc/${childPid}/environ`, 'utf8')
+        .split('\0')
+        .filter(Boolean)
+        .map((kv) => kv.slice(0, kv.indexOf('=')));
       // NODE_CHANNEL_* are the IPC channel fork() opens (the child exits when its parent does).
-      for (const name of names) expect(SIGNER_ENV.test(name) || ['KEYVAULT_LISTEN', 'KEYVAULT_TOKEN'].includes(name) || name.startsWith('NODE_CHANNEL_'), name).to.equal(true);
+      for (const name of names)
+        expect(SIGNER_ENV.test(name) || ['KEYVAULT_LISTEN', 'KEYVAULT_TOKEN'].includes(name) || name.startsWith('NODE_CHANNEL_'), name).to.equal(true);
       expect(names).to.include.members(['KEYVAULT_LISTEN', 'KEYVAULT_TOKEN', 'APP_ENV', 'KEYVAULT_KEYGEN_THREADS']);
       for (const absent of ['DATABASE_URL', 'OPERATOR_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'REDIS_URL', 'SOMETHING_NOBODY_THOUGHT_OF', 'DATA_ENCRYPTION_KEY']) {
         expect(names, absent).not.to.include(absent);
@@ -85,7 +96,7 @@ describe('production means production end to end', function () {
     }
   });
 
-  it('the allow-list covers every variable the signer\'s configuration reads', () => {
+  it("the allow-list covers every variable the signer's configuration reads", () => {
     const source = readFileSync(fileURLToPath(new URL('../../keyvault/config.ts', import.meta.url)), 'utf8');
     const read = [...source.matchAll(/(?:plain|secret|int)\('([A-Z0-9_]+)'/g)].map((m) => m[1] ?? '');
     expect(read.length).to.be.greaterThan(15);

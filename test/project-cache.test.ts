@@ -13,7 +13,13 @@ import { createOrganisation, createProject, type Project } from './helpers/facto
 import type { TestIdp, TestIssuer } from './helpers/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
-const project = (id: number): CallerProject => ({ id, organisation_id: 1, issuer: 'https://idp.example.com', wallet_webhook_url: null, require_verified_email: true });
+const project = (id: number): CallerProject => ({
+  id,
+  organisation_id: 1,
+  issuer: 'https://idp.example.com',
+  wallet_webhook_url: null,
+  require_verified_email: true,
+});
 
 describe('project-key cache', function () {
   this.timeout(60_000);
@@ -151,11 +157,15 @@ describe('project-key cache', function () {
      * change arriving during a look-up keeps that look-up's answer out, as it should).
      */
     const warm = (app: TestApp, key: string, jwt: string) =>
-      until('the key cached', async () => {
-        const res = await signIn(app, key, jwt);
-        expect(res.status, res.text).to.equal(200);
-        return cached(app, key);
-      }, 10_000);
+      until(
+        'the key cached',
+        async () => {
+          const res = await signIn(app, key, jwt);
+          expect(res.status, res.text).to.equal(200);
+          return cached(app, key);
+        },
+        10_000,
+      );
 
     it('answers a known key from the cache: a change made behind its back (no notification) is not seen until one comes', async () => {
       const { project: p, jwt } = await setup();
@@ -174,7 +184,7 @@ describe('project-key cache', function () {
       expect(cached(b, p.projectKey)).to.equal(undefined);
     });
 
-    it("a project deleted through one process is refused at once by it and, by notification, by the other", async () => {
+    it('a project deleted through one process is refused at once by it and, by notification, by the other', async () => {
       const { project: p, jwt } = await setup();
       expect((await warm(a, p.projectKey, jwt)).id).to.equal(p.id);
       expect((await warm(b, p.projectKey, jwt)).id).to.equal(p.id);

@@ -31,7 +31,16 @@ describe('projects', () => {
     const got = await app.client.get(`/api/v1/project/${res.body.id}`);
     expect(got.status).to.equal(200);
     expect(got.body).to.have.all.keys(
-      'id', 'organisationId', 'name', 'environment', 'issuer', 'walletWebhookUrl', 'requireVerifiedEmail', 'createdAt', 'updatedAt', 'deletedAt',
+      'id',
+      'organisationId',
+      'name',
+      'environment',
+      'issuer',
+      'walletWebhookUrl',
+      'requireVerifiedEmail',
+      'createdAt',
+      'updatedAt',
+      'deletedAt',
     );
     expect(got.text).not.to.include(res.body.projectKey);
     expect(got.text).not.to.include(res.body.walletWebhookSecret);
@@ -63,7 +72,13 @@ describe('projects', () => {
 
   it('accepts only https issuers and sane webhook URLs', async () => {
     const org = await createOrganisation(app.client);
-    for (const issuer of ['http://idp.example.com', 'idp.example.com', 'https://user:pw@idp.example.com', 'https://idp.example.com?x=1', ' https://idp.example.com']) {
+    for (const issuer of [
+      'http://idp.example.com',
+      'idp.example.com',
+      'https://user:pw@idp.example.com',
+      'https://idp.example.com?x=1',
+      ' https://idp.example.com',
+    ]) {
       const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer });
       expect(r.status, issuer).to.equal(400);
       expect(r.body.errors[0].path).to.equal('/issuer');
@@ -83,7 +98,11 @@ describe('projects', () => {
     });
     try {
       const org = await createOrganisation(prod.client);
-      const http = await prod.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookUrl: 'http://hooks.example.com' });
+      const http = await prod.client.post(`/api/v1/organisations/${org.id}/projects`, {
+        name: 'p',
+        issuer: 'https://idp.example.com',
+        walletWebhookUrl: 'http://hooks.example.com',
+      });
       expect(http.status).to.equal(400);
       const ok = await createProject(prod.client, org.id, { walletWebhookUrl: 'https://hooks.example.com' });
       expect(ok.projectKey).to.match(/^pk_live_/);

@@ -23,12 +23,19 @@ describe('outbox retention', () => {
       next_attempt_at: status === 'done' ? null : app.db.fn.now(),
       created_at: app.db.raw(`now() - make_interval(days => ?)`, [ageDays]),
     });
-    const ids: Array<{ id: number }> = await app.db('outbox')
+    const ids: Array<{ id: number }> = await app
+      .db('outbox')
       .insert([row('done', 10), row('done', 2), row('failed', 30), row('pending', 30)])
       .returning('id');
     const deleted = await pruneOutbox(app.db, 7);
     expect(deleted).to.be.at.least(1);
-    const left: Array<{ status: string }> = await app.db('outbox').whereIn('id', ids.map((r) => r.id)).select('status');
+    const left: Array<{ status: string }> = await app
+      .db('outbox')
+      .whereIn(
+        'id',
+        ids.map((r) => r.id),
+      )
+      .select('status');
     expect(left.map((r) => r.status).sort()).to.deep.equal(['done', 'failed', 'pending']);
   });
 });

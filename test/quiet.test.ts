@@ -48,16 +48,14 @@ describe('a soft-deleted organisation goes quiet, and resumes after undelete wit
 
     const undeleted = await app.client.post(`/api/v1/organisations/${t.org.id}/undelete`);
     expect(undeleted.status, undeleted.text).to.equal(200);
-    await until('the retry and the held event after undelete', () =>
-      Promise.resolve(mine().length >= before + 2),
-    );
+    await until('the retry and the held event after undelete', () => Promise.resolve(mine().length >= before + 2));
     const types = mine()
       .slice(before)
       .map((r) => (JSON.parse(r.body) as { type: string }).type);
     expect(types).to.include.members(['membership.issued', 'membership.revoked']);
   });
 
-  it('the expiry scheduler passes over a deleted organisation\'s memberships until undelete', async () => {
+  it("the expiry scheduler passes over a deleted organisation's memberships until undelete", async () => {
     const t = await createTenant(app.client);
     const expiration = Math.floor(Date.now() / 1000) + 3_600;
     const issued = await t.projectAdmin.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: address(), expiration }]);

@@ -83,7 +83,7 @@ describe('rate limits, off and degraded', () => {
     }
   });
 
-  it('keeps limiting on each process\'s own counts (and logs it) when Redis is unreachable; never a 5xx', async () => {
+  it("keeps limiting on each process's own counts (and logs it) when Redis is unreachable; never a 5xx", async () => {
     const app = await startApp({ RATE_LIMIT_TOKEN: '2', RATE_LIMIT_FLUSH_MS: '10', REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
     try {
       const t = await createTenant(app.client);
@@ -110,7 +110,12 @@ for (const backend of ['postgresql', 'redis'] as const) {
     before(async () => {
       store = backend === 'redis' ? new RedisRateLimitStore(REDIS_URL, `custody-test:${randomUUID()}`) : new PgRateLimitStore(testDb());
       // Redis is used without an offline queue: wait until the connection is up.
-      await until('the store answers', () => store.add([{ key: 'warm-up', windowStart: 0, hits: 1 }], 60).then(() => true, () => false));
+      await until('the store answers', () =>
+        store.add([{ key: 'warm-up', windowStart: 0, hits: 1 }], 60).then(
+          () => true,
+          () => false,
+        ),
+      );
     });
     after(() => store.close());
 
@@ -134,7 +139,7 @@ for (const backend of ['postgresql', 'redis'] as const) {
       await limiter.close();
     });
 
-    it('two processes on one store overshoot by at most one flush interval\'s hits each', async () => {
+    it("two processes on one store overshoot by at most one flush interval's hits each", async () => {
       const c = clock(2_000_000 * 60 + 1);
       const a = new RateLimiter(store, 60, silent, c.now, 0);
       const b = new RateLimiter(store, 60, silent, c.now, 0);

@@ -8,7 +8,9 @@ import { recordAad } from '../src/http/idempotency.js';
 
 /** Every row of every table as text (PostgreSQL's own rendering of each row). */
 async function everyRow(app: TestApp): Promise<string> {
-  const { rows: tables } = await app.db.raw<{ rows: Array<{ tablename: string }> }>(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`);
+  const { rows: tables } = await app.db.raw<{ rows: Array<{ tablename: string }> }>(
+    `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`,
+  );
   const parts: string[] = [];
   for (const { tablename } of tables) {
     const { rows } = await app.db.raw<{ rows: Array<{ r: string }> }>(`SELECT t::text AS r FROM ?? t`, [tablename]);
@@ -27,13 +29,21 @@ describe('no secret at rest in clear, anywhere', function () {
 
   it('every kind of shown-once secret, made through idempotent requests, is in no column of any table and in no log line; replays still answer it', async () => {
     const idem = () => ({ headers: { 'idempotency-key': randomUUID() } });
-    const secrets: Array<[string, string]> = [['operator token', app.operatorToken], ['signer bearer secret', sharedSigner().token], ['data encryption key', app.dataEncryptionKey.toString('base64')]];
+    const secrets: Array<[string, string]> = [
+      ['operator token', app.operatorToken],
+      ['signer bearer secret', sharedSigner().token],
+      ['data encryption key', app.dataEncryptionKey.toString('base64')],
+    ];
 
     const orgOpts = idem();
     const org = await app.client.post<Json>('/api/v1/organisations', { name: 'Secrets' }, orgOpts);
     expect(org.status).to.equal(201);
     const projectOpts = idem();
-    const project = await app.client.post<Json>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' }, projectOpts);
+    const project = await app.client.post<Json>(
+      `/api/v1/organisations/${org.body.id}/projects`,
+      { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' },
+      projectOpts,
+    );
     expect(project.status, project.text).to.equal(201);
     secrets.push(['project key', project.body.projectKey], ['wallet webhook secret', project.body.walletWebhookSecret]);
     const tokenOpts = idem();
@@ -50,7 +60,11 @@ describe('no secret at rest in clear, anywhere', function () {
     expect(hook.status, hook.text).to.equal(201);
     secrets.push(['subscription secret', hook.body.secret]);
     const given = `whsec_${Buffer.alloc(32, 5).toString('base64')}`;
-    const hookGiven = await app.client.post<Json>(`/api/v1/project/${project.body.id}/webhooks`, { url: 'https://hooks.example.com/g', events: ['*'], secret: given }, idem());
+    const hookGiven = await app.client.post<Json>(
+      `/api/v1/project/${project.body.id}/webhooks`,
+      { url: 'https://hooks.example.com/g', events: ['*'], secret: given },
+      idem(),
+    );
     expect(hookGiven.status, hookGiven.text).to.equal(201);
     secrets.push(['subscription secret given by the caller', given]);
     const hookRotated = await app.client.post<Json>(`/api/v1/project/${project.body.id}/webhooks/${hook.body.id}/secret`, undefined, idem());
@@ -74,13 +88,21 @@ describe('no secret at rest in clear, anywhere', function () {
     const again = await app.client.post<Json>(`/api/v1/organisations/${org.body.id}/tokens`, { name: 't', role: 'admin' }, tokenOpts);
     expect(again.headers.get('idempotent-replayed')).to.equal('true');
     expect(again.body.token).to.equal(token.body.token);
-    const projectAgain = await app.client.post<Json>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' }, projectOpts);
+    const projectAgain = await app.client.post<Json>(
+      `/api/v1/organisations/${org.body.id}/projects`,
+      { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' },
+      projectOpts,
+    );
     expect(projectAgain.body.projectKey).to.equal(project.body.projectKey);
-    const hookAgain = await app.client.post<Json>(`/api/v1/project/${project.body.id}/webhooks`, { url: 'https://hooks.example.com/s', events: ['*'] }, hookOpts);
+    const hookAgain = await app.client.post<Json>(
+      `/api/v1/project/${project.body.id}/webhooks`,
+      { url: 'https://hooks.example.com/s', events: ['*'] },
+      hookOpts,
+    );
     expect(hookAgain.body.secret).to.equal(hook.body.secret);
   });
 
-  it('a sealed answer is bound to its record: under another record\'s binding it does not open', async () => {
+  it("a sealed answer is bound to its record: under another record's binding it does not open", async () => {
     const first = await app.client.post<Json>('/api/v1/organisations', { name: 'Bound' }, { headers: { 'idempotency-key': 'bound-1' } });
     expect(first.status).to.equal(201);
     const { rows } = await app.db.raw<{ rows: Array<{ principal: string; fingerprint: string; response_body: string }> }>(

@@ -27,7 +27,11 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     idp = await TestIdp.start();
     caDir = mkdtempSync(path.join(tmpdir(), 'custody-ca-'));
     writeFileSync(path.join(caDir, 'ca.pem'), idp.caPem);
-    app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', RELAY_POLL_MS: '100', JWKS_REFETCH_INTERVAL_MS: '0' }, undefined, { relay: true });
+    app = await startApp(
+      { OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', RELAY_POLL_MS: '100', JWKS_REFETCH_INTERVAL_MS: '0' },
+      undefined,
+      { relay: true },
+    );
     receiver = await Receiver.start();
   });
   after(async () => {
@@ -114,14 +118,19 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     await expectCheck(await iss.sign({ email: undefined }, { audience: AUDIENCE }), /^email:/);
     const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
     await expectCheck(`${b64({ alg: 'none' })}.${b64({ iss: iss.issuer, aud: AUDIENCE, exp: 9_999_999_999, email: 'x@example.com' })}.`, /^alg:/);
-    await expectCheck(`${b64({ alg: 'HS256', kid: iss.keys[0]!.kid })}.${b64({ iss: iss.issuer, aud: AUDIENCE, exp: 9_999_999_999, email: 'x@example.com' })}.c2ln`, /^alg:/);
+    await expectCheck(
+      `${b64({ alg: 'HS256', kid: iss.keys[0]!.kid })}.${b64({ iss: iss.issuer, aud: AUDIENCE, exp: 9_999_999_999, email: 'x@example.com' })}.c2ln`,
+      /^alg:/,
+    );
     await expectCheck(await iss.sign({ email_verified: false }, { audience: AUDIENCE }), /^email_verified:/);
 
     // Unknown kid, then the IdP rotates: one re-fetch finds the new key.
     const rotated = await setup({ requireVerifiedEmail: false });
     expect((await call('signin', await rotated.iss.sign({}, { audience: AUDIENCE }), { key: rotated.project.projectKey })).status).to.equal(200);
     const newKey = await rotated.iss.rotate();
-    const after = await call('signin', await rotated.iss.sign({ email: 'second@example.com' }, { audience: AUDIENCE, key: newKey }), { key: rotated.project.projectKey });
+    const after = await call('signin', await rotated.iss.sign({ email: 'second@example.com' }, { audience: AUDIENCE, key: newKey }), {
+      key: rotated.project.projectKey,
+    });
     expect(after.status, after.text).to.equal(200);
 
     const notArray = await setup();
@@ -165,7 +174,10 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     const { iss, project } = await setup();
     const jwt = await iss.sign({ email: 'crowd@example.com' }, { audience: AUDIENCE });
     const answers = await Promise.all(Array.from({ length: 50 }, () => call('signin', jwt, { key: project.projectKey })));
-    expect(answers.every((a) => a.status === 200), answers.map((a) => a.status).join(',')).to.equal(true);
+    expect(
+      answers.every((a) => a.status === 200),
+      answers.map((a) => a.status).join(','),
+    ).to.equal(true);
     expect(new Set(answers.map((a) => a.body.walletId)).size).to.equal(1);
     expect(answers.filter((a) => a.body.isNew === true)).to.have.length(1);
     expect(await app.db('wallets').where({ project_id: project.id })).to.have.length(1);
@@ -188,7 +200,10 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     receiver.status = 204;
     const before = receiver.received.length;
     const { iss, project } = await setup({ walletWebhookUrl: receiver.url });
-    const res = await call('createasync', await iss.sign({ email: 'async@example.com' }, { audience: AUDIENCE }), { key: project.projectKey, token: 'corr-42' });
+    const res = await call('createasync', await iss.sign({ email: 'async@example.com' }, { audience: AUDIENCE }), {
+      key: project.projectKey,
+      token: 'corr-42',
+    });
     expect(res.status).to.equal(202);
     expect(res.body).to.deep.equal({ status: 'accepted' });
     const [delivery] = (await receiver.waitFor(before + 1)).slice(before);
@@ -219,7 +234,16 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
       await new Promise((r) => setTimeout(r, 100));
     }
     const [record] = failed!.body.failedDeliveries;
-    expect(record).to.include({ kind: 'wallet', webhookId: null, event: 'wallet.created', url: receiver.url, attempts: 1, lastStatus: 500, lastError: 'http_status', lastResponseBody: 'receiver says no' });
+    expect(record).to.include({
+      kind: 'wallet',
+      webhookId: null,
+      event: 'wallet.created',
+      url: receiver.url,
+      attempts: 1,
+      lastStatus: 500,
+      lastError: 'http_status',
+      lastResponseBody: 'receiver says no',
+    });
     expect(record!['payload']).to.deep.include({ walletId: first.body.walletId, emailAddress: 'unlucky@example.com' });
     const firstId = receiver.received[before]!.headers['webhook-id'];
 
@@ -288,7 +312,18 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
       const good = await app.client.post(`/api/v1/project/${project.id}/issuer/check`, { token: await iss.sign({}, { audience: AUDIENCE }) });
       expect(good.status).to.equal(200);
       expect(good.body.ok).to.equal(true);
-      expect(good.body.checks.map((c: { name: string }) => c.name)).to.deep.equal(['discovery', 'jwks', 'alg', 'kid', 'signature', 'iss', 'aud', 'exp', 'email', 'email_verified']);
+      expect(good.body.checks.map((c: { name: string }) => c.name)).to.deep.equal([
+        'discovery',
+        'jwks',
+        'alg',
+        'kid',
+        'signature',
+        'iss',
+        'aud',
+        'exp',
+        'email',
+        'email_verified',
+      ]);
       const bad = await app.client.post(`/api/v1/project/${project.id}/issuer/check`, {
         token: await iss.sign({ email: undefined }, { audience: 'urn:wrong', expiresIn: Math.floor(Date.now() / 1000) - 3600 }),
       });
@@ -363,7 +398,9 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
         const iss = await idp.issuer();
         const org = await createOrganisation(app.client);
         const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: url });
-        expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(200);
+        expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(
+          200,
+        );
         let record: Record<string, unknown> | undefined;
         for (let i = 0; i < 100 && !record; i++) {
           record = (await app.client.get(`/api/v1/project/${project.id}/webhooks/failedDeliveries`)).body.failedDeliveries[0];
@@ -380,16 +417,16 @@ describe('wallets: issuer check, SSRF and dependency failures', function () {
   it('retries a failed wallet webhook in the background on the configured schedule', async () => {
     const receiver = await Receiver.start();
     receiver.status = 503;
-    const app = await startApp(
-      { OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WEBHOOK_RETRY_SCHEDULE: '0,300,300,300', RELAY_POLL_MS: '50' },
-      undefined,
-      { relay: true },
-    );
+    const app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), WEBHOOK_RETRY_SCHEDULE: '0,300,300,300', RELAY_POLL_MS: '50' }, undefined, {
+      relay: true,
+    });
     try {
       const iss = await idp.issuer();
       const org = await createOrganisation(app.client);
       const project = await createProject(app.client, org.id, { issuer: iss.issuer, walletWebhookUrl: receiver.url });
-      expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(200);
+      expect((await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({}, { audience: AUDIENCE }) })).status).to.equal(
+        200,
+      );
       await receiver.waitFor(2);
       receiver.status = 200;
       const got = await receiver.waitFor(3);

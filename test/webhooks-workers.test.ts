@@ -96,12 +96,16 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
       for (let i = 0; i < 2; i++) expect((await t.projectAdmin.post('/api/v1/membership/issue', items(1_000))).status).to.equal(201);
 
       // Deliveries that succeed at once leave no row: the receiver is the record.
-      await until('6,000 deliveries received and nothing left to do', async () => {
-        const { rows } = await db.raw<{ rows: Array<{ open: number }> }>(
-          `SELECT count(*)::int AS open FROM outbox WHERE status <> 'done' AND kind IN ('event', 'delivery')`,
-        );
-        return receiver.received.length >= 6_000 && rows[0]?.open === 0;
-      }, 150_000);
+      await until(
+        '6,000 deliveries received and nothing left to do',
+        async () => {
+          const { rows } = await db.raw<{ rows: Array<{ open: number }> }>(
+            `SELECT count(*)::int AS open FROM outbox WHERE status <> 'done' AND kind IN ('event', 'delivery')`,
+          );
+          return receiver.received.length >= 6_000 && rows[0]?.open === 0;
+        },
+        150_000,
+      );
       await new Promise((r) => setTimeout(r, 500));
       const ids = receiver.received.map((r) => r.headers['webhook-id']);
       expect(ids).to.have.length(6_000);

@@ -18,39 +18,39 @@ const envelope = (r: Received) => JSON.parse(r.body) as { id: string; type: stri
 
 describe('Project webhooks in production', () => {
   it('in production: https only, and a URL pointing to a private address is refused at creation and at connect time', async () => {
-      const env = {
-        APP_ENV: 'production',
-        SERVICE_AUDIENCE: 'urn:custody:prod',
-        OPERATOR_TOKEN: `op_${randomBytes(24).toString('hex')}`,
-        DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-        WEBHOOK_RETRY_SCHEDULE: '0',
-        RELAY_POLL_MS: '50',
-      };
-      // One deployment lets customers use 127.0.0.0/8 (a private network of theirs); the other does not.
-      const allowing = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '127.0.0.0/8' });
-      const strict = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '' }, undefined, { relay: true });
-      try {
-        const t = await createTenant(strict.client);
-        const hooks = `/api/v1/project/${t.project.id}/webhooks`;
-        for (const url of ['http://hooks.example.com/in', 'https://127.0.0.1/in', 'https://localhost/in', 'https://[::1]/in', 'https://169.254.169.254/latest']) {
-          const res = await t.projectAdmin.post(hooks, { url, events: ['*'] });
-          expect(res.status, url).to.equal(400);
-          expect(res.body.errors[0].path).to.equal('/url');
-        }
-        const viaAllowing = new Client(allowing.url, t.tokens.projectAdmin.token);
-        const sub = await viaAllowing.post(hooks, { url: 'https://127.0.0.1:9/in', events: ['webhook.test'] });
-        expect(sub.status, sub.text).to.equal(201);
-        // The strict deployment's relay refuses to connect.
-        expect((await t.projectAdmin.post(`${hooks}/${sub.body.id}/test`)).status).to.equal(202);
-        const failed = await until('the failed delivery', async () => {
-          const res = await t.projectAdmin.get(`${hooks}/failedDeliveries`);
-          return res.body.failedDeliveries[0];
-        });
-        expect(failed).to.include({ kind: 'subscription', webhookId: sub.body.id, event: 'webhook.test', lastError: 'ssrf_blocked', lastStatus: null });
-      } finally {
-        await allowing.close();
-        await strict.close();
+    const env = {
+      APP_ENV: 'production',
+      SERVICE_AUDIENCE: 'urn:custody:prod',
+      OPERATOR_TOKEN: `op_${randomBytes(24).toString('hex')}`,
+      DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      WEBHOOK_RETRY_SCHEDULE: '0',
+      RELAY_POLL_MS: '50',
+    };
+    // One deployment lets customers use 127.0.0.0/8 (a private network of theirs); the other does not.
+    const allowing = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '127.0.0.0/8' });
+    const strict = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '' }, undefined, { relay: true });
+    try {
+      const t = await createTenant(strict.client);
+      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      for (const url of ['http://hooks.example.com/in', 'https://127.0.0.1/in', 'https://localhost/in', 'https://[::1]/in', 'https://169.254.169.254/latest']) {
+        const res = await t.projectAdmin.post(hooks, { url, events: ['*'] });
+        expect(res.status, url).to.equal(400);
+        expect(res.body.errors[0].path).to.equal('/url');
       }
+      const viaAllowing = new Client(allowing.url, t.tokens.projectAdmin.token);
+      const sub = await viaAllowing.post(hooks, { url: 'https://127.0.0.1:9/in', events: ['webhook.test'] });
+      expect(sub.status, sub.text).to.equal(201);
+      // The strict deployment's relay refuses to connect.
+      expect((await t.projectAdmin.post(`${hooks}/${sub.body.id}/test`)).status).to.equal(202);
+      const failed = await until('the failed delivery', async () => {
+        const res = await t.projectAdmin.get(`${hooks}/failedDeliveries`);
+        return res.body.failedDeliveries[0];
+      });
+      expect(failed).to.include({ kind: 'subscription', webhookId: sub.body.id, event: 'webhook.test', lastError: 'ssrf_blocked', lastStatus: null });
+    } finally {
+      await allowing.close();
+      await strict.close();
+    }
   });
 });
 
@@ -86,7 +86,10 @@ describe('Project webhooks', () => {
   }
 
   const issue = (t: Tenant, n = 1) =>
-    t.admin.post('/api/v1/membership/issue', Array.from({ length: n }, () => ({ membershipType: 'gym:gold', walletAddress: address() })));
+    t.admin.post(
+      '/api/v1/membership/issue',
+      Array.from({ length: n }, () => ({ membershipType: 'gym:gold', walletAddress: address() })),
+    );
 
   /** What this tenant's subscriptions received so far (the receiver is shared; the query string names the project). */
   const receivedBy = (t: Tenant, target = receiver) => target.received.filter((r) => JSON.parse(r.body).projectId === t.project.id);
@@ -98,7 +101,18 @@ describe('Project webhooks', () => {
       const t = await tenant();
       const created = await t.admin.post(t.hooks, { url: 'https://hooks.example.com/in', events: ['membership.issued', 'wallet.created'] });
       expect(created.status, created.text).to.equal(201);
-      expect(created.body).to.have.all.keys('id', 'projectId', 'url', 'events', 'createdAt', 'updatedAt', 'deletedAt', 'disabledAt', 'disabledReason', 'secret');
+      expect(created.body).to.have.all.keys(
+        'id',
+        'projectId',
+        'url',
+        'events',
+        'createdAt',
+        'updatedAt',
+        'deletedAt',
+        'disabledAt',
+        'disabledReason',
+        'secret',
+      );
       expect(created.body.secret).to.match(/^whsec_[A-Za-z0-9+/]{43}=$/);
       const id = created.body.id as number;
       const stored = await app.db('webhook_subscriptions').where({ id }).first();
@@ -172,7 +186,10 @@ describe('Project webhooks', () => {
       ];
       for (const [body, path] of bad) {
         const res = await expectUnchanged(() => t.admin.post(t.hooks, body), 400, 'validation_failed');
-        expect(res.body.errors.map((e: { path: string }) => e.path), JSON.stringify(body).slice(0, 100)).to.include(path);
+        expect(
+          res.body.errors.map((e: { path: string }) => e.path),
+          JSON.stringify(body).slice(0, 100),
+        ).to.include(path);
       }
       const { id } = await subscribe(t);
       await expectUnchanged(() => t.admin.put(`${t.hooks}/${id}`, { events: ['nope'] }), 400, 'validation_failed');
@@ -232,7 +249,12 @@ describe('Project webhooks', () => {
         return { secret: ok[0], event: envelope(r), id: r.headers['webhook-id'] as string, body: r.body };
       });
       expect(verified.filter((v) => v.secret === issued.secret).map((v) => v.event.type)).to.deep.equal(['membership.issued']);
-      expect(verified.filter((v) => v.secret === all.secret).map((v) => v.event.type).sort()).to.deep.equal(['membership.issued', 'membership.updated', 'transaction.created']);
+      expect(
+        verified
+          .filter((v) => v.secret === all.secret)
+          .map((v) => v.event.type)
+          .sort(),
+      ).to.deep.equal(['membership.issued', 'membership.updated', 'transaction.created']);
       expect(new Set(verified.map((v) => v.id)).size).to.equal(4);
       // Both deliveries of membership.issued carry the same event (same envelope id, same bytes).
       const both = verified.filter((v) => v.event.type === 'membership.issued');
@@ -276,7 +298,10 @@ describe('Project webhooks', () => {
         expect(payload.data).to.deep.equal({});
       }
       // Past the overlap, only the new secret signs.
-      await app.db('webhook_subscriptions').where({ id: sub.id }).update({ secret_prev_expires_at: new Date(Date.now() - 1000) });
+      await app
+        .db('webhook_subscriptions')
+        .where({ id: sub.id })
+        .update({ secret_prev_expires_at: new Date(Date.now() - 1000) });
       await t.admin.post(`${t.hooks}/${sub.id}/test`);
       const second = await until('the second test delivery', () => receivedBy(t)[1]);
       expect(String(second.headers['webhook-signature']).split(' ')).to.have.length(1);
@@ -296,7 +321,20 @@ describe('Project webhooks', () => {
       const attempts = receivedBy(t);
       expect(attempts).to.have.length(3);
       expect(new Set(attempts.map((r) => r.headers['webhook-id']))).to.deep.equal(new Set([test.body.webhookId]));
-      expect(failed).to.have.all.keys('id', 'kind', 'webhookId', 'event', 'url', 'payload', 'attempts', 'lastStatus', 'lastError', 'lastResponseBody', 'lastAttemptAt', 'createdAt');
+      expect(failed).to.have.all.keys(
+        'id',
+        'kind',
+        'webhookId',
+        'event',
+        'url',
+        'payload',
+        'attempts',
+        'lastStatus',
+        'lastError',
+        'lastResponseBody',
+        'lastAttemptAt',
+        'createdAt',
+      );
       expect(failed).to.include({ kind: 'subscription', webhookId: sub.id, event: 'webhook.test', attempts: 3, lastStatus: 500, lastError: 'http_status' });
       expect(failed.lastResponseBody).to.have.length(16 * 1024);
       expect(failed.payload).to.deep.equal(JSON.parse(attempts[0]!.body));
@@ -308,7 +346,9 @@ describe('Project webhooks', () => {
       expect(retry.status).to.equal(202);
       await until('the re-sent delivery', () => (receivedBy(t).length === 4 ? true : undefined));
       expect(receivedBy(t)[3]?.headers['webhook-id']).to.equal(test.body.webhookId);
-      await until('an empty failed list', async () => ((await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries.length === 0 ? true : undefined));
+      await until('an empty failed list', async () =>
+        (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries.length === 0 ? true : undefined,
+      );
       await expectUnchanged(() => t.admin.post(`${t.hooks}/failedDeliveries/${failed.id}/retry`), 409, 'conflict');
 
       // A manual retry that fails again goes straight back to failed (one attempt, no new schedule).
@@ -351,10 +391,14 @@ describe('Project webhooks', () => {
         const refused = await subscribe(t, { events: ['webhook.test'], url: 'http://127.0.0.1:9/in' });
         await t.admin.post(`${t.hooks}/${hanging.id}/test`);
         await t.admin.post(`${t.hooks}/${refused.id}/test`);
-        const list = await until('two failed deliveries', async () => {
-          const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
-          return l.length === 2 ? l : undefined;
-        }, 30_000);
+        const list = await until(
+          'two failed deliveries',
+          async () => {
+            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+            return l.length === 2 ? l : undefined;
+          },
+          30_000,
+        );
         const errorOf = (id: number) => list.find((d) => d.webhookId === id)?.lastError as string;
         expect(errorOf(hanging.id)).to.equal('timeout');
         expect(errorOf(refused.id)).to.equal('connection');
@@ -404,14 +448,21 @@ describe('Project webhooks', () => {
         }
         // The load: 50 memberships (150 events) to a healthy subscription while those attempts run.
         await t.admin.post(t.hooks, { url: `${healthy.url}?t=${t.project.id}`, events: ['*'] });
-        const issued = await t.admin.post('/api/v1/membership/issue', Array.from({ length: 50 }, () => ({ membershipType: 'gym:gold', walletAddress: address() })));
+        const issued = await t.admin.post(
+          '/api/v1/membership/issue',
+          Array.from({ length: 50 }, () => ({ membershipType: 'gym:gold', walletAddress: address() })),
+        );
         expect(issued.status).to.equal(201);
         await until('150 healthy deliveries', () => (healthy.received.length >= 150 ? true : undefined), 30_000);
         expect(healthy.received).to.have.length(150);
-        const list = await until('three failed deliveries', async () => {
-          const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
-          return l.length === 3 ? l : undefined;
-        }, 30_000);
+        const list = await until(
+          'three failed deliveries',
+          async () => {
+            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+            return l.length === 3 ? l : undefined;
+          },
+          30_000,
+        );
         const of = (kind: string): Json => list.find((d) => d.webhookId === subs[kind]);
         expect(of('trickle').lastError).to.equal('timeout');
         expect(of('huge')).to.include({ lastError: 'http_status', lastStatus: 500 });

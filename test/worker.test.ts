@@ -38,10 +38,16 @@ describe('roles: api, worker and keyvault as separate processes', function () {
       const iss = await idp.issuer();
       const org = await client.post('/api/v1/organisations', { name: 'Roles' });
       const project = await client.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer, walletWebhookUrl: receiver.url });
-      const res = await client.post('/api/v1/wallets/createasync', { key: project.body.projectKey }, { token: await iss.sign({ email: 'roles@example.com' }, { audience: 'urn:custody:testnet' }) });
+      const res = await client.post(
+        '/api/v1/wallets/createasync',
+        { key: project.body.projectKey },
+        { token: await iss.sign({ email: 'roles@example.com' }, { audience: 'urn:custody:testnet' }) },
+      );
       expect(res.status).to.equal(202);
       const [delivery] = await receiver.waitFor(1, 30_000);
-      const payload = new Webhook(project.body.walletWebhookSecret).verify(delivery!.body, delivery!.headers as Record<string, string>) as { emailAddress: string };
+      const payload = new Webhook(project.body.walletWebhookSecret).verify(delivery!.body, delivery!.headers as Record<string, string>) as {
+        emailAddress: string;
+      };
       expect(payload.emailAddress).to.equal('roles@example.com');
       // The worker's own listener: health for the orchestrator, metrics for the scraper.
       const workerUrl = `http://127.0.0.1:${workerPort}`;

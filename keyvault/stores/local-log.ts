@@ -59,7 +59,10 @@ export class KeyLog {
           continue;
         }
         if (Date.now() > deadline) {
-          throw new SignerError('misconfigured', `the local key store in ${path.dirname(this.#file)} is in use by process ${holder}; run one signer per KEYVAULT_DATA_DIR`);
+          throw new SignerError(
+            'misconfigured',
+            `the local key store in ${path.dirname(this.#file)} is in use by process ${holder}; run one signer per KEYVAULT_DATA_DIR`,
+          );
         }
         await new Promise((r) => setTimeout(r, 100));
       }

@@ -59,7 +59,9 @@ export class VaultKeyStore implements KeyStore {
         plaintexts = takePlaintexts(answer);
         const shape = batchResults(JSON.parse(answer.toString('utf8')) as VaultBody, items.length, 'plaintext');
         let next = 0;
-        const results = shape.map((r) => (r instanceof Error ? r : (plaintexts[next++] ?? new SignerError('vault_unavailable', 'transit answered fewer plaintexts than results'))));
+        const results = shape.map((r) =>
+          r instanceof Error ? r : (plaintexts[next++] ?? new SignerError('vault_unavailable', 'transit answered fewer plaintexts than results')),
+        );
         if (next !== plaintexts.length) throw new SignerError('vault_unavailable', 'transit answered plaintexts out of shape');
         return results;
       } catch (err) {
@@ -118,13 +120,19 @@ export class VaultKeyStore implements KeyStore {
     } catch (err) {
       const code = (err as SignerError).code;
       if (code === 'not_found' || code === 'auth_failed' || code === 'invalid_request') {
-        throw new SignerError('misconfigured', `KV mount "${kvMount}" not found or not readable: enable it with \`vault secrets enable -path=${kvMount} kv-v2\``);
+        throw new SignerError(
+          'misconfigured',
+          `KV mount "${kvMount}" not found or not readable: enable it with \`vault secrets enable -path=${kvMount} kv-v2\``,
+        );
       }
       throw err;
     }
     const options = mount.data?.['options'] as Record<string, unknown> | null | undefined;
     if (mount.data?.['type'] !== 'kv' || options?.['version'] !== '2') {
-      throw new SignerError('misconfigured', `mount "${kvMount}" is not a KV version 2 engine: enable one with \`vault secrets enable -path=${kvMount} kv-v2\``);
+      throw new SignerError(
+        'misconfigured',
+        `mount "${kvMount}" is not a KV version 2 engine: enable one with \`vault secrets enable -path=${kvMount} kv-v2\``,
+      );
     }
     await this.#checkKvRetention(kvMount);
   }
@@ -137,7 +145,10 @@ export class VaultKeyStore implements KeyStore {
     } catch (err) {
       const code = (err as SignerError).code;
       if (code === 'not_found' || code === 'auth_failed' || code === 'invalid_request') {
-        throw new SignerError('misconfigured', `cannot read "${kvMount}/config" to check that key records are kept: grant the signer's policy \`read\` on it (scripts/vault-setup.sh does)`);
+        throw new SignerError(
+          'misconfigured',
+          `cannot read "${kvMount}/config" to check that key records are kept: grant the signer's policy \`read\` on it (scripts/vault-setup.sh does)`,
+        );
       }
       throw err;
     }

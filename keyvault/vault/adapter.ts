@@ -89,9 +89,7 @@ export class VaultAdapter {
       const body =
         auth.kind === 'approle'
           ? await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role_id: auth.roleId, secret_id: auth.secretId }))
-          : await this.#raw(() =>
-              this.#client.write(`auth/${auth.mount}/login`, { role: auth.role, jwt: readFileSync(auth.jwtFile, 'utf8').trim() }),
-            );
+          : await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role: auth.role, jwt: readFileSync(auth.jwtFile, 'utf8').trim() }));
       const token = (body as VaultBody).auth?.['client_token'];
       if (typeof token !== 'string') throw new SignerError('auth_failed', 'Vault login returned no token');
       this.#client.token = token;
@@ -107,15 +105,14 @@ export class VaultAdapter {
     if (ttlS <= 0) return; // a root or non-expiring token
     this.#renewal = setTimeout(
       () => {
-        const next =
-          renewable
-            ? this.#raw(() => this.#client.tokenRenewSelf()).then((b) => {
-                const auth = (b as VaultBody).auth;
-                this.#schedule(Number(auth?.['lease_duration'] ?? 0), auth?.['renewable'] === true);
-              })
-            : this.settings.auth.kind === 'token'
-              ? Promise.resolve()
-              : this.login();
+        const next = renewable
+          ? this.#raw(() => this.#client.tokenRenewSelf()).then((b) => {
+              const auth = (b as VaultBody).auth;
+              this.#schedule(Number(auth?.['lease_duration'] ?? 0), auth?.['renewable'] === true);
+            })
+          : this.settings.auth.kind === 'token'
+            ? Promise.resolve()
+            : this.login();
         next.catch((err: unknown) => {
           this.log.warn({ code: classify(err).code }, 'vault token renewal failed; logging in again');
           if (this.settings.auth.kind !== 'token') this.login().catch(() => undefined);

@@ -100,7 +100,10 @@ export class TestIssuer {
   }
 
   /** A signed token with sane defaults; `claims` and `header` override them. */
-  async sign(claims: JWTPayload & Record<string, unknown>, options: { audience: string; key?: SigningKey; expiresIn?: string | number; header?: Record<string, unknown> }): Promise<string> {
+  async sign(
+    claims: JWTPayload & Record<string, unknown>,
+    options: { audience: string; key?: SigningKey; expiresIn?: string | number; header?: Record<string, unknown> },
+  ): Promise<string> {
     const key = options.key ?? this.keys[this.keys.length - 1];
     if (!key) throw new Error('the issuer has no key');
     const jwt = new SignJWT({ email: 'user@example.com', email_verified: true, ...claims })

@@ -82,7 +82,11 @@ export function audited(): AppMiddleware {
 }
 
 export async function listAudit(db: Executor, organisationId: number, page: Page): Promise<AuditRow[]> {
-  return (await db<AuditRow>('audit_log').where('organisation_id', organisationId).where('id', '>', page.afterId).orderBy('id').limit(page.limit + 1));
+  return await db<AuditRow>('audit_log')
+    .where('organisation_id', organisationId)
+    .where('id', '>', page.afterId)
+    .orderBy('id')
+    .limit(page.limit + 1);
 }
 
 export const presentAudit = (r: AuditRow) => ({

@@ -36,25 +36,28 @@ export function auditEndpoints({ cursors }: RouteDeps): Declaration[] {
     declare(
       { method: 'GET', path: '/api/v1/organisations/:id/audit', auth: 'apiToken' },
       {
-      params: strictObject({ id: Id }),
-      query: strictObject({ ...PageQuery }),
-      doc: {
-        operationId: 'listAudit',
-        summary: "An organisation's audit log",
-        description: 'Every management write (actor, method and route, target, status, request id; ids only, never secrets) and every key creation. For the operator and the organisation\'s admin tokens.',
-        tag: 'Organisations',
-        responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
+        params: strictObject({ id: Id }),
+        query: strictObject({ ...PageQuery }),
+        doc: {
+          operationId: 'listAudit',
+          summary: "An organisation's audit log",
+          description:
+            "Every management write (actor, method and route, target, status, request id; ids only, never secrets) and every key creation. For the operator and the organisation's admin tokens.",
+          tag: 'Organisations',
+          responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { params, query }) => {
-      const p = principalOf(ctx);
-      const organisationId = Number(params.id);
-      // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.
-      if (!(await findOrganisation(ctx.state.db, p, organisationId, { includeDeleted: true }))) throw new NotFoundError('No such organisation.');
-      requireAdmin(p);
-      const list = `audit:${organisationId}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await listAudit(ctx.state.db, organisationId, page));
-      ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const p = principalOf(ctx);
+        const organisationId = Number(params.id);
+        // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.
+        if (!(await findOrganisation(ctx.state.db, p, organisationId, { includeDeleted: true }))) throw new NotFoundError('No such organisation.');
+        requireAdmin(p);
+        const list = `audit:${organisationId}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await listAudit(ctx.state.db, organisationId, page));
+        ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
+      },
+    ),
   ];
 }

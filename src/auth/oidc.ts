@@ -1,14 +1,5 @@
 import { jwtKeyCache } from '../metrics.js';
-import {
-  compactVerify,
-  createLocalJWKSet,
-  decodeJwt,
-  decodeProtectedHeader,
-  errors as joseErrors,
-  jwtVerify,
-  type JSONWebKeySet,
-  type JWTPayload,
-} from 'jose';
+import { compactVerify, createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { AppError } from '../errors.js';
 import type { EgressPolicy } from '../net/egress.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
@@ -84,8 +75,10 @@ export function uniqueTopLevelNames(json: string): boolean {
   let depth = 0;
   for (let i = 0; i < json.length; i++) {
     const c = json.charCodeAt(i);
-    if (c === 0x7b || c === 0x5b) depth++; // { [
-    else if (c === 0x7d || c === 0x5d) depth--; // } ]
+    if (c === 0x7b || c === 0x5b)
+      depth++; // { [
+    else if (c === 0x7d || c === 0x5d)
+      depth--; // } ]
     else if (c === 0x22) {
       // A string: find its closing quote, noting whether it has escapes.
       let j = i + 1;
@@ -185,15 +178,19 @@ export class OidcVerifier {
     }
     if (parsed.protocol !== 'https:') throw new InvalidTokenError(`${what}: must be fetched over https`);
     try {
-      const res = await outboundRequest(parsed, { method: 'GET', headers: { accept: 'application/json' } }, {
-        policy: this.options.egress,
-        connectTimeoutMs: this.options.fetchTimeoutMs,
-        timeoutMs: this.options.fetchTimeoutMs,
-        maxBodyBytes: MAX_DOCUMENT_BYTES,
-        refuseLarger: true,
-        extraCa: this.options.extraCa,
-        userAgent: 'custody-service/oidc',
-      });
+      const res = await outboundRequest(
+        parsed,
+        { method: 'GET', headers: { accept: 'application/json' } },
+        {
+          policy: this.options.egress,
+          connectTimeoutMs: this.options.fetchTimeoutMs,
+          timeoutMs: this.options.fetchTimeoutMs,
+          maxBodyBytes: MAX_DOCUMENT_BYTES,
+          refuseLarger: true,
+          extraCa: this.options.extraCa,
+          userAgent: 'custody-service/oidc',
+        },
+      );
       if (res.status !== 200) throw new InvalidTokenError(`${what}: answered HTTP ${res.status}`);
       return JSON.parse(res.body.toString('utf8')) as unknown;
     } catch (err) {
@@ -229,7 +226,8 @@ export class OidcVerifier {
       return { jwks, getKey: createLocalJWKSet(jwks), fetchedAt: now, lastRefetchAt: now };
     } catch (err) {
       // The caller sees 401; the operator sees why, once per issuer and cause.
-      if (err instanceof InvalidTokenError) this.options.failures?.warn(`oidc:${issuer}:${err.detail}`, { issuer, reason: err.detail }, `identity provider failed: ${issuer}`);
+      if (err instanceof InvalidTokenError)
+        this.options.failures?.warn(`oidc:${issuer}:${err.detail}`, { issuer, reason: err.detail }, `identity provider failed: ${issuer}`);
       throw err;
     }
   }
@@ -295,7 +293,8 @@ export class OidcVerifier {
       if (!safeText(claims['email'])) throw new InvalidTokenError('email: the claim holds a NUL or an unpaired surrogate');
     });
     await run('email_verified', () => {
-      if (project.requireVerifiedEmail && !emailVerified(claims['email_verified'])) throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
+      if (project.requireVerifiedEmail && !emailVerified(claims['email_verified']))
+        throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
     });
     return checks;
   }

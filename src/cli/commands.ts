@@ -51,7 +51,11 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
       const org = await c.createOrganisation(need(flags, 'org'));
       out.note(`created organisation ${org.id}`);
       const webhook = str(flags, 'wallet-webhook-url');
-      const project = await c.createProject(org.id, { name: need(flags, 'project'), issuer: need(flags, 'issuer'), ...(webhook ? { walletWebhookUrl: webhook } : {}) });
+      const project = await c.createProject(org.id, {
+        name: need(flags, 'project'),
+        issuer: need(flags, 'issuer'),
+        ...(webhook ? { walletWebhookUrl: webhook } : {}),
+      });
       out.note(`created project ${project.id}`);
       const token = await c.createToken(org.id, { name: str(flags, 'token-name') ?? 'admin', role: 'admin' });
       out.note(`created token ${token.id}; the project key, token and secret below are shown once: store them now`);
@@ -72,7 +76,9 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     summary: 'list the organisations the token sees',
     async run({ flags, out, client }) {
       const c = client();
-      const rows = await collect(c.all('organisations', (cursor) => c.listOrganisations({ showDeleted: flags['show-deleted'] === true, ...(cursor ? { cursor } : {}) })));
+      const rows = await collect(
+        c.all('organisations', (cursor) => c.listOrganisations({ showDeleted: flags['show-deleted'] === true, ...(cursor ? { cursor } : {}) })),
+      );
       out.table(rows, ['id', 'name', 'createdAt', 'deletedAt']);
       return 0;
     },
@@ -84,7 +90,11 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
       const role = str(flags, 'role') ?? 'admin';
       if (role !== 'admin' && role !== 'read') throw new UsageError('--role is admin or read');
       const project = str(flags, 'project');
-      const created = await client().createToken(id(str(flags, 'org'), '--org'), { name: need(flags, 'name'), role, ...(project ? { projectId: id(project, '--project') } : {}) });
+      const created = await client().createToken(id(str(flags, 'org'), '--org'), {
+        name: need(flags, 'name'),
+        role,
+        ...(project ? { projectId: id(project, '--project') } : {}),
+      });
       out.note('the token is shown once: store it now');
       out.record(created);
       return 0;
@@ -96,7 +106,9 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     async run({ flags, out, client }) {
       const c = client();
       const org = id(str(flags, 'org'), '--org');
-      const rows = await collect(c.all('tokens', (cursor) => c.listTokens(org, { showRevoked: flags['show-revoked'] === true, ...(cursor ? { cursor } : {}) })));
+      const rows = await collect(
+        c.all('tokens', (cursor) => c.listTokens(org, { showRevoked: flags['show-revoked'] === true, ...(cursor ? { cursor } : {}) })),
+      );
       out.table(rows, TOKEN_COLUMNS);
       return 0;
     },
@@ -183,7 +195,10 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
           out.note(`applying ${n + 1}/${pending.length}: ${name}`);
           applied.push(...(await runNextMigration(db)));
         }
-        out.table(applied.map((name) => ({ migration: name, status: 'applied' })), ['migration', 'status']);
+        out.table(
+          applied.map((name) => ({ migration: name, status: 'applied' })),
+          ['migration', 'status'],
+        );
         return 0;
       } finally {
         await db.destroy();

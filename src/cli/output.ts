@@ -25,7 +25,11 @@ export function output(json: boolean, out: NodeJS.WritableStream = process.stdou
       }
       const cells = rows.map((r) => columns.map((c) => cell(r[c])));
       const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]?.length ?? 0)));
-      const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+      const line = (values: string[]) =>
+        values
+          .map((v, i) => v.padEnd(widths[i] ?? 0))
+          .join('  ')
+          .trimEnd();
       out.write(`${line(columns)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${cells.map(line).join('\n')}\n`);
     },
     record(value) {
@@ -34,7 +38,11 @@ export function output(json: boolean, out: NodeJS.WritableStream = process.stdou
         return;
       }
       const width = Math.max(...Object.keys(value).map((k) => k.length));
-      out.write(`${Object.entries(value).map(([k, v]) => `${k.padEnd(width)}  ${cell(v)}`).join('\n')}\n`);
+      out.write(
+        `${Object.entries(value)
+          .map(([k, v]) => `${k.padEnd(width)}  ${cell(v)}`)
+          .join('\n')}\n`,
+      );
     },
     note(line) {
       err.write(`${line}\n`);

@@ -8,7 +8,16 @@ import type { AuditListOut } from '../audit/routes.js';
 import type { Problem as ProblemSchema } from '../http/schemas.js';
 import type { IssueBody, IssuedOut, MembershipList, MembershipOut, RevokeBody, TransferBody, ViewQuery } from '../memberships/schemas.js';
 import type { ListOrganisationsQuery, OrganisationList, OrganisationOut } from '../organisations/schemas.js';
-import type { CreateProjectBody, KeyRotated, ListProjectsQuery, ProjectCreated, ProjectList, ProjectOut, UpdateProjectBody, WalletWebhookSecretRotated } from '../projects/schemas.js';
+import type {
+  CreateProjectBody,
+  KeyRotated,
+  ListProjectsQuery,
+  ProjectCreated,
+  ProjectList,
+  ProjectOut,
+  UpdateProjectBody,
+  WalletWebhookSecretRotated,
+} from '../projects/schemas.js';
 import type { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../tokens/schemas.js';
 import type { Accepted, IssuerCheckOut, ListWalletsQuery, SignInOut, WalletList, WalletOut } from '../wallets/schemas.js';
 import type {
@@ -235,7 +244,11 @@ export class CustodyClient {
     return this.call<undefined>('deleteProject', { params: { projectId } });
   }
   rotateProjectKey(projectId: Id, graceSeconds?: number, options: WriteOptions = {}) {
-    return this.call<Out<typeof KeyRotated>>('rotateProjectKey', { params: { projectId }, body: graceSeconds === undefined ? {} : { graceSeconds }, ...options });
+    return this.call<Out<typeof KeyRotated>>('rotateProjectKey', {
+      params: { projectId },
+      body: graceSeconds === undefined ? {} : { graceSeconds },
+      ...options,
+    });
   }
   rotateWalletWebhookSecret(projectId: Id, options: WriteOptions = {}) {
     return this.call<Out<typeof WalletWebhookSecretRotated>>('rotateWalletWebhookSecret', { params: { projectId }, ...options });
@@ -270,7 +283,11 @@ export class CustodyClient {
     return this.call<undefined>('deleteWebhook', { params: { projectId, webhookId } });
   }
   rotateWebhookSecret(projectId: Id, webhookId: Id, secret?: string, options: WriteOptions = {}) {
-    return this.call<Out<typeof SecretOut>>('rotateWebhookSecret', { params: { projectId, webhookId }, body: secret === undefined ? {} : { secret }, ...options });
+    return this.call<Out<typeof SecretOut>>('rotateWebhookSecret', {
+      params: { projectId, webhookId },
+      body: secret === undefined ? {} : { secret },
+      ...options,
+    });
   }
   testWebhook(projectId: Id, webhookId: Id, options: WriteOptions = {}) {
     return this.call<Out<typeof TestSent>>('testWebhook', { params: { projectId, webhookId }, ...options });

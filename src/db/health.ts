@@ -7,7 +7,13 @@ export async function databaseReachable(db: Knex, timeoutMs: number): Promise<bo
     timer = setTimeout(() => resolve(false), timeoutMs);
   });
   try {
-    return await Promise.race([db.raw('SELECT 1').then(() => true, () => false), timeout]);
+    return await Promise.race([
+      db.raw('SELECT 1').then(
+        () => true,
+        () => false,
+      ),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }

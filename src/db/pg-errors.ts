@@ -19,9 +19,16 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   }
   // Deadlock or serialization failure: the database aborted this request in favour of a concurrent one.
   if (isTransientConflict(err)) {
-    return new AppError(503, 'dependency_unavailable', 'Service Unavailable', 'The request collided with a concurrent one and was rolled back; retry.', undefined, {
-      'Retry-After': '1',
-    });
+    return new AppError(
+      503,
+      'dependency_unavailable',
+      'Service Unavailable',
+      'The request collided with a concurrent one and was rolled back; retry.',
+      undefined,
+      {
+        'Retry-After': '1',
+      },
+    );
   }
   // Class 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now;
   // 53300: too many connections.
@@ -36,8 +43,7 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   return undefined;
 }
 
-export const isUniqueViolation = (err: unknown): boolean =>
-  typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
+export const isUniqueViolation = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
 
 /** 40P01 deadlock, 40001 serialization failure: safe to run the whole transaction again. */
 export const isTransientConflict = (err: unknown): boolean => {

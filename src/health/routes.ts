@@ -20,7 +20,9 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
         summary: 'Liveness: the process answers',
         tag: 'Operations',
         plain: true,
-        responses: { 200: { description: 'Alive.', schema: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }), example: { status: 'ok' } } },
+        responses: {
+          200: { description: 'Alive.', schema: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }), example: { status: 'ok' } },
+        },
       },
       (ctx) => {
         ctx.body = { status: 'ok' };
@@ -36,7 +38,8 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
           database: Type.Literal('ok'),
           signer: Type.Literal('ok'),
           keyStore: Type.Union([Type.Literal('ok'), Type.Literal('sealed'), Type.Literal('unavailable')], {
-            description: "The signer's key store (Vault). Not part of readiness: while it is sealed or unreachable only key creation answers 503 with Retry-After.",
+            description:
+              "The signer's key store (Vault). Not part of readiness: while it is sealed or unreachable only key creation answers 503 with Retry-After.",
           }),
         },
         { additionalProperties: false },
@@ -47,24 +50,31 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
   const readyDoc: OperationDoc = {
     operationId: 'getReadiness',
     summary: 'Readiness: the database and the signer process answer',
-    description: "What every endpoint needs. Vault's seal state is reported (`keyStore`) but does not make the service unready: a sealed Vault stops only the endpoints that create keys.",
+    description:
+      "What every endpoint needs. Vault's seal state is reported (`keyStore`) but does not make the service unready: a sealed Vault stops only the endpoints that create keys.",
     tag: 'Operations',
     plain: true,
-    errors: { 503: 'service_draining (shutting down) or dependency_unavailable (database, signer process, or, with APP_ENV=production, a signer on the development key store).' },
+    errors: {
+      503: 'service_draining (shutting down) or dependency_unavailable (database, signer process, or, with APP_ENV=production, a signer on the development key store).',
+    },
     responses: { 200: { description: 'Ready.', schema: Ready, example: { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore: 'ok' } } } },
   };
-  router.get('/readyz', describe(readyDoc, async (ctx) => {
-    if (lifecycle.draining) {
-      throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
-    }
-    const [database, signerHealth] = await Promise.all([databaseReachable(db, 2_000), signer.health()]);
-    if (!database) throw new DependencyUnavailableError('database');
-    if (!signerHealth.reachable) throw new DependencyUnavailableError('signer');
-    // Production end to end: a signer on the development key store is not one this deployment may use.
-    if (developmentStoreInProduction(appEnv, signerHealth)) throw new DependencyUnavailableError('signer (it uses the development key store, refused in production)');
-    const keyStore = signerHealth.ok ? 'ok' : signerHealth.sealed ? 'sealed' : 'unavailable';
-    ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore } };
-  }));
+  router.get(
+    '/readyz',
+    describe(readyDoc, async (ctx) => {
+      if (lifecycle.draining) {
+        throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
+      }
+      const [database, signerHealth] = await Promise.all([databaseReachable(db, 2_000), signer.health()]);
+      if (!database) throw new DependencyUnavailableError('database');
+      if (!signerHealth.reachable) throw new DependencyUnavailableError('signer');
+      // Production end to end: a signer on the development key store is not one this deployment may use.
+      if (developmentStoreInProduction(appEnv, signerHealth))
+        throw new DependencyUnavailableError('signer (it uses the development key store, refused in production)');
+      const keyStore = signerHealth.ok ? 'ok' : signerHealth.sealed ? 'sealed' : 'unavailable';
+      ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore } };
+    }),
+  );
 
   // Prometheus text; meant for the cluster's scraper, not routed by the chart's Ingress.
   const metricsDoc: OperationDoc = {

@@ -55,7 +55,8 @@ export function base(log: Logger, db: Executor): Middleware<AppState> {
     } catch (err) {
       const known = toAppError(err);
       if (known) {
-        if (known instanceof KeyConflictError) ctx.state.log.error({ code: known.code, reason: known.reason, err: known.why }, 'key conflict: a key store shared between deployments or restored');
+        if (known instanceof KeyConflictError)
+          ctx.state.log.error({ code: known.code, reason: known.reason, err: known.why }, 'key conflict: a key store shared between deployments or restored');
         else if (known.status >= 500) ctx.state.log.warn({ code: known.code, err: describe(err) }, 'dependency failure');
         sendProblem(ctx, known, id);
       } else {
@@ -82,7 +83,6 @@ function describe(err: unknown): Record<string, unknown> {
   }
   return { value: typeof err };
 }
-
 
 /** A body the answer did not need, above this, is not drained: the connection is closed after the answer. */
 const DRAIN_LIMIT = 64 * 1024;

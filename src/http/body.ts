@@ -57,7 +57,9 @@ export async function readBody(ctx: Context, limit: number): Promise<void> {
     throw err;
   }
   if (depthOver(ctx.request.body, MAX_BODY_DEPTH)) {
-    throw new ValidationError(`The request body nests deeper than ${MAX_BODY_DEPTH} levels.`, [{ in: 'body', path: '/', message: `nests deeper than ${MAX_BODY_DEPTH} levels` }]);
+    throw new ValidationError(`The request body nests deeper than ${MAX_BODY_DEPTH} levels.`, [
+      { in: 'body', path: '/', message: `nests deeper than ${MAX_BODY_DEPTH} levels` },
+    ]);
   }
 }
 

@@ -50,7 +50,11 @@ export function declare<S extends Schemas>(route: Route, schemas: S, handler: (c
  * (its transaction holds the stored answer), audit (a savepoint with the change and its entry),
  * then validation and body reading (after auth: http/body.ts) and the handler.
  */
-export function mount(router: Router<AppState>, deps: Pick<RouteDeps, 'authenticate' | 'idempotent' | 'audited' | 'projectChange'>, declarations: readonly Declaration[]): void {
+export function mount(
+  router: Router<AppState>,
+  deps: Pick<RouteDeps, 'authenticate' | 'idempotent' | 'audited' | 'projectChange'>,
+  declarations: readonly Declaration[],
+): void {
   for (const d of declarations) {
     const { route } = d;
     const chain: AppMiddleware[] = [];

@@ -80,7 +80,11 @@ export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddlewa
       }
       if (ctx.status >= 500) return; // not stored; `finally` rolls the change back
       const body = ctx.body === undefined || ctx.body === null ? '' : typeof ctx.body === 'string' ? ctx.body : JSON.stringify(ctx.body);
-      await storeResponse(tx, principal, header, { status: ctx.status, contentType: ctx.response.type, body: body === '' ? '' : box.seal(body, recordAad(principal, header, fingerprint)) });
+      await storeResponse(tx, principal, header, {
+        status: ctx.status,
+        contentType: ctx.response.type,
+        body: body === '' ? '' : box.seal(body, recordAad(principal, header, fingerprint)),
+      });
       await tx.commit();
     } finally {
       if (!tx.isCompleted()) await tx.rollback().catch(() => undefined);

@@ -43,12 +43,7 @@ export const Problem = component(
       code: Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'stable snake_case machine code' }),
       requestId: Type.String(),
       errors: Type.Optional(
-        Type.Array(
-          Type.Object(
-            { in: Type.Optional(Type.String()), path: Type.String(), message: Type.String() },
-            { additionalProperties: false },
-          ),
-        ),
+        Type.Array(Type.Object({ in: Type.Optional(Type.String()), path: Type.String(), message: Type.String() }, { additionalProperties: false })),
       ),
     },
     { additionalProperties: false },

@@ -39,8 +39,7 @@ function problems(location: Location, errors: ErrorObject[] | null | undefined):
     let path = e.instancePath;
     if (e.keyword === 'required') path += `/${String(e.params['missingProperty'])}`;
     if (e.keyword === 'additionalProperties') path += `/${String(e.params['additionalProperty'])}`;
-    const message =
-      e.keyword === 'additionalProperties' ? 'is not a known field' : e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
+    const message = e.keyword === 'additionalProperties' ? 'is not a known field' : e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
     return { in: location, path: path === '' ? '/' : path, message };
   });
 }
@@ -92,7 +91,11 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
       found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
     }
     // Every string a caller sends, whatever its schema: no NUL, no unpaired surrogate (src/text/safe.ts).
-    for (const [where, value] of [['params', params ?? ctx.params], ['query', query ?? ctx.query], ['body', body]] as const) {
+    for (const [where, value] of [
+      ['params', params ?? ctx.params],
+      ['query', query ?? ctx.query],
+      ['body', body],
+    ] as const) {
       const at = unsafeTextAt(value);
       if (at !== undefined) found.push({ in: where, path: at === '' ? '/' : at, message: 'holds a NUL character or an unpaired surrogate' });
     }
@@ -103,6 +106,4 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   return middleware;
 }
 
-
-const isEmptyObject = (v: unknown): boolean =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;
+const isEmptyObject = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;

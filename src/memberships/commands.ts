@@ -128,7 +128,14 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
     } else {
       seen.set(key, i);
     }
-    return { membershipType: raw.membershipType, walletAddress, walletLower, expiration, transferable: raw.transferable ?? false, override: raw.override ?? false };
+    return {
+      membershipType: raw.membershipType,
+      walletAddress,
+      walletLower,
+      expiration,
+      transferable: raw.transferable ?? false,
+      override: raw.override ?? false,
+    };
   });
   if (problems.length > 0) throw new ValidationError('Some items are invalid; nothing was issued. See errors.', problems);
 
@@ -140,10 +147,15 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
     items.forEach((item, i) => {
       const holder = holders.get(placeKey(item.walletLower, item.membershipType));
       if (holder && !item.override) {
-        conflicts.push({ in: 'body', path: `/${i}`, message: `${item.walletAddress} already holds an active ${item.membershipType} membership (tokenId ${holder.id}); set override to update it` });
+        conflicts.push({
+          in: 'body',
+          path: `/${i}`,
+          message: `${item.walletAddress} already holds an active ${item.membershipType} membership (tokenId ${holder.id}); set override to update it`,
+        });
       }
     });
-    if (conflicts.length > 0) throw new ConflictError('Some items conflict with active memberships; nothing was issued. See errors.', 'already_member', conflicts);
+    if (conflicts.length > 0)
+      throw new ConflictError('Some items conflict with active memberships; nothing was issued. See errors.', 'already_member', conflicts);
 
     const updates = items.flatMap((item) => {
       const holder = holders.get(placeKey(item.walletLower, item.membershipType));
@@ -160,7 +172,11 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
       throw new ConflictError(
         'Some items conflict with memberships issued at the same moment; nothing was issued. See errors.',
         'already_member',
-        lost.map(({ item, i }) => ({ in: 'body' as const, path: `/${i}`, message: `${item.walletAddress} already holds an active ${item.membershipType} membership` })),
+        lost.map(({ item, i }) => ({
+          in: 'body' as const,
+          path: `/${i}`,
+          message: `${item.walletAddress} already holds an active ${item.membershipType} membership`,
+        })),
       );
     }
 
@@ -209,7 +225,12 @@ export async function revokeMembershipCommand(
       const [t] = await appendTransactions(tx, project.id, [
         { type: 'delete', tokenId: row.id, membershipType: row.membership_type, from: row.wallet_address, to: null },
       ]);
-      await recordEvents(tx, project.id, [...membershipEvents(presentMembership(row, nowS), 'deleted'), transactionEvent(t as TransactionRow)], new Date(nowMs));
+      await recordEvents(
+        tx,
+        project.id,
+        [...membershipEvents(presentMembership(row, nowS), 'deleted'), transactionEvent(t as TransactionRow)],
+        new Date(nowMs),
+      );
       return null;
     }
     // A repeated revoke changes nothing and emits nothing.
@@ -296,8 +317,15 @@ export async function viewProjectMemberships(db: Executor, project: ProjectRow, 
   let walletLower: string | undefined;
   if (input.walletAddress !== undefined) {
     const address = checksumAddress(input.walletAddress);
-    if (address === undefined) throw new ValidationError('walletAddress is not a valid address.', [{ in: 'query', path: '/walletAddress', message: ADDRESS_RULE }]);
+    if (address === undefined)
+      throw new ValidationError('walletAddress is not a valid address.', [{ in: 'query', path: '/walletAddress', message: ADDRESS_RULE }]);
     walletLower = address.toLowerCase();
   }
-  return viewMemberships(db, project.id, { walletLower, membershipType: input.membershipType, includeRevoked: input.includeRevoked, includeExpired: input.includeExpired }, nowS, page);
+  return viewMemberships(
+    db,
+    project.id,
+    { walletLower, membershipType: input.membershipType, includeRevoked: input.includeRevoked, includeExpired: input.includeExpired },
+    nowS,
+    page,
+  );
 }

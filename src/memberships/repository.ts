@@ -62,9 +62,7 @@ export async function freeExpiredPlaces(db: Executor, projectId: number, places:
 export const LOCK_HOLDERS_SQL = `SELECT * FROM memberships WHERE id = ANY(ARRAY(${HOLDER_IDS})) AND holds_slot FOR UPDATE`;
 
 export async function lockHolders(db: Executor, projectId: number, places: readonly Place[]): Promise<MembershipRow[]> {
-  const { rows } = await db.raw<{ rows: MembershipRow[] }>(
-LOCK_HOLDERS_SQL, [...placeArrays(places), projectId],
-  );
+  const { rows } = await db.raw<{ rows: MembershipRow[] }>(LOCK_HOLDERS_SQL, [...placeArrays(places), projectId]);
   return rows;
 }
 

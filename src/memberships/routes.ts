@@ -15,111 +15,123 @@ export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] 
     declare(
       { method: 'POST', path: '/api/v1/membership/issue', auth: 'apiToken', write: { idempotent: true } },
       {
-      query: ProjectQuery,
-      body: IssueBody,
-      doc: {
-        operationId: 'issueMemberships',
-        summary: 'Issue memberships (1 to 1,000, all or nothing)',
-        description: 'One active membership per wallet and type: an existing one is `409 already_member` (per item in `errors`) unless `override`, which updates it in place. Expired memberships free their place. Duplicates within a batch are 400.',
-        tag: 'Memberships',
-        requestExample: [{ membershipType: 'gym:gold', walletAddress: ex.exampleAddress, expiration: 1_830_297_600, transferable: true }],
-        errors: {
-          404: 'not_found: `projectId` names a project outside the token’s scope.',
-          409: 'already_member: an item conflicts with an active membership (errors names each); nothing was issued.',
+        query: ProjectQuery,
+        body: IssueBody,
+        doc: {
+          operationId: 'issueMemberships',
+          summary: 'Issue memberships (1 to 1,000, all or nothing)',
+          description:
+            'One active membership per wallet and type: an existing one is `409 already_member` (per item in `errors`) unless `override`, which updates it in place. Expired memberships free their place. Duplicates within a batch are 400.',
+          tag: 'Memberships',
+          requestExample: [{ membershipType: 'gym:gold', walletAddress: ex.exampleAddress, expiration: 1_830_297_600, transferable: true }],
+          errors: {
+            404: 'not_found: `projectId` names a project outside the token’s scope.',
+            409: 'already_member: an item conflicts with an active membership (errors names each); nothing was issued.',
+          },
+          responses: {
+            201: { description: 'The issued (or overridden) memberships, in request order.', schema: IssuedOut, example: { memberships: [ex.membership] } },
+          },
         },
-        responses: { 201: { description: 'The issued (or overridden) memberships, in request order.', schema: IssuedOut, example: { memberships: [ex.membership] } } },
       },
-    }, async (ctx, { query, body }) => {
-      const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
-      const at = now();
-      const rows = await issueMemberships(ctx.state.db, project, body, at);
-      ctx.status = 201;
-      ctx.body = { memberships: rows.map((m) => presentMembership(m, seconds(at))) };
-    }),
+      async (ctx, { query, body }) => {
+        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+        const at = now();
+        const rows = await issueMemberships(ctx.state.db, project, body, at);
+        ctx.status = 201;
+        ctx.body = { memberships: rows.map((m) => presentMembership(m, seconds(at))) };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/membership/revoke', auth: 'apiToken', write: { idempotent: true } },
       {
-      query: ProjectQuery,
-      body: RevokeBody,
-      doc: {
-        operationId: 'revokeMembership',
-        summary: 'Revoke a membership (soft) or delete it (hardDelete)',
-        description: 'Soft: the record stays with status `revoked` (revoking twice returns it again). `hardDelete: true` removes it from every view (204); its ledger entries stay.',
-        tag: 'Memberships',
-        requestExample: { tokenId: '901' },
-        errors: { 404: 'not_found: no such membership (or project) in the token’s scope.' },
-        responses: {
-          200: { description: 'The revoked membership.', schema: MembershipOut, example: { ...ex.membership, status: 'revoked', revokedAt: ex.exampleAt } },
-          204: { description: 'Deleted (hardDelete).' },
+        query: ProjectQuery,
+        body: RevokeBody,
+        doc: {
+          operationId: 'revokeMembership',
+          summary: 'Revoke a membership (soft) or delete it (hardDelete)',
+          description:
+            'Soft: the record stays with status `revoked` (revoking twice returns it again). `hardDelete: true` removes it from every view (204); its ledger entries stay.',
+          tag: 'Memberships',
+          requestExample: { tokenId: '901' },
+          errors: { 404: 'not_found: no such membership (or project) in the token’s scope.' },
+          responses: {
+            200: { description: 'The revoked membership.', schema: MembershipOut, example: { ...ex.membership, status: 'revoked', revokedAt: ex.exampleAt } },
+            204: { description: 'Deleted (hardDelete).' },
+          },
         },
       },
-    }, async (ctx, { query, body }) => {
-      const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
-      const at = now();
-      const row = await revokeMembershipCommand(ctx.state.db, project, body, at);
-      if (row === null) {
-        ctx.status = 204;
-        return;
-      }
-      ctx.body = presentMembership(row, seconds(at));
-    }),
+      async (ctx, { query, body }) => {
+        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+        const at = now();
+        const row = await revokeMembershipCommand(ctx.state.db, project, body, at);
+        if (row === null) {
+          ctx.status = 204;
+          return;
+        }
+        ctx.body = presentMembership(row, seconds(at));
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/membership/transfer', auth: 'apiToken', write: { idempotent: true } },
       {
-      query: ProjectQuery,
-      body: TransferBody,
-      doc: {
-        operationId: 'transferMembership',
-        summary: 'Transfer a membership to another wallet',
-        description: 'Checked in order: 400, 404, holder_mismatch, membership_inactive, not_transferable, already_member.',
-        tag: 'Memberships',
-        requestExample: { from: ex.exampleAddress, to: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359', tokenId: '901' },
-        errors: {
-          404: 'not_found: no such membership (or project) in the token’s scope.',
-          409: 'holder_mismatch (`from` does not hold it), membership_inactive (revoked or expired), not_transferable, or already_member (`to` holds an active one of that type).',
-        },
-        responses: {
-          200: {
-            description: 'The membership with its new holder.',
-            schema: MembershipOut,
-            example: { ...ex.membership, walletAddress: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359' },
+        query: ProjectQuery,
+        body: TransferBody,
+        doc: {
+          operationId: 'transferMembership',
+          summary: 'Transfer a membership to another wallet',
+          description: 'Checked in order: 400, 404, holder_mismatch, membership_inactive, not_transferable, already_member.',
+          tag: 'Memberships',
+          requestExample: { from: ex.exampleAddress, to: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359', tokenId: '901' },
+          errors: {
+            404: 'not_found: no such membership (or project) in the token’s scope.',
+            409: 'holder_mismatch (`from` does not hold it), membership_inactive (revoked or expired), not_transferable, or already_member (`to` holds an active one of that type).',
+          },
+          responses: {
+            200: {
+              description: 'The membership with its new holder.',
+              schema: MembershipOut,
+              example: { ...ex.membership, walletAddress: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359' },
+            },
           },
         },
       },
-    }, async (ctx, { query, body }) => {
-      const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
-      const at = now();
-      ctx.body = presentMembership(await transferMembership(ctx.state.db, project, body, at), seconds(at));
-    }),
+      async (ctx, { query, body }) => {
+        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+        const at = now();
+        ctx.body = presentMembership(await transferMembership(ctx.state.db, project, body, at), seconds(at));
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/membership/view', auth: 'apiToken' },
       {
-      query: ViewQuery,
-      doc: {
-        operationId: 'viewMemberships',
-        summary: "List a project's memberships",
-        description: 'Filters: `walletAddress` (any case), `membershipType`; revoked and expired ones only when asked.',
-        tag: 'Memberships',
-        errors: { 404: 'not_found: `projectId` names a project outside the token’s scope.' },
-        responses: { 200: { description: 'A page of memberships.', schema: MembershipList, example: { memberships: [ex.membership], nextCursor: null } } },
+        query: ViewQuery,
+        doc: {
+          operationId: 'viewMemberships',
+          summary: "List a project's memberships",
+          description: 'Filters: `walletAddress` (any case), `membershipType`; revoked and expired ones only when asked.',
+          tag: 'Memberships',
+          errors: { 404: 'not_found: `projectId` names a project outside the token’s scope.' },
+          responses: { 200: { description: 'A page of memberships.', schema: MembershipList, example: { memberships: [ex.membership], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { query }) => {
-      const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, false);
-      const nowS = seconds(now());
-      const filter = {
-        walletAddress: query.walletAddress,
-        membershipType: query.membershipType,
-        includeRevoked: queryBool(query.includeRevoked),
-        includeExpired: queryBool(query.includeExpired),
-      };
-      // The cursor is bound to the project and the filters it was made for.
-      const list = `memberships:${project.id}:${(filter.walletAddress ?? '').toLowerCase()}:${filter.membershipType ?? ''}:${filter.includeRevoked}:${filter.includeExpired}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await viewProjectMemberships(ctx.state.db, project, filter, nowS, page));
-      ctx.body = { memberships: result.items.map((m) => presentMembership(m, nowS)), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { query }) => {
+        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, false);
+        const nowS = seconds(now());
+        const filter = {
+          walletAddress: query.walletAddress,
+          membershipType: query.membershipType,
+          includeRevoked: queryBool(query.includeRevoked),
+          includeExpired: queryBool(query.includeExpired),
+        };
+        // The cursor is bound to the project and the filters it was made for.
+        const list = `memberships:${project.id}:${(filter.walletAddress ?? '').toLowerCase()}:${filter.membershipType ?? ''}:${filter.includeRevoked}:${filter.includeExpired}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await viewProjectMemberships(ctx.state.db, project, filter, nowS, page));
+        ctx.body = { memberships: result.items.map((m) => presentMembership(m, nowS)), nextCursor: result.nextCursor };
+      },
+    ),
   ];
 }

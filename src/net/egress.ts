@@ -81,7 +81,10 @@ export class EgressBlockedError extends Error {
 export function parseCidrs(list: string): { cidrs: string[]; problems: string[] } {
   const cidrs: string[] = [];
   const problems: string[] = [];
-  for (const item of list.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const item of list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [net, bits] = item.split('/');
     const family = net ? isIP(net) : 0;
     const max = family === 6 ? 128 : 32;

@@ -193,7 +193,8 @@ export function buildOpenApi(router: Router, options: OpenApiOptions): Json {
         apiToken: {
           type: 'http',
           scheme: 'bearer',
-          description: 'An API token (`sk_test_…` / `sk_live_…`): operator, organisation or project scope; role admin (read and write) or read (GET only). CONTRACT.md section 3.',
+          description:
+            'An API token (`sk_test_…` / `sk_live_…`): operator, organisation or project scope; role admin (read and write) or read (GET only). CONTRACT.md section 3.',
         },
         userJwt: {
           type: 'http',
@@ -226,7 +227,10 @@ export function buildOpenApi(router: Router, options: OpenApiOptions): Json {
         'RateLimit-Limit': { description: 'Requests allowed in the window (when rate limits are on).', schema: { type: 'integer' } },
         'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },
         'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
-        'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', const: 'true' } },
+        'Idempotent-Replayed': {
+          description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.',
+          schema: { type: 'string', const: 'true' },
+        },
       },
     },
   };

@@ -38,7 +38,8 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 let assetDir: string | undefined;
 const assetCache = new Map<string, Buffer>();
@@ -65,7 +66,12 @@ export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions)
         summary: 'This OpenAPI 3.1 document',
         tag: 'Reference',
         plain: true,
-        responses: { 200: { description: 'The OpenAPI document, generated from the schemas the routes validate with.', schema: Type.Object({ openapi: Type.Literal('3.1.0') }) } },
+        responses: {
+          200: {
+            description: 'The OpenAPI document, generated from the schemas the routes validate with.',
+            schema: Type.Object({ openapi: Type.Literal('3.1.0') }),
+          },
+        },
       },
       (ctx) => {
         document ??= JSON.stringify(buildOpenApi(router, options));
@@ -83,7 +89,9 @@ export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions)
         summary: 'The API reference page (HTML)',
         tag: 'Reference',
         plain: true,
-        responses: { 200: { description: 'An HTML page rendering /openapi.json; its assets are served from /docs/assets/.', schema: Text, contentType: 'text/html' } },
+        responses: {
+          200: { description: 'An HTML page rendering /openapi.json; its assets are served from /docs/assets/.', schema: Text, contentType: 'text/html' },
+        },
       },
       (ctx) => {
         ctx.set('Content-Security-Policy', CSP);

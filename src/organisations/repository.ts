@@ -42,11 +42,7 @@ export async function insertOrganisation(db: Executor, name: string): Promise<Or
   return row;
 }
 
-export async function updateOrganisation(
-  db: Executor,
-  id: number,
-  changes: { name?: string; deleted?: boolean },
-): Promise<OrganisationRow> {
+export async function updateOrganisation(db: Executor, id: number, changes: { name?: string; deleted?: boolean }): Promise<OrganisationRow> {
   const values: Record<string, unknown> = { updated_at: db.fn.now() };
   if (changes.name !== undefined) values['name'] = changes.name;
   if (changes.deleted !== undefined) values['deleted_at'] = changes.deleted ? db.fn.now() : null;

@@ -2,14 +2,7 @@ import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, type Declaration } from '../http/declare.js';
-import {
-  createOrganisation,
-  deleteOrganisation,
-  getOrganisation,
-  listVisibleOrganisations,
-  renameOrganisation,
-  undeleteOrganisation,
-} from './commands.js';
+import { createOrganisation, deleteOrganisation, getOrganisation, listVisibleOrganisations, renameOrganisation, undeleteOrganisation } from './commands.js';
 import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
@@ -19,100 +12,114 @@ export function organisationEndpoints({ cursors }: RouteDeps): Declaration[] {
     declare(
       { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken' },
       {
-      query: ListOrganisationsQuery,
-      doc: {
-        operationId: 'listOrganisations',
-        summary: 'List the organisations the token sees',
-        description: 'The operator sees every organisation; other tokens see their own. `showDeleted` includes soft-deleted ones.',
-        tag: 'Organisations',
-        responses: { 200: { description: 'A page of organisations.', schema: OrganisationList, example: { organisations: [ex.organisation], nextCursor: null } } },
+        query: ListOrganisationsQuery,
+        doc: {
+          operationId: 'listOrganisations',
+          summary: 'List the organisations the token sees',
+          description: 'The operator sees every organisation; other tokens see their own. `showDeleted` includes soft-deleted ones.',
+          tag: 'Organisations',
+          responses: {
+            200: { description: 'A page of organisations.', schema: OrganisationList, example: { organisations: [ex.organisation], nextCursor: null } },
+          },
+        },
       },
-    }, async (ctx, { query }) => {
-      const showDeleted = queryBool(query.showDeleted);
-      const list = `organisations:${showDeleted}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await listVisibleOrganisations(ctx.state.db, principalOf(ctx), page, showDeleted));
-      ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { query }) => {
+        const showDeleted = queryBool(query.showDeleted);
+        const list = `organisations:${showDeleted}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await listVisibleOrganisations(ctx.state.db, principalOf(ctx), page, showDeleted));
+        ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/organisations', auth: 'apiToken', write: { idempotent: true } },
       {
-      body: OrganisationBody,
-      doc: {
-        operationId: 'createOrganisation',
-        summary: 'Create an organisation (operator only)',
-        tag: 'Organisations',
-        requestExample: { name: 'Acme Gyms' },
-        responses: { 201: { description: 'Created.', schema: OrganisationOut, example: ex.organisation } },
+        body: OrganisationBody,
+        doc: {
+          operationId: 'createOrganisation',
+          summary: 'Create an organisation (operator only)',
+          tag: 'Organisations',
+          requestExample: { name: 'Acme Gyms' },
+          responses: { 201: { description: 'Created.', schema: OrganisationOut, example: ex.organisation } },
+        },
       },
-    }, async (ctx, { body }) => {
-      ctx.status = 201;
-      ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
-    }),
+      async (ctx, { body }) => {
+        ctx.status = 201;
+        ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/organisations/:id', auth: 'apiToken' },
       {
-      params: OrganisationParams,
-      doc: {
-        operationId: 'getOrganisation',
-        summary: 'Get an organisation',
-        description: 'A soft-deleted organisation is still shown (with `deletedAt`).',
-        tag: 'Organisations',
-        responses: { 200: { description: 'The organisation.', schema: OrganisationOut, example: ex.organisation } },
+        params: OrganisationParams,
+        doc: {
+          operationId: 'getOrganisation',
+          summary: 'Get an organisation',
+          description: 'A soft-deleted organisation is still shown (with `deletedAt`).',
+          tag: 'Organisations',
+          responses: { 200: { description: 'The organisation.', schema: OrganisationOut, example: ex.organisation } },
+        },
       },
-    }, async (ctx, { params }) => {
-      ctx.body = presentOrganisation(await getOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
-    }),
+      async (ctx, { params }) => {
+        ctx.body = presentOrganisation(await getOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
+      },
+    ),
 
     declare(
       { method: 'PUT', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false } },
       {
-      params: OrganisationParams,
-      body: OrganisationBody,
-      doc: {
-        operationId: 'renameOrganisation',
-        summary: 'Rename an organisation',
-        description: 'A soft-deleted organisation is 404.',
-        tag: 'Organisations',
-        requestExample: { name: 'Acme Gyms Ltd' },
-        responses: { 200: { description: 'The renamed organisation.', schema: OrganisationOut, example: ex.organisation } },
+        params: OrganisationParams,
+        body: OrganisationBody,
+        doc: {
+          operationId: 'renameOrganisation',
+          summary: 'Rename an organisation',
+          description: 'A soft-deleted organisation is 404.',
+          tag: 'Organisations',
+          requestExample: { name: 'Acme Gyms Ltd' },
+          responses: { 200: { description: 'The renamed organisation.', schema: OrganisationOut, example: ex.organisation } },
+        },
       },
-    }, async (ctx, { params, body }) => {
-      ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
-    }),
+      async (ctx, { params, body }) => {
+        ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
+      },
+    ),
 
     declare(
       { method: 'DELETE', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
       {
-      params: OrganisationParams,
-      doc: {
-        operationId: 'deleteOrganisation',
-        summary: 'Soft-delete an organisation',
-        description: "Its projects' keys and its tokens stop working until it is undeleted. Already deleted: 404.",
-        tag: 'Organisations',
-        responses: { 204: { description: 'Deleted.' } },
+        params: OrganisationParams,
+        doc: {
+          operationId: 'deleteOrganisation',
+          summary: 'Soft-delete an organisation',
+          description: "Its projects' keys and its tokens stop working until it is undeleted. Already deleted: 404.",
+          tag: 'Organisations',
+          responses: { 204: { description: 'Deleted.' } },
+        },
       },
-    }, async (ctx, { params }) => {
-      await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
-      ctx.status = 204;
-    }),
+      async (ctx, { params }) => {
+        await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
+        ctx.status = 204;
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/undelete', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
       {
-      params: OrganisationParams,
-      doc: {
-        operationId: 'undeleteOrganisation',
-        summary: 'Undelete an organisation',
-        description: 'Restores its keys and tokens.',
-        tag: 'Organisations',
-        errors: { 409: 'not_deleted: the organisation is not deleted.' },
-        responses: { 200: { description: 'The restored organisation.', schema: OrganisationOut, example: ex.organisation } },
+        params: OrganisationParams,
+        doc: {
+          operationId: 'undeleteOrganisation',
+          summary: 'Undelete an organisation',
+          description: 'Restores its keys and tokens.',
+          tag: 'Organisations',
+          errors: { 409: 'not_deleted: the organisation is not deleted.' },
+          responses: { 200: { description: 'The restored organisation.', schema: OrganisationOut, example: ex.organisation } },
+        },
       },
-    }, async (ctx, { params }) => {
-      ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
-    }),
+      async (ctx, { params }) => {
+        ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
+      },
+    ),
   ];
 }

@@ -8,9 +8,6 @@ export const ListOrganisationsQuery = strictObject({ showDeleted: Type.Optional(
 
 export const OrganisationOut = component(
   'Organisation',
-  Type.Object(
-    { id: IdOut, name: Type.String(), createdAt: Timestamp, updatedAt: Timestamp, deletedAt: NullableTimestamp },
-    { additionalProperties: false },
-  ),
+  Type.Object({ id: IdOut, name: Type.String(), createdAt: Timestamp, updatedAt: Timestamp, deletedAt: NullableTimestamp }, { additionalProperties: false }),
 );
 export const OrganisationList = pageOf('organisations', OrganisationOut);

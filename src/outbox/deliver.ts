@@ -42,7 +42,6 @@ export function scheduledDelay(schedule: number[], attempt: number, random: () =
   return Math.round(base * (0.8 + 0.4 * random()));
 }
 
-
 // Parsed endpoint URLs (bounded): a subscription's URL is parsed once, not per attempt.
 const urls = new Map<string, URL>();
 function parsedUrl(text: string): URL {
@@ -79,16 +78,20 @@ async function attempt(row: OutboxRow, url: string, secrets: string[], deps: Del
   const body = row.payload ?? '';
   const headers = { 'content-type': 'application/json', ...signatureHeaders(row.message_id, Math.floor(now / 1000), body, secrets) };
   try {
-    const res = await outboundRequest(parsedUrl(url), { method: 'POST', headers, body }, {
-      policy: { allow: deps.config.egressAllowPrivate },
-      connectTimeoutMs: deps.config.webhookConnectTimeoutMs,
-      timeoutMs: deps.config.webhookTimeoutMs,
-      maxBodyBytes: RESPONSE_BODY_LIMIT,
-      rejectRedirects: false,
-      userAgent: USER_AGENT,
-      agents: deliveryAgents,
-      extraCa: deps.config.webhookCa,
-    });
+    const res = await outboundRequest(
+      parsedUrl(url),
+      { method: 'POST', headers, body },
+      {
+        policy: { allow: deps.config.egressAllowPrivate },
+        connectTimeoutMs: deps.config.webhookConnectTimeoutMs,
+        timeoutMs: deps.config.webhookTimeoutMs,
+        maxBodyBytes: RESPONSE_BODY_LIMIT,
+        rejectRedirects: false,
+        userAgent: USER_AGENT,
+        agents: deliveryAgents,
+        extraCa: deps.config.webhookCa,
+      },
+    );
     const responseBody = res.body.toString('utf8');
     const ok = res.status >= 200 && res.status < 300;
     const honoured = res.status === 429 || res.status === 503 ? retryAfterMs(res.headers['retry-after'], deps.now()) : null;
@@ -124,9 +127,22 @@ export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): 
   if (!project || !url || project.deleted_at) {
     return { status: 'done', retryInMs: null, attempted: false, lastError: 'no wallet webhook URL any more' };
   }
-  const result = await attempt(row, url, liveSecrets(deps.secretBox, walletSecretAad(project.id), project.wallet_webhook_secret_enc, project.wallet_webhook_secret_prev_enc, project.wallet_webhook_secret_prev_expires_at, deps.now()), deps);
+  const result = await attempt(
+    row,
+    url,
+    liveSecrets(
+      deps.secretBox,
+      walletSecretAad(project.id),
+      project.wallet_webhook_secret_enc,
+      project.wallet_webhook_secret_prev_enc,
+      project.wallet_webhook_secret_prev_expires_at,
+      deps.now(),
+    ),
+    deps,
+  );
   if (result.ok) return { status: 'done', retryInMs: null, attempted: true, ...attemptFields(result, url) };
-  const delay = deps.config.walletWebhookBackgroundRetry && !row.manual_retry ? nextDelay(deps.config.webhookRetrySchedule, row.attempts + 1, result.retryAfterMs) : null;
+  const delay =
+    deps.config.walletWebhookBackgroundRetry && !row.manual_retry ? nextDelay(deps.config.webhookRetrySchedule, row.attempts + 1, result.retryAfterMs) : null;
   return { status: 'failed', retryInMs: delay, attempted: true, ...attemptFields(result, url) };
 }
 
@@ -177,10 +193,16 @@ function liveSecrets(box: SecretBox, aad: string, current: string, previous: str
  */
 export async function deliverSubscriptionWebhook(row: ClaimedRow, deps: DeliveryDeps): Promise<Outcome> {
   // The relay's claim brings the subscription along; other callers look it up.
-  const sub = row.subscription !== undefined ? row.subscription : row.subscription_id === null ? undefined : await findSubscriptionById(deps.db, row.subscription_id);
+  const sub =
+    row.subscription !== undefined ? row.subscription : row.subscription_id === null ? undefined : await findSubscriptionById(deps.db, row.subscription_id);
   if (!sub || sub.deleted_at) return { status: 'done', retryInMs: null, attempted: false };
   if (sub.disabled_at) return { status: 'failed', retryInMs: null, attempted: false, lastError: 'subscription_disabled' };
-  const result = await attempt(row, sub.url, liveSecrets(deps.secretBox, subscriptionSecretAad(sub.id), sub.secret_enc, sub.secret_prev_enc, sub.secret_prev_expires_at, deps.now()), deps);
+  const result = await attempt(
+    row,
+    sub.url,
+    liveSecrets(deps.secretBox, subscriptionSecretAad(sub.id), sub.secret_enc, sub.secret_prev_enc, sub.secret_prev_expires_at, deps.now()),
+    deps,
+  );
   const fields = attemptFields(result, sub.url);
   if (result.ok) {
     if (sub.failing_since !== null) await markSubscriptionHealthy(deps.db, sub.id);

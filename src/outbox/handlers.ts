@@ -29,7 +29,11 @@ export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox:
           await completeWallet(deps, project, wallet);
           return { status: 'done', retryInMs: null, attempted: true };
         } catch (err) {
-          if (err instanceof KeyConflictError) deps.log.error({ code: err.code, reason: err.reason, err: err.why, walletId: wallet.id }, 'key conflict: a key store shared between deployments or restored');
+          if (err instanceof KeyConflictError)
+            deps.log.error(
+              { code: err.code, reason: err.reason, err: err.why, walletId: wallet.id },
+              'key conflict: a key store shared between deployments or restored',
+            );
           const reason = err instanceof AppError ? err.code : 'internal_error';
           return { status: 'pending', retryInMs: backoff(row.attempts), attempted: true, lastError: reason };
         }
@@ -57,7 +61,14 @@ export function relayFromConfig(deps: {
   return new OutboxRelay({
     db,
     databaseUrl: deps.databaseUrl,
-    handle: outboxHandler({ db, signer: deps.signer, secretBox: new SecretBox(deps.dataEncryptionKey), config, log: deps.log, ...(deps.now ? { now: deps.now } : {}) }),
+    handle: outboxHandler({
+      db,
+      signer: deps.signer,
+      secretBox: new SecretBox(deps.dataEncryptionKey),
+      config,
+      log: deps.log,
+      ...(deps.now ? { now: deps.now } : {}),
+    }),
     log: deps.log,
     concurrency: config.relayConcurrency,
     pollMs: config.relayPollMs,

@@ -341,7 +341,10 @@ export class OutboxRelay {
     // Inline deliveries not started get rows (their batches finish).
     const unstarted = this.#buffer.splice(0);
     for (const b of unstarted) b.inline?.batch.done(b.inline.delivery, undefined);
-    await release(this.options.db, unstarted.filter((b) => !b.inline).map((b) => b.row.id)).catch(() => undefined);
+    await release(
+      this.options.db,
+      unstarted.filter((b) => !b.inline).map((b) => b.row.id),
+    ).catch(() => undefined);
     if (this.#inFlight > 0 || this.#toSettle.length > 0 || this.#settling || this.#batches.size > 0) {
       await new Promise<void>((resolve) => this.#idle.push(resolve));
     }

@@ -110,7 +110,9 @@ export async function claimEvents(
   );
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
   if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map() };
-  const { rows } = await db.raw<{ rows: Array<{ recorded: number; project_id: number; event_id: string; type: string; body: string; subscription_id: number }> }>(
+  const { rows } = await db.raw<{
+    rows: Array<{ recorded: number; project_id: number; event_id: string; type: string; body: string; subscription_id: number }>;
+  }>(
     `SELECT o.id AS recorded, o.project_id, e.envelope->>'id' AS event_id, e.envelope->>'type' AS type, e.envelope::text AS body, s.id AS subscription_id
        FROM outbox o
        CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS e(envelope, ord)

@@ -10,16 +10,7 @@ import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import { findOrganisation } from '../organisations/repository.js';
 import { newProjectKey, newWebhookSecret } from './keys.js';
 import type { Page } from '../http/pagination.js';
-import {
-  expireProjectKeys,
-  findProject,
-  listProjects,
-  insertProject,
-  insertProjectKey,
-  nextProjectId,
-  updateProject,
-  type ProjectRow,
-} from './repository.js';
+import { expireProjectKeys, findProject, listProjects, insertProject, insertProjectKey, nextProjectId, updateProject, type ProjectRow } from './repository.js';
 import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
 
 /** The wallet webhook secret is bound to its project row, so a ciphertext moved elsewhere does not open. */
@@ -94,13 +85,7 @@ export async function getProject(db: Executor, p: Principal, id: number): Promis
   return project;
 }
 
-export async function changeProject(
-  db: Executor,
-  p: Principal,
-  deps: ProjectDeps,
-  id: number,
-  body: Static<typeof UpdateProjectBody>,
-): Promise<ProjectRow> {
+export async function changeProject(db: Executor, p: Principal, deps: ProjectDeps, id: number, body: Static<typeof UpdateProjectBody>): Promise<ProjectRow> {
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
     if (!(await findProject(tx, p, id, true))) throw notFound();
@@ -166,13 +151,7 @@ export async function rotateWalletWebhookSecret(
   });
 }
 
-export async function listOrganisationProjects(
-  db: Executor,
-  p: Principal,
-  organisationId: number,
-  page: Page,
-  showDeleted: boolean,
-): Promise<ProjectRow[]> {
+export async function listOrganisationProjects(db: Executor, p: Principal, organisationId: number, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
   if (!(await findOrganisation(db, p, organisationId, { includeDeleted: false }))) throw new NotFoundError('No such organisation.');
   return listProjects(db, organisationId, page, showDeleted);
 }

@@ -91,7 +91,10 @@ export class ProjectKeyCache {
           options.log?.warn('project-key cache: lost its notification connection; looking projects up in the database until it is back');
         } else if (!this.#failing) {
           this.#failing = true;
-          options.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'project-key cache: cannot listen for changes; looking projects up in the database meanwhile (retrying, logged once)');
+          options.log?.warn(
+            { err: err instanceof Error ? err.message : String(err) },
+            'project-key cache: cannot listen for changes; looking projects up in the database meanwhile (retrying, logged once)',
+          );
         }
       },
     });
@@ -167,7 +170,10 @@ export class ProjectKeyCache {
     try {
       await new Promise<void>((resolve, reject) => {
         this.#probe = { payload, cameBack: resolve };
-        timer = setTimeout(() => reject(new Error('a probe notification did not come back (a pooler in transaction mode?)')), this.options.probeTimeoutMs ?? 5_000);
+        timer = setTimeout(
+          () => reject(new Error('a probe notification did not come back (a pooler in transaction mode?)')),
+          this.options.probeTimeoutMs ?? 5_000,
+        );
         this.options.probe(payload).catch(reject);
       });
     } finally {
@@ -182,12 +188,7 @@ export class ProjectKeyCache {
  * PROJECT_CACHE_TTL_MS is 0. `start()` does not wait for the LISTEN connection to be proven:
  * until it is, every look-up simply goes to the database.
  */
-export function startProjectKeyCache(
-  config: { projectCacheTtlMs: number },
-  db: Knex,
-  databaseUrl: string,
-  log: Logger,
-): ProjectKeyCache | undefined {
+export function startProjectKeyCache(config: { projectCacheTtlMs: number }, db: Knex, databaseUrl: string, log: Logger): ProjectKeyCache | undefined {
   if (config.projectCacheTtlMs <= 0) return undefined;
   const cache = new ProjectKeyCache({
     ttlMs: config.projectCacheTtlMs,

@@ -81,10 +81,7 @@ export async function expireProjectKeys(db: Executor, projectId: number, graceSe
   const { rows } = await db.raw<{ rows: Array<{ until: Date }> }>(`SELECT now() + make_interval(secs => ?) AS until`, [graceSeconds]);
   const until = rows[0]?.until;
   if (!until) throw new Error('no time from the database');
-  await db('project_keys')
-    .where('project_id', projectId)
-    .whereRaw('(expires_at IS NULL OR expires_at > ?)', [until])
-    .update({ expires_at: until });
+  await db('project_keys').where('project_id', projectId).whereRaw('(expires_at IS NULL OR expires_at > ?)', [until]).update({ expires_at: until });
   return until;
 }
 

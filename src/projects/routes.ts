@@ -2,15 +2,7 @@ import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, type Declaration } from '../http/declare.js';
-import {
-  changeProject,
-  createProject,
-  deleteProject,
-  getProject,
-  listOrganisationProjects,
-  rotateProjectKey,
-  rotateWalletWebhookSecret,
-} from './commands.js';
+import { changeProject, createProject, deleteProject, getProject, listOrganisationProjects, rotateProjectKey, rotateWalletWebhookSecret } from './commands.js';
 import { presentProject } from './presenter.js';
 import {
   CreateProjectBody,
@@ -32,144 +24,174 @@ export function projectEndpoints({ cursors, config, secretBox }: RouteDeps): Dec
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: OrganisationIdParams,
-      body: CreateProjectBody,
-      doc: {
-        operationId: 'createProject',
-        summary: 'Create a project',
-        description: 'Returns the project key once (`pk_test_…` or `pk_live_…`, this deployment\'s environment). `issuer` must be https; `walletWebhookUrl` https in production (http allowed in testnet) and not a private address in production. Without `walletWebhookSecret` one is generated and shown once.',
-        tag: 'Projects',
-        requestExample: { name: 'Members app', issuer: 'https://login.example.com', walletWebhookUrl: 'https://api.example.com/hooks/wallets' },
-        responses: {
-          201: {
-            description: 'Created; the key (and a generated secret) shown once.',
-            schema: ProjectCreated,
-            example: { ...ex.project, projectKey: ex.projectKey, walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+        params: OrganisationIdParams,
+        body: CreateProjectBody,
+        doc: {
+          operationId: 'createProject',
+          summary: 'Create a project',
+          description:
+            "Returns the project key once (`pk_test_…` or `pk_live_…`, this deployment's environment). `issuer` must be https; `walletWebhookUrl` https in production (http allowed in testnet) and not a private address in production. Without `walletWebhookSecret` one is generated and shown once.",
+          tag: 'Projects',
+          requestExample: { name: 'Members app', issuer: 'https://login.example.com', walletWebhookUrl: 'https://api.example.com/hooks/wallets' },
+          responses: {
+            201: {
+              description: 'Created; the key (and a generated secret) shown once.',
+              schema: ProjectCreated,
+              example: { ...ex.project, projectKey: ex.projectKey, walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+            },
           },
         },
       },
-    }, async (ctx, { params, body }) => {
-      const env = config.appEnv;
-      const created = await createProject(ctx.state.db, principalOf(ctx), { env, secretBox, egress: { allow: config.egressAllowPrivate } }, Number(params.id), body);
-      ctx.status = 201;
-      ctx.body = {
-        ...presentProject(created.project),
-        projectKey: created.projectKey,
-        ...(created.generatedSecret === undefined ? {} : { walletWebhookSecret: created.generatedSecret }),
-      };
-    }),
+      async (ctx, { params, body }) => {
+        const env = config.appEnv;
+        const created = await createProject(
+          ctx.state.db,
+          principalOf(ctx),
+          { env, secretBox, egress: { allow: config.egressAllowPrivate } },
+          Number(params.id),
+          body,
+        );
+        ctx.status = 201;
+        ctx.body = {
+          ...presentProject(created.project),
+          projectKey: created.projectKey,
+          ...(created.generatedSecret === undefined ? {} : { walletWebhookSecret: created.generatedSecret }),
+        };
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken' },
       {
-      params: OrganisationIdParams,
-      query: ListProjectsQuery,
-      doc: {
-        operationId: 'listProjects',
-        summary: "List an organisation's projects",
-        tag: 'Projects',
-        responses: { 200: { description: 'A page of projects.', schema: ProjectList, example: { projects: [ex.project], nextCursor: null } } },
+        params: OrganisationIdParams,
+        query: ListProjectsQuery,
+        doc: {
+          operationId: 'listProjects',
+          summary: "List an organisation's projects",
+          tag: 'Projects',
+          responses: { 200: { description: 'A page of projects.', schema: ProjectList, example: { projects: [ex.project], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { params, query }) => {
-      const organisationId = Number(params.id);
-      const showDeleted = queryBool(query.showDeleted);
-      const list = `projects:${organisationId}:${showDeleted}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, page, showDeleted));
-      ctx.body = { projects: result.items.map(presentProject), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const organisationId = Number(params.id);
+        const showDeleted = queryBool(query.showDeleted);
+        const list = `projects:${organisationId}:${showDeleted}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, page, showDeleted));
+        ctx.body = { projects: result.items.map(presentProject), nextCursor: result.nextCursor };
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId', auth: 'apiToken' },
       {
-      params: ProjectParams,
-      doc: {
-        operationId: 'getProject',
-        summary: 'Get a project',
-        tag: 'Projects',
-        responses: { 200: { description: 'The project.', schema: ProjectOut, example: ex.project } },
+        params: ProjectParams,
+        doc: {
+          operationId: 'getProject',
+          summary: 'Get a project',
+          tag: 'Projects',
+          responses: { 200: { description: 'The project.', schema: ProjectOut, example: ex.project } },
+        },
       },
-    }, async (ctx, { params }) => {
-      ctx.body = presentProject(await getProject(ctx.state.db, principalOf(ctx), Number(params.projectId)));
-    }),
+      async (ctx, { params }) => {
+        ctx.body = presentProject(await getProject(ctx.state.db, principalOf(ctx), Number(params.projectId)));
+      },
+    ),
 
     declare(
       { method: 'PUT', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
       {
-      params: ProjectParams,
-      body: UpdateProjectBody,
-      doc: {
-        operationId: 'updateProject',
-        summary: 'Change a project',
-        description: 'Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook.',
-        tag: 'Projects',
-        requestExample: { requireVerifiedEmail: false },
-        responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
+        params: ProjectParams,
+        body: UpdateProjectBody,
+        doc: {
+          operationId: 'updateProject',
+          summary: 'Change a project',
+          description: 'Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook.',
+          tag: 'Projects',
+          requestExample: { requireVerifiedEmail: false },
+          responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
+        },
       },
-    }, async (ctx, { params, body }) => {
-      ctx.body = presentProject(await changeProject(ctx.state.db, principalOf(ctx), { env: config.appEnv, egress: { allow: config.egressAllowPrivate } }, Number(params.projectId), body));
-    }),
+      async (ctx, { params, body }) => {
+        ctx.body = presentProject(
+          await changeProject(
+            ctx.state.db,
+            principalOf(ctx),
+            { env: config.appEnv, egress: { allow: config.egressAllowPrivate } },
+            Number(params.projectId),
+            body,
+          ),
+        );
+      },
+    ),
 
     declare(
       { method: 'DELETE', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
       {
-      params: ProjectParams,
-      doc: {
-        operationId: 'deleteProject',
-        summary: 'Soft-delete a project',
-        description: 'Its keys stop working at once: in this API process when the answer is sent, in the others when the change notification reaches them (milliseconds).',
-        tag: 'Projects',
-        responses: { 204: { description: 'Deleted.' } },
+        params: ProjectParams,
+        doc: {
+          operationId: 'deleteProject',
+          summary: 'Soft-delete a project',
+          description:
+            'Its keys stop working at once: in this API process when the answer is sent, in the others when the change notification reaches them (milliseconds).',
+          tag: 'Projects',
+          responses: { 204: { description: 'Deleted.' } },
+        },
       },
-    }, async (ctx, { params }) => {
-      await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
-      ctx.status = 204;
-    }),
+      async (ctx, { params }) => {
+        await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
+        ctx.status = 204;
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/keys', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
       {
-      params: ProjectParams,
-      body: RotateKeyBody,
-      doc: {
-        operationId: 'rotateProjectKey',
-        summary: 'Rotate the project key',
-        description: 'A new key, shown once; the previous keys keep working for `graceSeconds` (default 86400, 0 = stop at once).',
-        tag: 'Projects',
-        requestExample: { graceSeconds: 3600 },
-        responses: {
-          200: { description: 'The new key.', schema: KeyRotated, example: { projectKey: ex.projectKey, previousKeysExpireAt: ex.exampleAt } },
+        params: ProjectParams,
+        body: RotateKeyBody,
+        doc: {
+          operationId: 'rotateProjectKey',
+          summary: 'Rotate the project key',
+          description: 'A new key, shown once; the previous keys keep working for `graceSeconds` (default 86400, 0 = stop at once).',
+          tag: 'Projects',
+          requestExample: { graceSeconds: 3600 },
+          responses: {
+            200: { description: 'The new key.', schema: KeyRotated, example: { projectKey: ex.projectKey, previousKeysExpireAt: ex.exampleAt } },
+          },
         },
       },
-    }, async (ctx, { params, body }) => {
-      const grace = body.graceSeconds ?? 86_400;
-      const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
-      ctx.body = { projectKey: rotated.projectKey, previousKeysExpireAt: rotated.previousKeysExpireAt.toISOString() };
-    }),
+      async (ctx, { params, body }) => {
+        const grace = body.graceSeconds ?? 86_400;
+        const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
+        ctx.body = { projectKey: rotated.projectKey, previousKeysExpireAt: rotated.previousKeysExpireAt.toISOString() };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/walletWebhook/secret', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: ProjectParams,
-      doc: {
-        operationId: 'rotateWalletWebhookSecret',
-        summary: 'Rotate the wallet-webhook secret',
-        description: 'A new generated secret, shown once; the previous one also signs deliveries for 24 h.',
-        tag: 'Projects',
-        responses: {
-          200: {
-            description: 'The new secret.',
-            schema: WalletWebhookSecretRotated,
-            example: { walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', previousSecretExpiresAt: ex.exampleAt },
+        params: ProjectParams,
+        doc: {
+          operationId: 'rotateWalletWebhookSecret',
+          summary: 'Rotate the wallet-webhook secret',
+          description: 'A new generated secret, shown once; the previous one also signs deliveries for 24 h.',
+          tag: 'Projects',
+          responses: {
+            200: {
+              description: 'The new secret.',
+              schema: WalletWebhookSecretRotated,
+              example: { walletWebhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', previousSecretExpiresAt: ex.exampleAt },
+            },
           },
         },
       },
-    }, async (ctx, { params }) => {
-      const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId));
-      ctx.body = {
-        walletWebhookSecret: rotated.walletWebhookSecret,
-        previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),
-      };
-    }),
+      async (ctx, { params }) => {
+        const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId));
+        ctx.body = {
+          walletWebhookSecret: rotated.walletWebhookSecret,
+          previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),
+        };
+      },
+    ),
   ];
 }

@@ -75,7 +75,10 @@ export class RedisRateLimitStore implements RateLimitStore {
     const multi = this.#redis.multi();
     for (const b of batches) {
       const current = name(b.key, b.windowStart);
-      multi.incrby(current, b.hits).expire(current, windowS * 3).get(name(b.key, b.windowStart - windowS));
+      multi
+        .incrby(current, b.hits)
+        .expire(current, windowS * 3)
+        .get(name(b.key, b.windowStart - windowS));
     }
     const results = await multi.exec();
     if (!results) throw new Error('redis answered no results');
@@ -241,7 +244,10 @@ export class RateLimiter {
       }
       if (Date.now() - this.#warned > 10_000) {
         this.#warned = Date.now();
-        this.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'rate-limit store unavailable; each process limits on its own counts until it is back');
+        this.log.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'rate-limit store unavailable; each process limits on its own counts until it is back',
+        );
       }
     }
     this.#forgetIdle();
@@ -277,8 +283,15 @@ export class RateLimiter {
 }
 
 export function tooMany(state: Pick<RateLimitState, 'limit' | 'resetS'>, windowS: number, headers: Record<string, string> = {}): AppError {
-  return new AppError(429, 'rate_limited', 'Too Many Requests', `More than ${state.limit} requests in ${windowS} s; retry after ${state.resetS} s.`, undefined, {
-    ...headers,
-    'Retry-After': String(Math.max(1, state.resetS)),
-  });
+  return new AppError(
+    429,
+    'rate_limited',
+    'Too Many Requests',
+    `More than ${state.limit} requests in ${windowS} s; retry after ${state.resetS} s.`,
+    undefined,
+    {
+      ...headers,
+      'Retry-After': String(Math.max(1, state.resetS)),
+    },
+  );
 }

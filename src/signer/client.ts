@@ -24,7 +24,8 @@ export interface SignerHealth {
 const STORE_UNAVAILABLE = new Set(['vault_sealed', 'vault_unavailable']);
 
 /** APP_ENV=production with a signer that reports the local development key store: refused (start and /readyz). */
-export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean => appEnv === 'production' && health.backend !== undefined && health.backend !== 'vault';
+export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean =>
+  appEnv === 'production' && health.backend !== undefined && health.backend !== 'vault';
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 

@@ -48,13 +48,7 @@ export async function createToken(
   });
 }
 
-export async function listOrganisationTokens(
-  db: Executor,
-  p: Principal,
-  organisationId: number,
-  page: Page,
-  showRevoked: boolean,
-): Promise<ApiTokenRow[]> {
+export async function listOrganisationTokens(db: Executor, p: Principal, organisationId: number, page: Page, showRevoked: boolean): Promise<ApiTokenRow[]> {
   await requireOrganisation(db, p, organisationId);
   return listTokens(db, organisationId, page, showRevoked);
 }

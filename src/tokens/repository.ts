@@ -52,7 +52,10 @@ export async function insertToken(
 export async function listTokens(db: Executor, organisationId: number, page: Page, showRevoked: boolean): Promise<ApiTokenRow[]> {
   const q = db<ApiTokenRow>('api_tokens').where('organisation_id', organisationId).where('id', '>', page.afterId);
   if (!showRevoked) q.whereNull('revoked_at');
-  return q.orderBy('id').limit(page.limit + 1).select(COLUMNS as Array<keyof ApiTokenRow>);
+  return q
+    .orderBy('id')
+    .limit(page.limit + 1)
+    .select(COLUMNS as Array<keyof ApiTokenRow>);
 }
 
 /** Revokes at once; revoking a revoked token again leaves its first revocation time. */

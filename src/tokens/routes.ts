@@ -12,57 +12,69 @@ export function tokenEndpoints({ cursors, config }: RouteDeps): Declaration[] {
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: TokensParams,
-      body: CreateTokenBody,
-      doc: {
-        operationId: 'createToken',
-        summary: 'Create an API token',
-        description: 'Organisation scope, or project scope with `projectId`; role `admin` or `read`. The token is shown once.',
-        tag: 'API tokens',
-        requestExample: { name: 'ci', role: 'admin' },
-        responses: { 201: { description: 'Created; the token shown once.', schema: TokenCreated, example: { ...ex.token, token: 'sk_test_Q2xhcmtlIGlzIGEgZ29vZCBuYW1lIGZvciBh' } } },
+        params: TokensParams,
+        body: CreateTokenBody,
+        doc: {
+          operationId: 'createToken',
+          summary: 'Create an API token',
+          description: 'Organisation scope, or project scope with `projectId`; role `admin` or `read`. The token is shown once.',
+          tag: 'API tokens',
+          requestExample: { name: 'ci', role: 'admin' },
+          responses: {
+            201: {
+              description: 'Created; the token shown once.',
+              schema: TokenCreated,
+              example: { ...ex.token, token: 'sk_test_Q2xhcmtlIGlzIGEgZ29vZCBuYW1lIGZvciBh' },
+            },
+          },
+        },
       },
-    }, async (ctx, { params, body }) => {
-      const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
-      ctx.status = 201;
-      ctx.body = { ...presentToken(created.row), token: created.token };
-    }),
+      async (ctx, { params, body }) => {
+        const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
+        ctx.status = 201;
+        ctx.body = { ...presentToken(created.row), token: created.token };
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken' },
       {
-      params: TokensParams,
-      query: ListTokensQuery,
-      doc: {
-        operationId: 'listTokens',
-        summary: "List an organisation's API tokens",
-        description: 'Never the secrets. `showRevoked` includes revoked ones.',
-        tag: 'API tokens',
-        responses: { 200: { description: 'A page of tokens.', schema: TokenList, example: { tokens: [ex.token], nextCursor: null } } },
+        params: TokensParams,
+        query: ListTokensQuery,
+        doc: {
+          operationId: 'listTokens',
+          summary: "List an organisation's API tokens",
+          description: 'Never the secrets. `showRevoked` includes revoked ones.',
+          tag: 'API tokens',
+          responses: { 200: { description: 'A page of tokens.', schema: TokenList, example: { tokens: [ex.token], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { params, query }) => {
-      const organisationId = Number(params.id);
-      const showRevoked = queryBool(query.showRevoked);
-      const list = `tokens:${organisationId}:${showRevoked}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, page, showRevoked));
-      ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const organisationId = Number(params.id);
+        const showRevoked = queryBool(query.showRevoked);
+        const list = `tokens:${organisationId}:${showRevoked}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, page, showRevoked));
+        ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
+      },
+    ),
 
     declare(
       { method: 'DELETE', path: '/api/v1/organisations/:id/tokens/:tokenId', auth: 'apiToken', write: { idempotent: false } },
       {
-      params: TokenParams,
-      doc: {
-        operationId: 'revokeToken',
-        summary: 'Revoke an API token',
-        description: 'It stops working at once. Revoking it again changes nothing (204); an unknown token is 404.',
-        tag: 'API tokens',
-        responses: { 204: { description: 'Revoked.' } },
+        params: TokenParams,
+        doc: {
+          operationId: 'revokeToken',
+          summary: 'Revoke an API token',
+          description: 'It stops working at once. Revoking it again changes nothing (204); an unknown token is 404.',
+          tag: 'API tokens',
+          responses: { 204: { description: 'Revoked.' } },
+        },
       },
-    }, async (ctx, { params }) => {
-      await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
-      ctx.status = 204;
-    }),
+      async (ctx, { params }) => {
+        await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
+        ctx.status = 204;
+      },
+    ),
   ];
 }

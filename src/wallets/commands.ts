@@ -64,7 +64,12 @@ export async function identifyCaller(
       { in: 'body', path: '/any_other_tokens', message: 'differs from token' },
     ]);
   }
-  if (body.key === undefined) throw new ValidationError('The project key is required in the body field `key`.', [{ in: 'body', path: '/key', message: 'is required' }], 'missing_project_key');
+  if (body.key === undefined)
+    throw new ValidationError(
+      'The project key is required in the body field `key`.',
+      [{ in: 'body', path: '/key', message: 'is required' }],
+      'missing_project_key',
+    );
   deps.authFailures?.before(ctx);
   const hash = projectKeyHash(body.key, deps.env);
   const bearer = BEARER.exec(authorization)?.[1];
@@ -76,14 +81,26 @@ export async function identifyCaller(
   const project = found?.project;
   if (!project) {
     deps.authFailures?.failed(ctx);
-    throw new ValidationError('The project key is not valid for this environment.', [{ in: 'body', path: '/key', message: 'is not a valid key' }], 'invalid_project_key');
+    throw new ValidationError(
+      'The project key is not valid for this environment.',
+      [{ in: 'body', path: '/key', message: 'is not a valid key' }],
+      'invalid_project_key',
+    );
   }
   deps.beforeJwt?.(ctx, project);
-  if (!bearer) throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, { 'WWW-Authenticate': 'Bearer' });
+  if (!bearer)
+    throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
+      'WWW-Authenticate': 'Bearer',
+    });
   const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
-  const prefetched =
-    email !== undefined && found?.wallet !== undefined ? { emailLower: foldIdentity(email), wallet: found.wallet ?? undefined } : undefined;
-  return { project, email: user.email, token: body.token ?? body.any_other_tokens ?? null, requestId: ctx.state.requestId, ...(prefetched ? { prefetched } : {}) };
+  const prefetched = email !== undefined && found?.wallet !== undefined ? { emailLower: foldIdentity(email), wallet: found.wallet ?? undefined } : undefined;
+  return {
+    project,
+    email: user.email,
+    token: body.token ?? body.any_other_tokens ?? null,
+    requestId: ctx.state.requestId,
+    ...(prefetched ? { prefetched } : {}),
+  };
 }
 
 /** The wallet-created payload of the interface document; `token` only when one was given. */
@@ -151,7 +168,10 @@ export async function completeWallet(
 }
 
 /** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
-export async function signIn(deps: WalletDeps, caller: WalletCaller): Promise<{ wallet: Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'>; isNew: boolean }> {
+export async function signIn(
+  deps: WalletDeps,
+  caller: WalletCaller,
+): Promise<{ wallet: Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'>; isNew: boolean }> {
   // The prefetched row counts only if the verified email is the one it was read for.
   const known =
     caller.prefetched && caller.prefetched.emailLower === foldIdentity(caller.email)

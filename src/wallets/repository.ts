@@ -17,19 +17,16 @@ export interface WalletRow {
 }
 
 /** The wallet row of this identity, inserting a pending one if none exists (the unique constraint decides). */
-export async function claimWallet(
-  db: Executor,
-  projectId: number,
-  email: string,
-  token: string | null,
-): Promise<{ row: WalletRow; inserted: boolean }> {
+export async function claimWallet(db: Executor, projectId: number, email: string, token: string | null): Promise<{ row: WalletRow; inserted: boolean }> {
   const { rows } = await db.raw<{ rows: WalletRow[] }>(
     `INSERT INTO wallets (project_id, email, email_lower, creation_token) VALUES (?, ?, ?, ?)
      ON CONFLICT (project_id, email_lower) DO NOTHING RETURNING *`,
     [projectId, email, foldIdentity(email), token],
   );
   if (rows[0]) return { row: rows[0], inserted: true };
-  const row = await db<WalletRow>('wallets').where({ project_id: projectId, email_lower: foldIdentity(email) }).first();
+  const row = await db<WalletRow>('wallets')
+    .where({ project_id: projectId, email_lower: foldIdentity(email) })
+    .first();
   if (!row) throw new Error('wallet row vanished after a conflict');
   return { row, inserted: false };
 }

@@ -25,109 +25,125 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
     declare(
       { method: 'POST', path: '/api/v1/signin', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
       {
-      body: WalletRequestBody,
-      bodyLimit: WALLET_BODY_LIMIT,
-      doc: {
-        operationId: 'signIn',
-        summary: "Sign a user in: their wallet, created on first call",
-        description: 'Synchronous. The wallet of (project, lower-cased `email` of the JWT), created once whatever the concurrency; `isNew` is true only for the call that created it. `token` (alias `any_other_tokens`) is passed through to the wallet-created webhook. A failed wallet-created webhook is re-sent at once.',
-        tag: 'Wallets',
-        requestExample: { key: ex.projectKey, token: 'order-4711' },
-        errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
-        responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
+        body: WalletRequestBody,
+        bodyLimit: WALLET_BODY_LIMIT,
+        doc: {
+          operationId: 'signIn',
+          summary: 'Sign a user in: their wallet, created on first call',
+          description:
+            'Synchronous. The wallet of (project, lower-cased `email` of the JWT), created once whatever the concurrency; `isNew` is true only for the call that created it. `token` (alias `any_other_tokens`) is passed through to the wallet-created webhook. A failed wallet-created webhook is re-sent at once.',
+          tag: 'Wallets',
+          requestExample: { key: ex.projectKey, token: 'order-4711' },
+          errors: {
+            400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.',
+          },
+          responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
+        },
       },
-    }, async (ctx, { body }) => {
-      const caller = await identifyCaller(wallets, body, ctx, { prefetchWallet: true });
-      const { wallet, isNew } = await signIn(wallets, caller);
-      ctx.body = { ...presentWallet(wallet), isNew };
-    }),
+      async (ctx, { body }) => {
+        const caller = await identifyCaller(wallets, body, ctx, { prefetchWallet: true });
+        const { wallet, isNew } = await signIn(wallets, caller);
+        ctx.body = { ...presentWallet(wallet), isNew };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/wallets/createasync', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
       {
-      body: WalletRequestBody,
-      bodyLimit: WALLET_BODY_LIMIT,
-      doc: {
-        operationId: 'createWalletAsync',
-        summary: 'Create the wallet in the background',
-        description: 'Answered 202 once the request is committed; the wallet is created and its webhook sent by the relay. Idempotent by identity as sign-in is.',
-        tag: 'Wallets',
-        requestExample: { key: ex.projectKey },
-        errors: { 400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.' },
-        responses: { 202: { description: 'Accepted.', schema: Accepted, example: { status: 'accepted' } } },
+        body: WalletRequestBody,
+        bodyLimit: WALLET_BODY_LIMIT,
+        doc: {
+          operationId: 'createWalletAsync',
+          summary: 'Create the wallet in the background',
+          description:
+            'Answered 202 once the request is committed; the wallet is created and its webhook sent by the relay. Idempotent by identity as sign-in is.',
+          tag: 'Wallets',
+          requestExample: { key: ex.projectKey },
+          errors: {
+            400: 'missing_project_key or invalid_project_key (a key of another environment, unknown, of a deleted project or organisation, or with whitespace), or a body field problem.',
+          },
+          responses: { 202: { description: 'Accepted.', schema: Accepted, example: { status: 'accepted' } } },
+        },
       },
-    }, async (ctx, { body }) => {
-      const caller = await identifyCaller(wallets, body, ctx);
-      await createWalletAsync(wallets, caller);
-      ctx.status = 202;
-      ctx.body = { status: 'accepted' };
-    }),
+      async (ctx, { body }) => {
+        const caller = await identifyCaller(wallets, body, ctx);
+        await createWalletAsync(wallets, caller);
+        ctx.status = 202;
+        ctx.body = { status: 'accepted' };
+      },
+    ),
 
-  // A diagnostic: reads only, so read tokens may use it too.
+    // A diagnostic: reads only, so read tokens may use it too.
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/issuer/check', auth: 'apiToken', readOnly: true },
       {
-      params: WalletsParams,
-      body: IssuerCheckBody,
-      doc: {
-        operationId: 'checkIssuer',
-        summary: "Check a sample JWT against the project's issuer configuration",
-        description: 'Runs every check of section 11 and reports each outcome; creates nothing. Read tokens may use it.',
-        tag: 'Wallets',
-        requestExample: { token: 'eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJodHRwczovL2xvZ2luLmV4YW1wbGUuY29tIn0.c2ln' },
-        responses: {
-          200: {
-            description: 'The outcome of every check.',
-            schema: IssuerCheckOut,
-            example: {
-              ok: false,
-              issuer: 'https://login.example.com',
-              checks: [
-                { name: 'discovery', outcome: 'passed' },
-                { name: 'aud', outcome: 'failed', detail: 'aud is not urn:custody:testnet' },
-              ],
+        params: WalletsParams,
+        body: IssuerCheckBody,
+        doc: {
+          operationId: 'checkIssuer',
+          summary: "Check a sample JWT against the project's issuer configuration",
+          description: 'Runs every check of section 11 and reports each outcome; creates nothing. Read tokens may use it.',
+          tag: 'Wallets',
+          requestExample: { token: 'eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJodHRwczovL2xvZ2luLmV4YW1wbGUuY29tIn0.c2ln' },
+          responses: {
+            200: {
+              description: 'The outcome of every check.',
+              schema: IssuerCheckOut,
+              example: {
+                ok: false,
+                issuer: 'https://login.example.com',
+                checks: [
+                  { name: 'discovery', outcome: 'passed' },
+                  { name: 'aud', outcome: 'failed', detail: 'aud is not urn:custody:testnet' },
+                ],
+              },
             },
           },
         },
       },
-    }, async (ctx, { params, body }) => {
-      ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
-    }),
+      async (ctx, { params, body }) => {
+        ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
+      },
+    ),
 
-  // Back-office lookups with an API token (CONTRACT.md section 5).
+    // Back-office lookups with an API token (CONTRACT.md section 5).
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken' },
       {
-      params: WalletsParams,
-      query: ListWalletsQuery,
-      doc: {
-        operationId: 'listWallets',
-        summary: "Find a project's wallets",
-        description: '`email` (case-insensitive) and `address` filter; both optional.',
-        tag: 'Wallets',
-        responses: { 200: { description: 'A page of wallets.', schema: WalletList, example: { wallets: [ex.wallet], nextCursor: null } } },
+        params: WalletsParams,
+        query: ListWalletsQuery,
+        doc: {
+          operationId: 'listWallets',
+          summary: "Find a project's wallets",
+          description: '`email` (case-insensitive) and `address` filter; both optional.',
+          tag: 'Wallets',
+          responses: { 200: { description: 'A page of wallets.', schema: WalletList, example: { wallets: [ex.wallet], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { params, query }) => {
-      const projectId = Number(params.projectId);
-      const list = `wallets:${projectId}:${query.email ?? ''}:${query.address ?? ''}`;
-      const page = cursors.page(list, query);
-      const rows = await listProjectWallets(ctx.state.db, principalOf(ctx), projectId, { email: query.email, address: query.address }, page);
-      const result = cursors.result(list, page, rows);
-      ctx.body = { wallets: result.items.map(presentWallet), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const projectId = Number(params.projectId);
+        const list = `wallets:${projectId}:${query.email ?? ''}:${query.address ?? ''}`;
+        const page = cursors.page(list, query);
+        const rows = await listProjectWallets(ctx.state.db, principalOf(ctx), projectId, { email: query.email, address: query.address }, page);
+        const result = cursors.result(list, page, rows);
+        ctx.body = { wallets: result.items.map(presentWallet), nextCursor: result.nextCursor };
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', auth: 'apiToken' },
       {
-      params: WalletParams,
-      doc: {
-        operationId: 'getWallet',
-        summary: 'Get a wallet',
-        tag: 'Wallets',
-        responses: { 200: { description: 'The wallet.', schema: WalletOut, example: ex.wallet } },
+        params: WalletParams,
+        doc: {
+          operationId: 'getWallet',
+          summary: 'Get a wallet',
+          tag: 'Wallets',
+          responses: { 200: { description: 'The wallet.', schema: WalletOut, example: ex.wallet } },
+        },
       },
-    }, async (ctx, { params }) => {
-      ctx.body = presentWallet(await getProjectWallet(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.walletId)));
-    }),
+      async (ctx, { params }) => {
+        ctx.body = presentWallet(await getProjectWallet(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.walletId)));
+      },
+    ),
   ];
 }

@@ -12,14 +12,7 @@ import { webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
 import { enqueue, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
 import { newWebhookSecret } from '../projects/keys.js';
 import { findProject, type ProjectRow } from '../projects/repository.js';
-import {
-  findSubscription,
-  insertSubscription,
-  listSubscriptions,
-  nextSubscriptionId,
-  updateSubscription,
-  type SubscriptionRow,
-} from './repository.js';
+import { findSubscription, insertSubscription, listSubscriptions, nextSubscriptionId, updateSubscription, type SubscriptionRow } from './repository.js';
 import type { CreateWebhookBody, UpdateWebhookBody } from './schemas.js';
 
 export interface WebhookDeps {
@@ -147,7 +140,13 @@ export async function rotateSubscriptionSecret(
 }
 
 /** `POST …/{webhookId}/test`: a `webhook.test` event delivered to this subscription only. */
-export async function testSubscription(db: Executor, p: Principal, projectId: number, id: number, nowMs: number): Promise<{ deliveryId: number; webhookId: string }> {
+export async function testSubscription(
+  db: Executor,
+  p: Principal,
+  projectId: number,
+  id: number,
+  nowMs: number,
+): Promise<{ deliveryId: number; webhookId: string }> {
   const project = await projectFor(db, p, projectId, true);
   return db.transaction(async (tx) => {
     const sub = await subscriptionFor(tx, project, id);
@@ -174,7 +173,8 @@ export async function retryFailedDelivery(db: Executor, p: Principal, projectId:
   return db.transaction(async (tx) => {
     const row = await tx<OutboxRow>('outbox').where({ id: deliveryId, project_id: project.id, kind: 'delivery' }).forUpdate().first();
     if (!row) throw new NotFoundError('No such delivery.');
-    if (row.status !== 'failed') throw new ConflictError(`The delivery is ${row.status === 'done' ? 'delivered' : 'pending'}; only failed deliveries can be retried.`);
+    if (row.status !== 'failed')
+      throw new ConflictError(`The delivery is ${row.status === 'done' ? 'delivered' : 'pending'}; only failed deliveries can be retried.`);
     const [updated] = await tx<OutboxRow>('outbox')
       .where({ id: row.id })
       .update({ status: 'pending', next_attempt_at: tx.fn.now(), locked_until: null, manual_retry: true } as never)
@@ -184,4 +184,3 @@ export async function retryFailedDelivery(db: Executor, p: Principal, projectId:
     return updated;
   });
 }
-

@@ -49,23 +49,30 @@ export function failedDeliveryEndpoints({ cursors }: RouteDeps): Declaration[] {
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId/webhooks/failedDeliveries', auth: 'apiToken' },
       {
-      params: Params,
-      query: Query,
-      doc: {
-        operationId: 'listFailedDeliveries',
-        summary: "A project's failed deliveries",
-        description: 'Wallet webhooks (`kind: wallet`, `webhookId: null`) and subscription deliveries whose retries are exhausted, with the last status, error and response body.',
-        tag: 'Webhooks',
-        responses: {
-          200: { description: 'A page of failed deliveries.', schema: FailedDeliveryList, example: { failedDeliveries: [ex.failedDelivery], nextCursor: null } },
+        params: Params,
+        query: Query,
+        doc: {
+          operationId: 'listFailedDeliveries',
+          summary: "A project's failed deliveries",
+          description:
+            'Wallet webhooks (`kind: wallet`, `webhookId: null`) and subscription deliveries whose retries are exhausted, with the last status, error and response body.',
+          tag: 'Webhooks',
+          responses: {
+            200: {
+              description: 'A page of failed deliveries.',
+              schema: FailedDeliveryList,
+              example: { failedDeliveries: [ex.failedDelivery], nextCursor: null },
+            },
+          },
         },
       },
-    }, async (ctx, { params, query }) => {
-      const projectId = Number(params.projectId);
-      const list = `failedDeliveries:${projectId}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, page));
-      ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const projectId = Number(params.projectId);
+        const list = `failedDeliveries:${projectId}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, page));
+        ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
+      },
+    ),
   ];
 }

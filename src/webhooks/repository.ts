@@ -24,7 +24,10 @@ export async function nextSubscriptionId(db: Executor): Promise<number> {
   return id;
 }
 
-export async function insertSubscription(db: Executor, values: Pick<SubscriptionRow, 'id' | 'project_id' | 'url' | 'events' | 'secret_enc'>): Promise<SubscriptionRow> {
+export async function insertSubscription(
+  db: Executor,
+  values: Pick<SubscriptionRow, 'id' | 'project_id' | 'url' | 'events' | 'secret_enc'>,
+): Promise<SubscriptionRow> {
   const [row] = await db<SubscriptionRow>('webhook_subscriptions').insert(values).returning('*');
   if (!row) throw new Error('insert returned no row');
   return row;
@@ -49,7 +52,7 @@ export async function findSubscriptionById(db: Executor, id: number): Promise<Su
 export async function listSubscriptions(db: Executor, projectId: number, page: Page, showDeleted: boolean): Promise<SubscriptionRow[]> {
   const q = db<SubscriptionRow>('webhook_subscriptions').where('project_id', projectId).where('id', '>', page.afterId);
   if (!showDeleted) q.whereNull('deleted_at');
-  return (await q.orderBy('id').limit(page.limit + 1));
+  return await q.orderBy('id').limit(page.limit + 1);
 }
 
 export async function updateSubscription(db: Executor, id: number, values: Partial<SubscriptionRow>): Promise<SubscriptionRow> {

@@ -41,169 +41,188 @@ export function webhookEndpoints({ cursors, config, secretBox, now }: RouteDeps)
     declare(
       { method: 'GET', path: '/api/v1/webhooks/events', auth: 'apiToken' },
       {
-      doc: {
-        operationId: 'listEventTypes',
-        summary: 'The event catalogue',
-        description: 'The events a subscription may name (section 9).',
-        tag: 'Webhooks',
-        responses: {
-          200: {
-            description: 'Every event type.',
-            schema: EventCatalogueOut,
-            example: { events: [{ name: 'wallet.created', description: 'A wallet was created.', data: 'the wallet-created payload' }] },
+        doc: {
+          operationId: 'listEventTypes',
+          summary: 'The event catalogue',
+          description: 'The events a subscription may name (section 9).',
+          tag: 'Webhooks',
+          responses: {
+            200: {
+              description: 'Every event type.',
+              schema: EventCatalogueOut,
+              example: { events: [{ name: 'wallet.created', description: 'A wallet was created.', data: 'the wallet-created payload' }] },
+            },
           },
         },
       },
-    }, (ctx) => {
-      principalOf(ctx);
-      ctx.body = { events: EVENT_CATALOGUE };
-      return Promise.resolve();
-    }),
+      (ctx) => {
+        principalOf(ctx);
+        ctx.body = { events: EVENT_CATALOGUE };
+        return Promise.resolve();
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken' },
       {
-      params: ProjectWebhooksParams,
-      query: ListWebhooksQuery,
-      doc: {
-        operationId: 'listWebhooks',
-        summary: "List a project's webhook subscriptions",
-        tag: 'Webhooks',
-        responses: { 200: { description: 'A page of subscriptions.', schema: SubscriptionList, example: { webhooks: [ex.subscription], nextCursor: null } } },
+        params: ProjectWebhooksParams,
+        query: ListWebhooksQuery,
+        doc: {
+          operationId: 'listWebhooks',
+          summary: "List a project's webhook subscriptions",
+          tag: 'Webhooks',
+          responses: { 200: { description: 'A page of subscriptions.', schema: SubscriptionList, example: { webhooks: [ex.subscription], nextCursor: null } } },
+        },
       },
-    }, async (ctx, { params, query }) => {
-      const projectId = Number(params.projectId);
-      const showDeleted = queryBool(query.showDeleted);
-      const list = `webhooks:${projectId}:${showDeleted}`;
-      const page = cursors.page(list, query);
-      const result = cursors.result(list, page, await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, page, showDeleted));
-      ctx.body = { webhooks: result.items.map(presentSubscription), nextCursor: result.nextCursor };
-    }),
+      async (ctx, { params, query }) => {
+        const projectId = Number(params.projectId);
+        const showDeleted = queryBool(query.showDeleted);
+        const list = `webhooks:${projectId}:${showDeleted}`;
+        const page = cursors.page(list, query);
+        const result = cursors.result(list, page, await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, page, showDeleted));
+        ctx.body = { webhooks: result.items.map(presentSubscription), nextCursor: result.nextCursor };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: ProjectWebhooksParams,
-      body: CreateWebhookBody,
-      doc: {
-        operationId: 'createWebhook',
-        summary: 'Subscribe a URL to events',
-        description: 'https only in production, never a private, loopback or metadata address there (checked now and at every connection). Without `secret` a `whsec_` secret is generated and shown once.',
-        tag: 'Webhooks',
-        requestExample: { url: 'https://api.example.com/hooks/custody', events: ['membership.issued', 'membership.revoked'] },
-        responses: {
-          201: { description: 'Created.', schema: SubscriptionCreated, example: { ...ex.subscription, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
+        params: ProjectWebhooksParams,
+        body: CreateWebhookBody,
+        doc: {
+          operationId: 'createWebhook',
+          summary: 'Subscribe a URL to events',
+          description:
+            'https only in production, never a private, loopback or metadata address there (checked now and at every connection). Without `secret` a `whsec_` secret is generated and shown once.',
+          tag: 'Webhooks',
+          requestExample: { url: 'https://api.example.com/hooks/custody', events: ['membership.issued', 'membership.revoked'] },
+          responses: {
+            201: { description: 'Created.', schema: SubscriptionCreated, example: { ...ex.subscription, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
+          },
         },
       },
-    }, async (ctx, { params, body }) => {
-      const { subscription, generatedSecret } = await createSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), body);
-      ctx.status = 201;
-      ctx.body = { ...presentSubscription(subscription), ...(generatedSecret === undefined ? {} : { secret: generatedSecret }) };
-    }),
+      async (ctx, { params, body }) => {
+        const { subscription, generatedSecret } = await createSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), body);
+        ctx.status = 201;
+        ctx.body = { ...presentSubscription(subscription), ...(generatedSecret === undefined ? {} : { secret: generatedSecret }) };
+      },
+    ),
 
     declare(
       { method: 'GET', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken' },
       {
-      params: WebhookParams,
-      doc: {
-        operationId: 'getWebhook',
-        summary: 'Get a webhook subscription',
-        tag: 'Webhooks',
-        responses: { 200: { description: 'The subscription (never its secret).', schema: SubscriptionOut, example: ex.subscription } },
+        params: WebhookParams,
+        doc: {
+          operationId: 'getWebhook',
+          summary: 'Get a webhook subscription',
+          tag: 'Webhooks',
+          responses: { 200: { description: 'The subscription (never its secret).', schema: SubscriptionOut, example: ex.subscription } },
+        },
       },
-    }, async (ctx, { params }) => {
-      ctx.body = presentSubscription(await getSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId)));
-    }),
+      async (ctx, { params }) => {
+        ctx.body = presentSubscription(await getSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId)));
+      },
+    ),
 
     declare(
       { method: 'PUT', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
       {
-      params: WebhookParams,
-      body: UpdateWebhookBody,
-      doc: {
-        operationId: 'updateWebhook',
-        summary: 'Change a webhook subscription',
-        description: 'Only what is given changes; any update re-enables a disabled subscription.',
-        tag: 'Webhooks',
-        requestExample: { events: ['*'] },
-        responses: { 200: { description: 'The changed subscription.', schema: SubscriptionOut, example: ex.subscription } },
+        params: WebhookParams,
+        body: UpdateWebhookBody,
+        doc: {
+          operationId: 'updateWebhook',
+          summary: 'Change a webhook subscription',
+          description: 'Only what is given changes; any update re-enables a disabled subscription.',
+          tag: 'Webhooks',
+          requestExample: { events: ['*'] },
+          responses: { 200: { description: 'The changed subscription.', schema: SubscriptionOut, example: ex.subscription } },
+        },
       },
-    }, async (ctx, { params, body }) => {
-      const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
-      ctx.body = presentSubscription(sub);
-    }),
+      async (ctx, { params, body }) => {
+        const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
+        ctx.body = presentSubscription(sub);
+      },
+    ),
 
     declare(
       { method: 'DELETE', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
       {
-      params: WebhookParams,
-      doc: {
-        operationId: 'deleteWebhook',
-        summary: 'Delete a webhook subscription',
-        description: 'Soft: nothing more is delivered to it.',
-        tag: 'Webhooks',
-        responses: { 204: { description: 'Deleted.' } },
+        params: WebhookParams,
+        doc: {
+          operationId: 'deleteWebhook',
+          summary: 'Delete a webhook subscription',
+          description: 'Soft: nothing more is delivered to it.',
+          tag: 'Webhooks',
+          responses: { 204: { description: 'Deleted.' } },
+        },
       },
-    }, async (ctx, { params }) => {
-      await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
-      ctx.status = 204;
-    }),
+      async (ctx, { params }) => {
+        await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
+        ctx.status = 204;
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/secret', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: WebhookParams,
-      body: RotateWebhookSecretBody,
-      doc: {
-        operationId: 'rotateWebhookSecret',
-        summary: "Rotate a subscription's secret",
-        description: 'The given or a generated secret, shown once; for 24 h deliveries carry a signature with each secret.',
-        tag: 'Webhooks',
-        responses: { 200: { description: 'The new secret.', schema: SecretOut, example: { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } },
+        params: WebhookParams,
+        body: RotateWebhookSecretBody,
+        doc: {
+          operationId: 'rotateWebhookSecret',
+          summary: "Rotate a subscription's secret",
+          description: 'The given or a generated secret, shown once; for 24 h deliveries carry a signature with each secret.',
+          tag: 'Webhooks',
+          responses: { 200: { description: 'The new secret.', schema: SecretOut, example: { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } },
+        },
       },
-    }, async (ctx, { params, body }) => {
-      const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
-      ctx.body = { secret };
-    }),
+      async (ctx, { params, body }) => {
+        const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
+        ctx.body = { secret };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/test', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: WebhookParams,
-      doc: {
-        operationId: 'testWebhook',
-        summary: 'Send a webhook.test event to the subscription',
-        tag: 'Webhooks',
-        responses: {
-          202: {
-            description: 'Queued for delivery.',
-            schema: TestSent,
-            example: { status: 'accepted', event: 'webhook.test', deliveryId: 322, webhookId: 'msg_2b9c7f1e0a6d4c1e' },
+        params: WebhookParams,
+        doc: {
+          operationId: 'testWebhook',
+          summary: 'Send a webhook.test event to the subscription',
+          tag: 'Webhooks',
+          responses: {
+            202: {
+              description: 'Queued for delivery.',
+              schema: TestSent,
+              example: { status: 'accepted', event: 'webhook.test', deliveryId: 322, webhookId: 'msg_2b9c7f1e0a6d4c1e' },
+            },
           },
         },
       },
-    }, async (ctx, { params }) => {
-      const sent = await testSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now());
-      ctx.status = 202;
-      ctx.body = { status: 'accepted', event: 'webhook.test', ...sent };
-    }),
+      async (ctx, { params }) => {
+        const sent = await testSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now());
+        ctx.status = 202;
+        ctx.body = { status: 'accepted', event: 'webhook.test', ...sent };
+      },
+    ),
 
     declare(
       { method: 'POST', path: '/api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry', auth: 'apiToken', write: { idempotent: true } },
       {
-      params: DeliveryParams,
-      doc: {
-        operationId: 'retryFailedDelivery',
-        summary: 'Retry a failed delivery once',
-        description: 'One more attempt; if it fails the delivery is listed as failed again.',
-        tag: 'Webhooks',
-        errors: { 409: 'conflict: the delivery is not failed (delivered or pending).' },
-        responses: { 202: { description: 'Queued.', schema: RetryAccepted, example: { id: 321, status: 'pending' } } },
+        params: DeliveryParams,
+        doc: {
+          operationId: 'retryFailedDelivery',
+          summary: 'Retry a failed delivery once',
+          description: 'One more attempt; if it fails the delivery is listed as failed again.',
+          tag: 'Webhooks',
+          errors: { 409: 'conflict: the delivery is not failed (delivered or pending).' },
+          responses: { 202: { description: 'Queued.', schema: RetryAccepted, example: { id: 321, status: 'pending' } } },
+        },
       },
-    }, async (ctx, { params }) => {
-      const row = await retryFailedDelivery(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.deliveryId));
-      ctx.status = 202;
-      ctx.body = { id: row.id, status: 'pending' };
-    }),
+      async (ctx, { params }) => {
+        const row = await retryFailedDelivery(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.deliveryId));
+        ctx.status = 202;
+        ctx.body = { id: row.id, status: 'pending' };
+      },
+    ),
   ];
 }

@@ -37,7 +37,12 @@ export const SubscriptionCreated = Type.Object(
 );
 export const SecretOut = Type.Object({ secret: Type.String({ description: 'shown once' }) }, { additionalProperties: false });
 export const TestSent = Type.Object(
-  { status: Type.Literal('accepted'), event: Type.Literal('webhook.test'), deliveryId: IdOut, webhookId: Type.String({ description: 'the webhook-id header of the delivery' }) },
+  {
+    status: Type.Literal('accepted'),
+    event: Type.Literal('webhook.test'),
+    deliveryId: IdOut,
+    webhookId: Type.String({ description: 'the webhook-id header of the delivery' }),
+  },
   { additionalProperties: false },
 );
 export const RetryAccepted = Type.Object({ id: IdOut, status: Type.Literal('pending') }, { additionalProperties: false });

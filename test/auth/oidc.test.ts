@@ -69,7 +69,7 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     const claims = { iss: iss.issuer, aud: AUDIENCE, exp: Math.floor(Date.now() / 1000) + 300, email: 'a@example.com' };
     await rejects(v.verify(`${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`, project(iss)), /^alg:/);
     const key = iss.keys[0]!;
-    const pem = await exportSPKI(await importJWK(key.publicJwk, 'RS256') as Parameters<typeof exportSPKI>[0]);
+    const pem = await exportSPKI((await importJWK(key.publicJwk, 'RS256')) as Parameters<typeof exportSPKI>[0]);
     const signingInput = `${b64({ alg: 'HS256', typ: 'JWT', kid: key.kid })}.${b64(claims)}`;
     const forged = `${signingInput}.${createHmac('sha256', pem).update(signingInput).digest('base64url')}`;
     await rejects(v.verify(forged, project(iss)), /^alg:/);
@@ -91,7 +91,7 @@ describe('OIDC verification of end-user JWTs against a real HTTPS identity provi
     expect(iss.fetches.jwks).to.equal(2);
   });
 
-  it('with the service\'s default re-fetch interval, accepts a key the IdP just published about a second after the last fetch', async () => {
+  it("with the service's default re-fetch interval, accepts a key the IdP just published about a second after the last fetch", async () => {
     const interval = loadConfig({ DATA_DIR: '/tmp' }).jwksRefetchIntervalMs;
     expect(interval).to.be.at.most(1_000);
     const iss = await idp.issuer();

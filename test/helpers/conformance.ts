@@ -64,7 +64,7 @@ export class Conformance {
       }
     }
     this.#ops.sort((a, b) => a.params - b.params);
-    this.#problem = (doc.components?.schemas?.['Problem'] ?? {});
+    this.#problem = doc.components?.schemas?.['Problem'] ?? {};
   }
 
   /** From the served document; $refs resolved first so every schema stands alone. */

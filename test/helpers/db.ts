@@ -52,10 +52,9 @@ export async function snapshot(db: Knex, options: { except?: string[] } = {}): P
   const result: Record<string, string> = {};
   for (const { tablename } of tables) {
     if (options.except?.includes(tablename)) continue;
-    const { rows } = await db.raw<{ rows: Array<{ h: string }> }>(
-      `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS h FROM ?? t`,
-      [tablename],
-    );
+    const { rows } = await db.raw<{ rows: Array<{ h: string }> }>(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS h FROM ?? t`, [
+      tablename,
+    ]);
     result[tablename] = rows[0]?.h ?? '';
   }
   return result;

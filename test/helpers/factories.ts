@@ -36,12 +36,7 @@ export async function createProject(client: Client, organisationId: number, body
   return res.body;
 }
 
-export async function createToken(
-  client: Client,
-  organisationId: number,
-  role: 'admin' | 'read',
-  projectId?: number,
-): Promise<Token> {
+export async function createToken(client: Client, organisationId: number, role: 'admin' | 'read', projectId?: number): Promise<Token> {
   const res = await client.post<Token>(`/api/v1/organisations/${organisationId}/tokens`, {
     name: unique('token'),
     role,

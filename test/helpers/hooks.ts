@@ -6,7 +6,6 @@ import { setSharedSigner, sharedSigner, startSigner } from './signer.js';
 
 const name = `custody_test_${Date.now()}_${process.pid}`;
 
-
 /** Root hooks: one fresh, migrated database per test run on the machine's PostgreSQL, dropped at the end. */
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {

@@ -8,7 +8,7 @@ export async function servedDocument(): Promise<unknown> {
   const app = await startApp();
   try {
     const res = await fetch(`${app.url}/openapi.json`);
-    return (await res.json());
+    return await res.json();
   } finally {
     await app.close();
   }
@@ -29,10 +29,7 @@ export async function checkObservedResponses(): Promise<void> {
     seen.add(`${o.method} ${o.status}`);
   }
   mkdirSync('test-results', { recursive: true });
-  writeFileSync(
-    'test-results/openapi-conformance.json',
-    JSON.stringify({ observed: observed.length, failures: Object.fromEntries(failures) }, null, 2),
-  );
+  writeFileSync('test-results/openapi-conformance.json', JSON.stringify({ observed: observed.length, failures: Object.fromEntries(failures) }, null, 2));
   if (failures.size > 0) {
     const list = [...failures].slice(0, 30).map(([p, n]) => `  ${p} (×${n})`);
     throw new Error(`${failures.size} kinds of response do not match the OpenAPI document (of ${observed.length} observed):\n${list.join('\n')}`);

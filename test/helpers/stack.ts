@@ -37,7 +37,15 @@ export async function startStack(prefix: string): Promise<Stack> {
     caFile,
     operatorToken,
     // The IdP and the receiver listen on loopback, which outbound requests may not reach otherwise.
-    serviceEnv: (port) => ({ ROLE: 'all', DATABASE_URL: db.url, DATA_DIR: dir, PORT: String(port), OPERATOR_TOKEN: operatorToken, OIDC_CA_FILE: caFile, EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128' }),
+    serviceEnv: (port) => ({
+      ROLE: 'all',
+      DATABASE_URL: db.url,
+      DATA_DIR: dir,
+      PORT: String(port),
+      OPERATOR_TOKEN: operatorToken,
+      OIDC_CA_FILE: caFile,
+      EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
+    }),
     teardown: async () => {
       await receiver.close();
       await idp.close();

@@ -44,8 +44,7 @@ export async function startDevVault(): Promise<DevVault> {
   }
   const unsealKey = /Unseal Key: (\S+)/.exec(out)?.[1] ?? '';
   const env = { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: addr, VAULT_TOKEN: rootToken };
-  const cli = (args: string[], input?: string) =>
-    execFileSync(bin, args, { env, encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
+  const cli = (args: string[], input?: string) => execFileSync(bin, args, { env, encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
   // Wait until it answers requests.
   for (;;) {
     try {

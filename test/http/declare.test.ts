@@ -21,7 +21,9 @@ describe('http: one declaration per endpoint', function () {
     const declared = app.endpoints.map((d) => `${d.route.method} ${d.route.path}`);
     expect(new Set(declared).size, 'no route declared twice').to.equal(declared.length);
     // The served document is built from the router: every /api/ operation in it is a declared one.
-    const doc = (await app.client.get('/openapi.json', { token: null })).body as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const doc = (await app.client.get('/openapi.json', { token: null })).body as {
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+    };
     const served = Object.entries(doc.paths)
       .filter(([p]) => p.startsWith('/api/'))
       .flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`));

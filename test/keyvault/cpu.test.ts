@@ -17,7 +17,9 @@ describe('keyvault: key-generation threads follow the CPU the container may use,
 
   it('reads the cgroup v1 quota and period; no cgroup files at all means the machine', () => {
     expect(containerCpus(files({ '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '300000\n', '/sys/fs/cgroup/cpu/cpu.cfs_period_us': '100000\n' }), 64)).to.equal(3);
-    expect(containerCpus(files({ '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us': '-1\n', '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us': '100000\n' }), 64)).to.equal(64);
+    expect(
+      containerCpus(files({ '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us': '-1\n', '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us': '100000\n' }), 64),
+    ).to.equal(64);
     expect(containerCpus(files({}), 8)).to.equal(8);
   });
 

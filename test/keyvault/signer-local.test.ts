@@ -93,7 +93,9 @@ describe('keyvault: the signer process (local backend)', function () {
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {
     const client = new SignerClient(signer.url, signer.token, 30_000, TEST_DEPLOYMENT);
     const before = localKeyRecords(signer.dataDir).length;
-    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`burst:${i % 200}`), `burst:${i % 200}`).then((k) => ({ i, k }))));
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`burst:${i % 200}`), `burst:${i % 200}`).then((k) => ({ i, k }))),
+    );
     const byRequest = new Map<number, Set<string>>();
     for (const { i, k } of results) {
       const set = byRequest.get(i % 200) ?? new Set<string>();
@@ -132,7 +134,10 @@ describe('keyvault: the signer process (local backend)', function () {
     const client = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
     const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`log:${i}`), `log:${i}`)));
     // One signer per directory: a second one waits for the lock, then refuses, saying why.
-    const second = spawnService({ KEYVAULT_TOKEN: signer.token, KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '300' }, SIGNER_MAIN);
+    const second = spawnService(
+      { KEYVAULT_TOKEN: signer.token, KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '300' },
+      SIGNER_MAIN,
+    );
     expect(await second.exited).to.equal(1);
     expect(second.output()).to.match(/the local key store in .* is in use by process \d+; run one signer per KEYVAULT_DATA_DIR/);
     expect((await client.createKey(keyIdOf('log:after-refusal'), 'log:after-refusal')).created).to.equal(true);
@@ -140,7 +145,9 @@ describe('keyvault: the signer process (local backend)', function () {
     await signer.stop();
     // A crash in the middle of an append: half a record at the end of the log.
     const [moved] = localKeyRecords(signer.dataDir).filter((r) => r.keyId === made[0]?.keyId);
-    const lines = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8').split('\n').filter((l) => l !== '');
+    const lines = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8')
+      .split('\n')
+      .filter((l) => l !== '');
     const kept = lines.filter((l) => !l.includes(`"keyId":"${made[0]?.keyId}"`));
     writeFileSync(path.join(signer.dataDir, 'keys.log'), kept.map((l) => `${l}\n`).join(''));
     appendFileSync(path.join(signer.dataDir, 'keys.log'), '{"keyId":"torn-rec');

@@ -48,12 +48,19 @@ describe('keyvault: the API reaches a signer in another pod over TLS, mutual whe
 
   const signer = async (env: Record<string, string>): Promise<string> => {
     const port = await freePort();
-    const svc = spawnService({ KEYVAULT_LISTEN: `127.0.0.1:${port}`, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: mkdtempSync(path.join(dir, 'data-')), ...env }, SIGNER_MAIN);
+    const svc = spawnService(
+      { KEYVAULT_LISTEN: `127.0.0.1:${port}`, KEYVAULT_TOKEN: token, KEYVAULT_DATA_DIR: mkdtempSync(path.join(dir, 'data-')), ...env },
+      SIGNER_MAIN,
+    );
     running.push(svc);
     await svc.waitFor(/keyvault listening/, 30_000);
     return `https://127.0.0.1:${port}`;
   };
-  const tls = (over: Record<string, string> = {}) => ({ KEYVAULT_TLS_CERT_FILE: files['server.pem'] ?? '', KEYVAULT_TLS_KEY_FILE: files['server.key'] ?? '', ...over });
+  const tls = (over: Record<string, string> = {}) => ({
+    KEYVAULT_TLS_CERT_FILE: files['server.pem'] ?? '',
+    KEYVAULT_TLS_KEY_FILE: files['server.key'] ?? '',
+    ...over,
+  });
   const unavailable = async (client: SignerClient) => {
     try {
       await client.createKey(keyIdOf('tls'), 'tls');
@@ -76,10 +83,12 @@ describe('keyvault: the API reaches a signer in another pod over TLS, mutual whe
       }
     })();
     expect(problems).to.include('KEYVAULT_URL to another host must be https://');
-    expect(() => loadConfig({ ROLE: 'api', DATABASE_URL: 'postgres://x/y', KEYVAULT_URL: 'https://keyvault.custody.svc:8300', KEYVAULT_TOKEN: token })).not.to.throw();
+    expect(() =>
+      loadConfig({ ROLE: 'api', DATABASE_URL: 'postgres://x/y', KEYVAULT_URL: 'https://keyvault.custody.svc:8300', KEYVAULT_TOKEN: token }),
+    ).not.to.throw();
   });
 
-  it('TLS: a client that trusts the signer\'s CA creates keys; one that does not is refused; the bearer secret is still required', async () => {
+  it("TLS: a client that trusts the signer's CA creates keys; one that does not is refused; the bearer secret is still required", async () => {
     const url = await signer(tls());
     const trusted = new SignerClient(url, token, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem') });
     expect((await trusted.createKey(keyIdOf('tls'), 'tls')).address).to.match(/^0x[0-9a-fA-F]{40}$/);

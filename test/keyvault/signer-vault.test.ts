@@ -31,7 +31,9 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   const kvRecord = (keyId: string): KvRecord =>
     (JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/keys/${keyId}`])) as { data: { data: KvRecord } }).data.data;
   const decrypt = (r: KvRecord): Buffer => {
-    const out = JSON.parse(vault.cli(['write', '-format=json', 'custody-transit/decrypt/custody-wallets', `ciphertext=${r.ciphertext}`, `context=${r.context}`])) as {
+    const out = JSON.parse(
+      vault.cli(['write', '-format=json', 'custody-transit/decrypt/custody-wallets', `ciphertext=${r.ciphertext}`, `context=${r.context}`]),
+    ) as {
       data: { plaintext: string };
     };
     return Buffer.from(out.data.plaintext, 'base64');
@@ -68,7 +70,10 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(await svc.exited, svc.output()).to.equal(1);
       expect(svc.output()).to.include(message);
     }
-    const badToken = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: 'not-a-token' }, SIGNER_MAIN);
+    const badToken = spawnService(
+      { KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: 'not-a-token' },
+      SIGNER_MAIN,
+    );
     expect(await badToken.exited).to.equal(1);
     expect(badToken.output()).to.include('refusing to start');
   });
@@ -118,7 +123,10 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     const marker = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'custody-kv/custody/keys/deployment'])) as { data: { data: { deploymentId: string } } };
     expect(marker.data.data.deploymentId).to.equal(TEST_DEPLOYMENT);
     const other = randomUUID();
-    const refused = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', ...signerEnv(), KEYVAULT_DEPLOYMENT_ID: other }, SIGNER_MAIN);
+    const refused = spawnService(
+      { KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', ...signerEnv(), KEYVAULT_DEPLOYMENT_ID: other },
+      SIGNER_MAIN,
+    );
     expect(await refused.exited, refused.output()).to.equal(1);
     expect(refused.output()).to.include(`belongs to deployment ${TEST_DEPLOYMENT}, not to deployment ${other}`);
     // Asked over the API, the running signer refuses the other deployment too.
@@ -131,7 +139,17 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     }
     // A prefix of its own is a store of its own.
     // (The setup's policy covers one prefix: the root token stands in for a second policy.)
-    const own = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_PREFIX: 'custody/other/keys', KEYVAULT_DEPLOYMENT_ID: other }, SIGNER_MAIN);
+    const own = spawnService(
+      {
+        KEYVAULT_TOKEN: 't'.repeat(40),
+        KEYVAULT_LISTEN: '127.0.0.1:0',
+        VAULT_ADDR: vault.addr,
+        VAULT_TOKEN: vault.rootToken,
+        VAULT_KV_PREFIX: 'custody/other/keys',
+        KEYVAULT_DEPLOYMENT_ID: other,
+      },
+      SIGNER_MAIN,
+    );
     await own.waitFor(/keyvault listening/, 30_000);
     own.proc.kill('SIGTERM');
     await own.exited;
@@ -146,7 +164,9 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       }
     };
     const before = list().length;
-    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`vault-burst:${i % 200}`), `vault-burst:${i % 200}`).then((k) => ({ i, k }))));
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`vault-burst:${i % 200}`), `vault-burst:${i % 200}`).then((k) => ({ i, k }))),
+    );
     const perId = new Map<number, Set<string>>();
     for (const { i, k } of results) perId.set(i % 200, (perId.get(i % 200) ?? new Set<string>()).add(k.address));
     expect([...perId.values()].every((s) => s.size === 1)).to.equal(true);
@@ -174,10 +194,14 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       const iss = await idp.issuer();
       const org = await createOrganisation(app.client);
       const project = await createProject(app.client, org.id, { issuer: iss.issuer });
-      const signin = async (email: string) => app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({ email }, { audience: 'urn:custody:testnet' }) });
+      const signin = async (email: string) =>
+        app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({ email }, { audience: 'urn:custody:testnet' }) });
       const known = await signin('known@example.com');
       expect(known.status, known.text).to.equal(200);
-      expect((await app.client.get('/readyz', { token: null })).body).to.deep.equal({ status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore: 'ok' } });
+      expect((await app.client.get('/readyz', { token: null })).body).to.deep.equal({
+        status: 'ready',
+        checks: { database: 'ok', signer: 'ok', keyStore: 'ok' },
+      });
       vault.seal();
       const raw = await fetch(`${signer.url}/v1/keys`, {
         method: 'POST',
@@ -245,4 +269,3 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     }
   });
 });
-

@@ -31,7 +31,13 @@ describe('keyvault: transit key bytes as bytes (never a JavaScript string)', () 
     const answer = Buffer.from(
       JSON.stringify({
         request_id: 'r',
-        data: { batch_results: [{ plaintext: keys[0]?.toString('base64') }, { error: 'cipher: message authentication failed' }, { plaintext: keys[1]?.toString('base64') }] },
+        data: {
+          batch_results: [
+            { plaintext: keys[0]?.toString('base64') },
+            { error: 'cipher: message authentication failed' },
+            { plaintext: keys[1]?.toString('base64') },
+          ],
+        },
       }),
     );
     const taken = takePlaintexts(answer);

@@ -28,12 +28,21 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
       cwd: work,
       encoding: 'utf8',
-      env: { PATH: `${path.dirname(vault.bin)}:${process.env['PATH'] ?? ''}`, HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, ...env },
+      env: {
+        PATH: `${path.dirname(vault.bin)}:${process.env['PATH'] ?? ''}`,
+        HOME: process.env['HOME'] ?? '/root',
+        VAULT_ADDR: vault.addr,
+        VAULT_TOKEN: vault.rootToken,
+        ...env,
+      },
     });
   /** A CLI command's JSON answer: `-format=json` goes before the command's arguments. */
   const json = (args: string[]) => {
     const words = args[0] === 'kv' || args[0] === 'secrets' || args[0] === 'auth' ? 2 : 1;
-    return JSON.parse(vault.cli([...args.slice(0, words), '-format=json', ...args.slice(words)])) as { data?: Record<string, unknown> } & Record<string, unknown>;
+    return JSON.parse(vault.cli([...args.slice(0, words), '-format=json', ...args.slice(words)])) as { data?: Record<string, unknown> } & Record<
+      string,
+      unknown
+    >;
   };
 
   /** Everything of the other team's that the setup must leave as it was. */
@@ -69,7 +78,12 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     vault.cli(['write', 'transit/config/keys', 'disable_upsert=false']);
     vault.cli(['write', 'secret/config', 'max_versions=5', 'delete_version_after=720h']);
     vault.cli(['auth', 'enable', 'kubernetes']);
-    vault.cli(['write', 'auth/kubernetes/config', 'kubernetes_host=https://other-cluster.example:6443', `kubernetes_ca_cert=@${path.join(work, 'k8s-ca.crt')}`]);
+    vault.cli([
+      'write',
+      'auth/kubernetes/config',
+      'kubernetes_host=https://other-cluster.example:6443',
+      `kubernetes_ca_cert=@${path.join(work, 'k8s-ca.crt')}`,
+    ]);
     vault.cli(['auth', 'enable', 'approle']);
     vault.cli(['write', 'auth/approle/role/other', 'token_policies=other-team', 'secret_id_ttl=0']);
     vault.cli(['policy', 'write', 'other-team', '-'], 'path "secret/data/other/*" { capabilities = ["read"] }\n');
@@ -110,7 +124,9 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     expect(approle['secret_id_bound_cidrs']).to.deep.equal(['127.0.0.1/32']);
 
     // The AppRole output is the Secret the chart reads, under the chart's default keys.
-    const values = parseYaml(readFileSync(path.join(ROOT, 'helm/custody/values.yaml'), 'utf8')) as { signer: { vault: { approle: { roleIdKey: string; secretIdKey: string } } } };
+    const values = parseYaml(readFileSync(path.join(ROOT, 'helm/custody/values.yaml'), 'utf8')) as {
+      signer: { vault: { approle: { roleIdKey: string; secretIdKey: string } } };
+    };
     const creds = Object.fromEntries(
       readFileSync(path.join(work, 'approle.env'), 'utf8')
         .trim()
@@ -169,15 +185,22 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     ] as Array<[string, string[], string]>) {
       vault.cli(['secrets', 'enable', `-path=${name}`, 'kv-v2']);
       vault.cli(['write', `${name}/config`, ...settings]);
-      const svc = spawnService({ KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_MOUNT: name }, SIGNER_MAIN);
+      const svc = spawnService(
+        { KEYVAULT_TOKEN: 't'.repeat(40), KEYVAULT_LISTEN: '127.0.0.1:0', VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_MOUNT: name },
+        SIGNER_MAIN,
+      );
       expect(await svc.exited, svc.output()).to.equal(1);
       expect(svc.output()).to.include(`KV mount "${name}" could drop key records`);
       expect(svc.output()).to.include(message);
     }
   });
 
-  it('prints the ServiceAccount name the role binds (the chart\'s, per release)', () => {
-    const name = (release: string) => execFileSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], { env: { ...process.env, RELEASE: release }, encoding: 'utf8' }).trim();
+  it("prints the ServiceAccount name the role binds (the chart's, per release)", () => {
+    const name = (release: string) =>
+      execFileSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), '--service-account-name'], {
+        env: { ...process.env, RELEASE: release },
+        encoding: 'utf8',
+      }).trim();
     expect(name('custody')).to.equal('custody-keyvault');
     expect(name('payments')).to.equal('payments-custody-keyvault');
   });
