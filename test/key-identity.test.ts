@@ -259,17 +259,15 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         const keyId = `0000000${i}-0000-5000-8000-00000000000${i}`;
         const made = await creator.create(keyId, `wallet:${i + 1}`, '00000000-0000-4000-8000-000000000000');
         legacy.push({ email, keyId, address: made.address });
-        await own
-          .db('wallets')
-          .insert({
-            id: i + 1,
-            project_id: project?.id,
-            email,
-            email_lower: email.toLowerCase(),
-            address: made.address,
-            key_id: keyId,
-            activated_at: new Date(),
-          });
+        await own.db('wallets').insert({
+          id: i + 1,
+          project_id: project?.id,
+          email,
+          email_lower: email.toLowerCase(),
+          address: made.address,
+          key_id: keyId,
+          activated_at: new Date(),
+        });
       }
       await own.db('wallets').insert({ id: 3, project_id: project?.id, email: 'pending@example.com', email_lower: 'pending@example.com' });
       await own.db.raw(`SELECT setval('wallets_id_seq', 3)`);
