@@ -4,7 +4,7 @@ import type { RouteDeps } from '../http/route-deps.js';
 import { type Static, Type } from '@sinclair/typebox';
 import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declareList, type Declaration } from '../http/declare.js';
 import { findOrganisation } from '../organisations/repository.js';
 import { listAudit, presentAudit } from './audit.js';
 import * as ex from '../openapi/examples.js';
@@ -31,9 +31,9 @@ const AuditList = pageOf('entries', AuditEntryOut);
 export type AuditListOut = Static<typeof AuditList>;
 
 /** `GET /organisations/{id}/audit`: the organisation's audit log, for its admins and the operator. */
-export function auditEndpoints({ cursors }: RouteDeps): Declaration[] {
+export function auditEndpoints(_deps: RouteDeps): Declaration[] {
   return [
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/organisations/:id/audit', auth: 'apiToken' },
       {
         params: strictObject({ id: Id }),
@@ -47,15 +47,13 @@ export function auditEndpoints({ cursors }: RouteDeps): Declaration[] {
           responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, paging }) => {
         const p = principalOf(ctx);
         const organisationId = Number(params.id);
         // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.
         if (!(await findOrganisation(ctx.state.db, p, organisationId, { includeDeleted: true }))) throw new NotFoundError('No such organisation.');
         requireAdmin(p);
-        const list = `audit:${organisationId}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await listAudit(ctx.state.db, organisationId, page));
+        const result = paging.pageOf(await listAudit(ctx.state.db, organisationId, paging.page));
         ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
       },
     ),

@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { AppContext, AppMiddleware, AppState } from './context.js';
+import type { Cursors, Page, PageOf } from './pagination.js';
 import type { RouteDeps } from './route-deps.js';
 import { endpoint, type Input, type Schemas } from './validate.js';
 
@@ -28,20 +29,62 @@ export interface Route {
   readonly write?: WritePolicy;
   /** A POST that changes nothing (a diagnostic): said on purpose, so that no write goes unaudited by accident. */
   readonly readOnly?: true;
+  /** A cursor-paged list (`declareList`): its query has `cursor` and `limit`. */
+  readonly list?: true;
 }
+
+/** What a list handler gets beside its input: the page asked for, and how to answer it. */
+export interface Paging {
+  readonly page: Page;
+  /** `rows` fetched with `page.limit + 1`: the page, and the cursor of the next one. */
+  pageOf<T extends { id: number }>(rows: T[]): PageOf<T>;
+}
+
+type Handler = (ctx: AppContext, input: Input<Schemas> & { paging?: Paging }) => Promise<void>;
 
 /** One endpoint: its route, auth and write policy, its schemas and OpenAPI text, its handler. */
 export interface Declaration {
   readonly route: Route;
   readonly schemas: Schemas;
-  readonly middleware: AppMiddleware;
+  readonly handler: Handler;
 }
 
 /** Declares an endpoint; the handler's input is typed from the schemas it is validated against. */
 export function declare<S extends Schemas>(route: Route, schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): Declaration {
   const doc = schemas.doc ? { ...schemas.doc, security: route.auth } : undefined;
-  const full = { ...schemas, ...(doc ? { doc } : {}) };
-  return { route, schemas: full, middleware: endpoint(full, handler) };
+  return { route, schemas: { ...schemas, ...(doc ? { doc } : {}) }, handler };
+}
+
+/**
+ * Declares a cursor-paged list. Its cursors are bound to the route, its path parameters and its
+ * validated query (all but `cursor` and `limit`), so a cursor of one list is refused by another.
+ */
+export function declareList<S extends Schemas>(
+  route: Route,
+  schemas: S,
+  handler: (ctx: AppContext, input: Input<S> & { paging: Paging }) => Promise<void>,
+): Declaration {
+  return declare({ ...route, list: true }, schemas, handler as (ctx: AppContext, input: Input<S>) => Promise<void>);
+}
+
+/** The list a cursor belongs to: the route and everything of the request that selects its rows. */
+export function listKey(route: Route, params: Readonly<Record<string, unknown>>, query: Readonly<Record<string, unknown>>): string {
+  const canonical = (o: Readonly<Record<string, unknown>>, leave: string[] = []) =>
+    JSON.stringify(
+      Object.entries(o)
+        .filter(([k]) => !leave.includes(k))
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
+  return `${route.method} ${route.path} ${canonical(params)} ${canonical(query, ['cursor', 'limit'])}`;
+}
+
+function withPaging(route: Route, cursors: Cursors, handler: Handler): Handler {
+  return (ctx, input) => {
+    const query = (input.query ?? {}) as Record<string, unknown> & { cursor?: string; limit?: string };
+    const list = listKey(route, ctx.params, query);
+    const page = cursors.page(list, query);
+    return handler(ctx, { ...input, paging: { page, pageOf: (rows) => cursors.result(list, page, rows) } });
+  };
 }
 
 /**
@@ -52,7 +95,7 @@ export function declare<S extends Schemas>(route: Route, schemas: S, handler: (c
  */
 export function mount(
   router: Router<AppState>,
-  deps: Pick<RouteDeps, 'authenticate' | 'idempotent' | 'audited' | 'projectChange'>,
+  deps: Pick<RouteDeps, 'authenticate' | 'idempotent' | 'audited' | 'projectChange' | 'cursors'>,
   declarations: readonly Declaration[],
 ): void {
   for (const d of declarations) {
@@ -62,7 +105,7 @@ export function mount(
     if (route.auth === 'apiToken') chain.push(deps.authenticate);
     if (route.write?.idempotent) chain.push(deps.idempotent);
     if (route.write && route.write.audit !== 'command') chain.push(deps.audited);
-    chain.push(d.middleware);
+    chain.push(endpoint(d.schemas, route.list ? withPaging(route, deps.cursors, d.handler) : d.handler));
     router.register(route.path, [route.method], chain);
   }
 }

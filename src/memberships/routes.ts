@@ -1,14 +1,14 @@
 import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import { issueMemberships, membershipProject, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
 import { presentMembership } from './presenter.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
 /** The four membership endpoints of the interface document, with CONTRACT.md section 7. */
-export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] {
+export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
   const seconds = (ms: number) => Math.floor(ms / 1000);
 
   return [
@@ -104,7 +104,7 @@ export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] 
       },
     ),
 
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/membership/view', auth: 'apiToken' },
       {
         query: ViewQuery,
@@ -117,7 +117,7 @@ export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] 
           responses: { 200: { description: 'A page of memberships.', schema: MembershipList, example: { memberships: [ex.membership], nextCursor: null } } },
         },
       },
-      async (ctx, { query }) => {
+      async (ctx, { query, paging }) => {
         const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, false);
         const nowS = seconds(now());
         const filter = {
@@ -126,10 +126,7 @@ export function membershipEndpoints({ cursors, now }: RouteDeps): Declaration[] 
           includeRevoked: queryBool(query.includeRevoked),
           includeExpired: queryBool(query.includeExpired),
         };
-        // The cursor is bound to the project and the filters it was made for.
-        const list = `memberships:${project.id}:${(filter.walletAddress ?? '').toLowerCase()}:${filter.membershipType ?? ''}:${filter.includeRevoked}:${filter.includeExpired}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await viewProjectMemberships(ctx.state.db, project, filter, nowS, page));
+        const result = paging.pageOf(await viewProjectMemberships(ctx.state.db, project, filter, nowS, paging.page));
         ctx.body = { memberships: result.items.map((m) => presentMembership(m, nowS)), nextCursor: result.nextCursor };
       },
     ),

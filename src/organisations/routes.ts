@@ -1,15 +1,15 @@
 import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import { createOrganisation, deleteOrganisation, getOrganisation, listVisibleOrganisations, renameOrganisation, undeleteOrganisation } from './commands.js';
 import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function organisationEndpoints({ cursors }: RouteDeps): Declaration[] {
+export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
   return [
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken' },
       {
         query: ListOrganisationsQuery,
@@ -23,11 +23,9 @@ export function organisationEndpoints({ cursors }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { query }) => {
+      async (ctx, { query, paging }) => {
         const showDeleted = queryBool(query.showDeleted);
-        const list = `organisations:${showDeleted}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await listVisibleOrganisations(ctx.state.db, principalOf(ctx), page, showDeleted));
+        const result = paging.pageOf(await listVisibleOrganisations(ctx.state.db, principalOf(ctx), paging.page, showDeleted));
         ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
       },
     ),

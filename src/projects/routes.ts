@@ -1,7 +1,7 @@
 import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import { changeProject, createProject, deleteProject, getProject, listOrganisationProjects, rotateProjectKey, rotateWalletWebhookSecret } from './commands.js';
 import { presentProject } from './presenter.js';
 import {
@@ -19,7 +19,7 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function projectEndpoints({ cursors, config, secretBox }: RouteDeps): Declaration[] {
+export function projectEndpoints({ config, secretBox }: RouteDeps): Declaration[] {
   return [
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', write: { idempotent: true } },
@@ -60,7 +60,7 @@ export function projectEndpoints({ cursors, config, secretBox }: RouteDeps): Dec
       },
     ),
 
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken' },
       {
         params: OrganisationIdParams,
@@ -72,12 +72,10 @@ export function projectEndpoints({ cursors, config, secretBox }: RouteDeps): Dec
           responses: { 200: { description: 'A page of projects.', schema: ProjectList, example: { projects: [ex.project], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, query, paging }) => {
         const organisationId = Number(params.id);
         const showDeleted = queryBool(query.showDeleted);
-        const list = `projects:${organisationId}:${showDeleted}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, page, showDeleted));
+        const result = paging.pageOf(await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, paging.page, showDeleted));
         ctx.body = { projects: result.items.map(presentProject), nextCursor: result.nextCursor };
       },
     ),

@@ -1,13 +1,13 @@
 import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import { createToken, listOrganisationTokens, revokeOrganisationToken } from './commands.js';
 import { presentToken } from './presenter.js';
 import { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList, TokenParams, TokensParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function tokenEndpoints({ cursors, config }: RouteDeps): Declaration[] {
+export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
   return [
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', write: { idempotent: true } },
@@ -36,7 +36,7 @@ export function tokenEndpoints({ cursors, config }: RouteDeps): Declaration[] {
       },
     ),
 
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken' },
       {
         params: TokensParams,
@@ -49,12 +49,10 @@ export function tokenEndpoints({ cursors, config }: RouteDeps): Declaration[] {
           responses: { 200: { description: 'A page of tokens.', schema: TokenList, example: { tokens: [ex.token], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, query, paging }) => {
         const organisationId = Number(params.id);
         const showRevoked = queryBool(query.showRevoked);
-        const list = `tokens:${organisationId}:${showRevoked}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, page, showRevoked));
+        const result = paging.pageOf(await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, paging.page, showRevoked));
         ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
       },
     ),

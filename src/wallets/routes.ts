@@ -1,6 +1,6 @@
 import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
 import {
@@ -19,7 +19,7 @@ import * as ex from '../openapi/examples.js';
 import { WALLET_BODY_LIMIT } from '../http/body.js';
 
 export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Declaration[] {
-  const { wallets, cursors } = deps;
+  const { wallets } = deps;
 
   return [
     declare(
@@ -107,7 +107,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
     ),
 
     // Back-office lookups with an API token (CONTRACT.md section 5).
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken' },
       {
         params: WalletsParams,
@@ -120,12 +120,10 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           responses: { 200: { description: 'A page of wallets.', schema: WalletList, example: { wallets: [ex.wallet], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, query, paging }) => {
         const projectId = Number(params.projectId);
-        const list = `wallets:${projectId}:${query.email ?? ''}:${query.address ?? ''}`;
-        const page = cursors.page(list, query);
-        const rows = await listProjectWallets(ctx.state.db, principalOf(ctx), projectId, { email: query.email, address: query.address }, page);
-        const result = cursors.result(list, page, rows);
+        const rows = await listProjectWallets(ctx.state.db, principalOf(ctx), projectId, { email: query.email, address: query.address }, paging.page);
+        const result = paging.pageOf(rows);
         ctx.body = { wallets: result.items.map(presentWallet), nextCursor: result.nextCursor };
       },
     ),

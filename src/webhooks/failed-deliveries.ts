@@ -7,7 +7,7 @@ import { NotFoundError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PageQuery, strictObject, Id } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declareList, type Declaration } from '../http/declare.js';
 import { listFailedDeliveries, type OutboxRow } from '../outbox/repository.js';
 import { findProject } from '../projects/repository.js';
 import * as ex from '../openapi/examples.js';
@@ -44,9 +44,9 @@ export async function failedDeliveriesOf(db: Executor, p: Principal, projectId: 
   return listFailedDeliveries(db, projectId, page);
 }
 
-export function failedDeliveryEndpoints({ cursors }: RouteDeps): Declaration[] {
+export function failedDeliveryEndpoints(_deps: RouteDeps): Declaration[] {
   return [
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/project/:projectId/webhooks/failedDeliveries', auth: 'apiToken' },
       {
         params: Params,
@@ -66,11 +66,9 @@ export function failedDeliveryEndpoints({ cursors }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, paging }) => {
         const projectId = Number(params.projectId);
-        const list = `failedDeliveries:${projectId}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, page));
+        const result = paging.pageOf(await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, paging.page));
         ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
       },
     ),

@@ -2,7 +2,7 @@ import { principalOf } from '../auth/access.js';
 import { EVENT_CATALOGUE } from '../events/catalogue.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { declare, declareList, type Declaration } from '../http/declare.js';
 import {
   changeSubscription,
   createSubscription,
@@ -34,7 +34,7 @@ import {
 import * as ex from '../openapi/examples.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
-export function webhookEndpoints({ cursors, config, secretBox, now }: RouteDeps): Declaration[] {
+export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   const deps: WebhookDeps = { env: config.appEnv, egress: { allow: config.egressAllowPrivate }, secretBox };
 
   return [
@@ -62,7 +62,7 @@ export function webhookEndpoints({ cursors, config, secretBox, now }: RouteDeps)
       },
     ),
 
-    declare(
+    declareList(
       { method: 'GET', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken' },
       {
         params: ProjectWebhooksParams,
@@ -74,12 +74,10 @@ export function webhookEndpoints({ cursors, config, secretBox, now }: RouteDeps)
           responses: { 200: { description: 'A page of subscriptions.', schema: SubscriptionList, example: { webhooks: [ex.subscription], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query }) => {
+      async (ctx, { params, query, paging }) => {
         const projectId = Number(params.projectId);
         const showDeleted = queryBool(query.showDeleted);
-        const list = `webhooks:${projectId}:${showDeleted}`;
-        const page = cursors.page(list, query);
-        const result = cursors.result(list, page, await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, page, showDeleted));
+        const result = paging.pageOf(await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, paging.page, showDeleted));
         ctx.body = { webhooks: result.items.map(presentSubscription), nextCursor: result.nextCursor };
       },
     ),

@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { expect } from 'chai';
-import { declare, mount } from '../../src/http/declare.js';
+import { randomBytes } from 'node:crypto';
+import { declare, listKey, mount, type Route } from '../../src/http/declare.js';
+import { Cursors } from '../../src/http/pagination.js';
 import type { AppContext, AppMiddleware, AppState } from '../../src/http/context.js';
 import { startApp, type TestApp } from '../helpers/app.js';
 
@@ -66,12 +68,17 @@ describe('http: one declaration per endpoint', function () {
       ctx.status = 204;
       return Promise.resolve();
     };
-    mount(router, { projectChange: step('projectChange'), authenticate: step('authenticate'), idempotent: step('idempotent'), audited: step('audited') }, [
-      declare({ method: 'POST', path: '/w', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } }, {}, handler),
-      declare({ method: 'PUT', path: '/w', auth: 'apiToken', write: { idempotent: false } }, {}, handler),
-      declare({ method: 'GET', path: '/r', auth: 'apiToken' }, {}, handler),
-      declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
-    ]);
+    const cursors = new Cursors(randomBytes(32));
+    mount(
+      router,
+      { projectChange: step('projectChange'), authenticate: step('authenticate'), idempotent: step('idempotent'), audited: step('audited'), cursors },
+      [
+        declare({ method: 'POST', path: '/w', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } }, {}, handler),
+        declare({ method: 'PUT', path: '/w', auth: 'apiToken', write: { idempotent: false } }, {}, handler),
+        declare({ method: 'GET', path: '/r', auth: 'apiToken' }, {}, handler),
+        declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
+      ],
+    );
     const koa = new Koa<AppState>();
     koa.use(router.routes());
     const callback = koa.callback();
@@ -91,5 +98,17 @@ describe('http: one declaration per endpoint', function () {
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
+  });
+
+  it('binds a list cursor to the route, its path parameters and its selecting query, never to cursor or limit', () => {
+    const projects: Route = { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', list: true };
+    const tokens: Route = { ...projects, path: '/api/v1/organisations/:id/tokens' };
+    const key = listKey(projects, { id: '1' }, { showDeleted: 'true', limit: '1', cursor: 'x.y' });
+    expect(listKey(projects, { id: '1' }, { limit: '50', showDeleted: 'true' })).to.equal(key);
+    expect(listKey(projects, { id: '2' }, { showDeleted: 'true' })).to.not.equal(key);
+    expect(listKey(projects, { id: '1' }, {})).to.not.equal(key);
+    expect(listKey(tokens, { id: '1' }, { showDeleted: 'true' })).to.not.equal(key);
+    // The order the query came in does not matter.
+    expect(listKey(projects, { id: '1' }, { b: '2', a: '1' })).to.equal(listKey(projects, { id: '1' }, { a: '1', b: '2' }));
   });
 });
