@@ -155,7 +155,7 @@ describe('the service as a process', function () {
       expect(svc.output()).to.include('keyvault listening on unix:');
       const ready = await new Client(`http://127.0.0.1:${port}`, null).get('/readyz');
       expect(ready.status).to.equal(200);
-      expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok' });
+      expect(ready.body.checks).to.deep.equal({ database: 'ok', signer: 'ok', keyStore: 'ok' });
       const children = execFileSync('pgrep', ['-P', String(svc.proc.pid)], { encoding: 'utf8' })
         .trim()
         .split('\n')
