@@ -14,8 +14,7 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/custody-vault-api
 mkdir -p "$cache"
 
 say() { printf '%s\n' "$*" >&2; }
-# A line a minute while a build runs, so a first `npm test` shows it is working.
-heartbeat() { local t0; t0=$(date +%s); while sleep 60; do say "openbao.sh: still building ($(( ($(date +%s) - t0) / 60 )) min)"; done; }
+. "$(dirname "$0")/go-tool.sh"
 
 # build <name> <module> <version> <command package> <binary> [patch function]
 build() {
@@ -74,9 +73,7 @@ if [ -x "$bao" ]; then echo "$bao"; exit 0; fi
 if [ -x "$vault" ] && [ -z "${REQUIRE_OPENBAO:-}" ]; then echo "$vault"; exit 0; fi
 
 mkdir -p "$(dirname "$bao")"
-heartbeat &
-beat=$!
-trap 'kill "$beat" 2>/dev/null || true' EXIT
+heartbeat openbao.sh
 started=$(date +%s)
 if build OpenBao github.com/openbao/openbao "$OPENBAO_VERSION" github.com/openbao/openbao/command "$bao"; then
   say "OpenBao built in $(( $(date +%s) - started )) s"
