@@ -70,6 +70,17 @@ export default tseslint.config(
     },
   },
   {
+    // The API's client knows the signer by its contract (keyvault/contract.ts), as types only: no
+    // code crosses the process boundary.
+    files: ['src/signer/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/keyvault/**'], allowTypeImports: true, message: 'import the signer contract with `import type` only' }] },
+      ],
+    },
+  },
+  {
     // Migrations are fixed history: they never follow the application's code.
     files: ['migrations/**/*.ts'],
     rules: {

@@ -1,3 +1,4 @@
+import type { BindAnswer, CreatedKey, CreateKeyRequest, Health, KeyLookup, SignerProblem } from './contract.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -18,7 +19,12 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
 }
 
 function sendError(res: ServerResponse, err: SignerError): void {
-  send(res, err.status, { code: err.code, message: err.message, retryable: err.retryable }, err.retryable ? { 'retry-after': '2' } : {});
+  send(
+    res,
+    err.status,
+    { code: err.code, message: err.message, retryable: err.retryable } satisfies SignerProblem,
+    err.retryable ? { 'retry-after': '2' } : {},
+  );
 }
 
 function readJson(req: IncomingMessage): Promise<unknown> {
@@ -65,7 +71,7 @@ function deploymentOf(b: Record<string, unknown>): string {
   return id;
 }
 
-function parseCreate(body: unknown): { keyId: string; requestId: string; deploymentId: string } {
+function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose'> {
   const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId']);
   const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
@@ -108,23 +114,23 @@ export function createSignerServer(deps: {
     if (req.method === 'POST' && url.pathname === '/v1/deployment') {
       const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
       await deps.creator.bind(deploymentId);
-      return send(res, 200, { deploymentId });
+      return send(res, 200, { deploymentId } satisfies BindAnswer);
     }
     if (req.method === 'POST' && url.pathname === '/v1/keys') {
       const { keyId, requestId, deploymentId } = parseCreate(await readJson(req));
       const key = await deps.creator.create(keyId, requestId, deploymentId);
-      return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt });
+      return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt } satisfies CreatedKey);
     }
     const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && keyPath?.[1] !== undefined) {
       if (!KEY_ID.test(keyPath[1])) throw new SignerError('invalid_request', 'not a key id');
       const key = await deps.creator.get(keyPath[1]);
       if (!key) throw new SignerError('not_found', 'no such key');
-      return send(res, 200, key);
+      return send(res, 200, key satisfies KeyLookup);
     }
     if (req.method === 'GET' && url.pathname === '/v1/health') {
       const health = await deps.store.health();
-      return send(res, health.ok ? 200 : 503, health, health.ok ? {} : { 'retry-after': '2' });
+      return send(res, health.ok ? 200 : 503, health satisfies Health, health.ok ? {} : { 'retry-after': '2' });
     }
     throw new SignerError('not_found', 'no such route');
   };

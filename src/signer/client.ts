@@ -2,6 +2,8 @@ import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
+// The signer's contract, as types only: no code crosses the process boundary.
+import type { BindRequest, CreateKeyRequest, CreatedKey, Health, KeyLookup, SignerProblem, StoreUnavailableCode } from '../../keyvault/contract.js';
 
 export interface SignerKey {
   keyId: string;
@@ -21,7 +23,7 @@ export interface SignerHealth {
 }
 
 /** The signer's own answers for a key store it cannot use at the moment (the process itself is fine). */
-const STORE_UNAVAILABLE = new Set(['vault_sealed', 'vault_unavailable']);
+const STORE_UNAVAILABLE = new Set<string>(['vault_sealed', 'vault_unavailable'] satisfies StoreUnavailableCode[]);
 
 /** APP_ENV=production with a signer that reports the local development key store: refused (start and /readyz). */
 export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean =>
@@ -114,9 +116,9 @@ export class SignerClient {
   /** A refusal the signer gives as a conflict (409): the store is another deployment's, or the key id is taken. */
   #conflict(reply: Reply): KeyConflictError | undefined {
     if (reply.status !== 409) return undefined;
-    const b = (reply.body ?? {}) as Record<string, unknown>;
-    const message = typeof b['message'] === 'string' ? b['message'] : 'conflict';
-    return new KeyConflictError(b['code'] === 'store_owned' ? 'store_owned' : 'key_conflict', message);
+    const b = (reply.body ?? {}) as Partial<Record<keyof SignerProblem, unknown>>;
+    const message = typeof b.message === 'string' ? b.message : 'conflict';
+    return new KeyConflictError(b.code === ('store_owned' satisfies SignerProblem['code']) ? 'store_owned' : 'key_conflict', message);
   }
 
   /**
@@ -125,7 +127,7 @@ export class SignerClient {
    * when the signer cannot answer.
    */
   async bind(): Promise<void> {
-    const reply = await this.#send('POST', '/v1/deployment', { deploymentId: this.deploymentId });
+    const reply = await this.#send('POST', '/v1/deployment', { deploymentId: this.deploymentId } satisfies BindRequest);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
     if (reply.status !== 200) throw this.#unavailable(reply);
@@ -150,7 +152,7 @@ export class SignerClient {
   }
 
   async #createKey(keyId: string, requestId: string): Promise<SignerKey> {
-    const reply = await this.#send('POST', '/v1/keys', { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId });
+    const reply = await this.#send('POST', '/v1/keys', { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId } satisfies CreateKeyRequest);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
     if (reply.status !== 200 && reply.status !== 201) {
@@ -158,9 +160,10 @@ export class SignerClient {
       if (reply.status === 400) throw new Error('signer refused the request as invalid');
       throw this.#unavailable(reply);
     }
-    const b = (reply.body ?? {}) as Record<string, unknown>;
+    // Checked field by field: the contract's shape, never trusted as given.
+    const b = (reply.body ?? {}) as Partial<Record<keyof CreatedKey, unknown>>;
     const { address, createdAt } = b;
-    if (b['keyId'] !== keyId || typeof address !== 'string' || !ADDRESS.test(address) || typeof createdAt !== 'string') {
+    if (b.keyId !== keyId || typeof address !== 'string' || !ADDRESS.test(address) || typeof createdAt !== 'string') {
       throw new Error('the signer answered with an unexpected body');
     }
     return { keyId, address, createdAt, created: reply.status === 201 };
@@ -170,23 +173,23 @@ export class SignerClient {
     const reply = await this.#send('GET', `/v1/keys/${encodeURIComponent(keyId)}`);
     if (reply.status === 404) return undefined;
     if (reply.status !== 200) throw this.#unavailable(reply);
-    const b = (reply.body ?? {}) as Record<string, unknown>;
-    if (typeof b['address'] !== 'string' || !ADDRESS.test(b['address'])) throw new Error('the signer answered with an unexpected body');
-    return { keyId, address: b['address'] };
+    const b = (reply.body ?? {}) as Partial<Record<keyof KeyLookup, unknown>>;
+    if (typeof b.address !== 'string' || !ADDRESS.test(b.address)) throw new Error('the signer answered with an unexpected body');
+    return { keyId, address: b.address };
   }
 
   /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */
   async health(): Promise<SignerHealth> {
     try {
       const reply = await this.#send('GET', '/v1/health');
-      const b = (reply.body ?? {}) as Record<string, unknown>;
-      const ok = reply.status === 200 && b['ok'] === true;
-      const storeDown = reply.status === 503 && (b['sealed'] === true || b['ok'] === false || STORE_UNAVAILABLE.has(String(b['code'])));
+      const b = (reply.body ?? {}) as Partial<Record<keyof Health | keyof SignerProblem, unknown>>;
+      const ok = reply.status === 200 && b.ok === true;
+      const storeDown = reply.status === 503 && (b.sealed === true || b.ok === false || STORE_UNAVAILABLE.has(String(b.code)));
       return {
         reachable: ok || storeDown,
         ok,
-        ...(typeof b['backend'] === 'string' ? { backend: b['backend'] } : {}),
-        ...(typeof b['sealed'] === 'boolean' ? { sealed: b['sealed'] } : {}),
+        ...(typeof b.backend === 'string' ? { backend: b.backend } : {}),
+        ...(typeof b.sealed === 'boolean' ? { sealed: b.sealed } : {}),
       };
     } catch {
       return { reachable: false, ok: false };
