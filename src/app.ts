@@ -1,3 +1,4 @@
+import { systemClock } from './clock.js';
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { Knex } from 'knex';
@@ -94,7 +95,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
     secretBox,
-    now: deps.now ?? Date.now,
+    now: deps.now ?? systemClock,
     // First on every route that changes organisations, projects or keys: once the request is over
     // (its transactions committed or rolled back), this process's project-key cache is dropped, so
     // the caller's next request sees the change; other processes hear of it by NOTIFY.
@@ -122,6 +123,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...(deps.now ? { now: deps.now } : {}),
   });
   const walletDeps: WalletDeps = {
+    now: deps.now ?? systemClock,
     db: deps.db,
     signer: deps.signer,
     oidc,

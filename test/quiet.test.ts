@@ -35,7 +35,7 @@ describe('a soft-deleted organisation goes quiet, and resumes after undelete wit
     expect(deleted.status, deleted.text).to.be.oneOf([200, 204]);
     receiver.status = 204;
     // An event its project committed just before the deletion, not yet fanned out.
-    await recordEvents(app.db, t.project.id, [{ type: 'membership.revoked', data: { note: 'committed before the delete' } }]);
+    await recordEvents(app.db, t.project.id, [{ type: 'membership.revoked', data: { note: 'committed before the delete' } }], new Date());
     // Many poll intervals and retry delays go by: nothing is sent for this organisation.
     const before = mine().length;
     await new Promise((r) => setTimeout(r, 1_500));

@@ -275,7 +275,7 @@ describe('Project webhooks', () => {
       const t = await tenant();
       const sub = await subscribe(t, { events: ['wallet.created'] });
       const data = { walletId: 42, walletAddress: address(), emailAddress: 'someone@example.com' };
-      await app.db.transaction((tx) => recordEvents(tx, t.project.id, [{ type: 'wallet.created', data }]));
+      await app.db.transaction((tx) => recordEvents(tx, t.project.id, [{ type: 'wallet.created', data }], new Date()));
       const [got] = await until('the delivery', () => (receivedBy(t).length > 0 ? receivedBy(t) : undefined));
       const payload = new Webhook(sub.secret).verify(got!.body, headersOf(got!)) as { type: string; data: unknown };
       expect(payload.type).to.equal('wallet.created');

@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import { jwtKeyCache } from '../metrics.js';
 import { compactVerify, createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { AppError } from '../errors.js';
@@ -166,7 +167,7 @@ export class OidcVerifier {
   readonly #now: () => number;
 
   constructor(private readonly options: OidcOptions) {
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? systemClock;
   }
 
   async #fetchJson(url: string, what: string): Promise<unknown> {

@@ -18,7 +18,7 @@ export const newEventId = (): string => `evt_${randomUUID().replace(/-/g, '')}`;
  * 1,000-item issue instead of 3,000). The fan-out splits it with `json_array_elements`, which
  * returns each element's original text, so every delivery sends exactly these bytes.
  */
-export async function recordEvents(tx: Executor, projectId: number, events: readonly NewEvent[], at: Date = new Date()): Promise<void> {
+export async function recordEvents(tx: Executor, projectId: number, events: readonly NewEvent[], at: Date): Promise<void> {
   if (events.length === 0) return;
   const createdAt = at.toISOString();
   const envelopes = events.map((e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));

@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -12,7 +13,7 @@ export class WarnOncePer {
     private readonly log: Logger,
     private readonly intervalMs = 60_000,
     private readonly maxKeys = 10_000,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = systemClock,
   ) {}
 
   /** Logs at warn unless this `key` was logged less than `intervalMs` ago. No secret may be in `fields`. */

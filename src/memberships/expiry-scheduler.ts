@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import type { Knex } from 'knex';
 import { recordEvents, type NewEvent } from '../events/record.js';
 import type { Logger } from '../logger.js';
@@ -26,7 +27,7 @@ export class ExpiryScheduler {
   readonly #batch: number;
 
   constructor(private readonly options: ExpirySchedulerOptions) {
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? systemClock;
     this.#batch = options.batchSize ?? 500;
   }
 

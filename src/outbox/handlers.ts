@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { SecretBox } from '../crypto/secrets.js';
@@ -15,8 +16,8 @@ import type { Outcome } from './repository.js';
 /** Back-off for work that waits on a dependency (the signer, Vault): 1 s doubling to 1 min. */
 const backoff = (attempts: number): number => Math.min(60_000, 1_000 * 2 ** attempts);
 
-export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox: SecretBox; config: Config; log: Logger; now?: () => number }): OutboxHandler {
-  const now = deps.now ?? Date.now;
+export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox: SecretBox; config: Config; log: Logger; now?: Clock }): OutboxHandler {
+  const now = deps.now ?? systemClock;
   const failures = new WarnOncePer(deps.log);
   const delivery = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now, failures };
   return async (row): Promise<Outcome> => {
@@ -26,7 +27,7 @@ export function outboxHandler(deps: { db: Knex; signer: SignerClient; secretBox:
         const project = await findProjectById(deps.db, row.project_id);
         if (!wallet || !project) return { status: 'done', retryInMs: null, attempted: false, lastError: 'wallet or project gone' };
         try {
-          await completeWallet(deps, project, wallet);
+          await completeWallet({ db: deps.db, signer: deps.signer, now }, project, wallet);
           return { status: 'done', retryInMs: null, attempted: true };
         } catch (err) {
           if (err instanceof KeyConflictError)

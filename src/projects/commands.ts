@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Static } from '@sinclair/typebox';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
@@ -108,10 +109,10 @@ async function lockForManagement(tx: Executor, p: Principal, id: number): Promis
   return project;
 }
 
-export async function deleteProject(db: Executor, p: Principal, id: number): Promise<void> {
+export async function deleteProject(db: Executor, p: Principal, id: number, now: Clock): Promise<void> {
   await db.transaction(async (tx) => {
     await lockForManagement(tx, p, id);
-    await updateProject(tx, id, { deleted_at: new Date() });
+    await updateProject(tx, id, { deleted_at: new Date(now()) });
   });
 }
 
@@ -137,11 +138,12 @@ export async function rotateWalletWebhookSecret(
   p: Principal,
   secretBox: SecretBox,
   id: number,
+  now: Clock,
 ): Promise<{ walletWebhookSecret: string; previousSecretExpiresAt: Date }> {
   return db.transaction(async (tx) => {
     const project = await lockForManagement(tx, p, id);
     const walletWebhookSecret = newWebhookSecret();
-    const previousSecretExpiresAt = new Date(Date.now() + PREVIOUS_SECRET_OVERLAP_S * 1000);
+    const previousSecretExpiresAt = new Date(now() + PREVIOUS_SECRET_OVERLAP_S * 1000);
     await updateProject(tx, id, {
       wallet_webhook_secret_enc: secretBox.seal(walletWebhookSecret, walletSecretAad(id)),
       wallet_webhook_secret_prev_enc: project.wallet_webhook_secret_enc,

@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ListenConnection } from '../db/listen.js';
@@ -68,7 +69,7 @@ export class ProjectKeyCache {
   #probe: { payload: string; cameBack: () => void } | undefined;
 
   constructor(private readonly options: ProjectKeyCacheOptions) {
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? systemClock;
     this.#listener = new ListenConnection({
       databaseUrl: options.databaseUrl,
       channel: PROJECTS_CHANNEL,

@@ -19,7 +19,7 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
-export function projectEndpoints({ config, secretBox }: RouteDeps): Declaration[] {
+export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   return [
     declare(
       { method: 'POST', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', write: { idempotent: true } },
@@ -137,7 +137,7 @@ export function projectEndpoints({ config, secretBox }: RouteDeps): Declaration[
         },
       },
       async (ctx, { params }) => {
-        await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId));
+        await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId), now);
         ctx.status = 204;
       },
     ),
@@ -184,7 +184,7 @@ export function projectEndpoints({ config, secretBox }: RouteDeps): Declaration[
         },
       },
       async (ctx, { params }) => {
-        const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId));
+        const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId), now);
         ctx.body = {
           walletWebhookSecret: rotated.walletWebhookSecret,
           previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),

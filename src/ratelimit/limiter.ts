@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import { Redis } from 'ioredis';
 import type { Knex } from 'knex';
 import { AppError } from '../errors.js';
@@ -139,7 +140,7 @@ export class RateLimiter {
     private readonly store: RateLimitStore,
     private readonly windowS: number,
     private readonly log: Logger,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = systemClock,
     private readonly flushMs = 250,
   ) {}
 
@@ -242,8 +243,8 @@ export class RateLimiter {
         s.sending -= stillHere;
         s.pending += stillHere;
       }
-      if (Date.now() - this.#warned > 10_000) {
-        this.#warned = Date.now();
+      if (this.now() - this.#warned > 10_000) {
+        this.#warned = this.now();
         this.log.warn(
           { err: err instanceof Error ? err.message : String(err) },
           'rate-limit store unavailable; each process limits on its own counts until it is back',

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
 import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
@@ -28,6 +29,8 @@ export interface WalletDeps {
   beforeJwt?: (ctx: AppContext, project: CallerProject) => void;
   /** Unknown project keys count as failed authentications of the client address. */
   authFailures?: AuthFailureGuard;
+  /** The time of the events a wallet's creation records. */
+  now: Clock;
 }
 
 export interface WalletCaller {
@@ -114,7 +117,7 @@ export function walletCreatedPayload(w: WalletRow): Record<string, unknown> {
 }
 
 /** In the transaction that activates the wallet: its webhook delivery and its `wallet.created` event. */
-async function recordWalletCreated(tx: Executor, project: CallerProject, wallet: WalletRow): Promise<void> {
+async function recordWalletCreated(tx: Executor, project: CallerProject, wallet: WalletRow, at: Date): Promise<void> {
   const data = walletCreatedPayload(wallet);
   if (project.wallet_webhook_url) {
     await enqueue(tx, {
@@ -127,7 +130,7 @@ async function recordWalletCreated(tx: Executor, project: CallerProject, wallet:
       payload: JSON.stringify(data),
     });
   }
-  await recordEvents(tx, project.id, [{ type: 'wallet.created', data, walletId: wallet.id }]);
+  await recordEvents(tx, project.id, [{ type: 'wallet.created', data, walletId: wallet.id }], at);
 }
 
 /**
@@ -137,7 +140,7 @@ async function recordWalletCreated(tx: Executor, project: CallerProject, wallet:
  * and event (exactly once).
  */
 export async function completeWallet(
-  deps: Pick<WalletDeps, 'db' | 'signer'>,
+  deps: Pick<WalletDeps, 'db' | 'signer' | 'now'>,
   project: CallerProject,
   row: WalletRow,
   requestId?: string,
@@ -147,7 +150,7 @@ export async function completeWallet(
   return deps.db.transaction(async (tx) => {
     const activated = await activateWallet(tx, row.id, key.address, key.keyId);
     if (activated) {
-      await recordWalletCreated(tx, project, activated);
+      await recordWalletCreated(tx, project, activated, new Date(deps.now()));
       // The key creation, in the audit log: through the project's key, for this wallet.
       await recordAudit(tx, {
         organisation_id: project.organisation_id,

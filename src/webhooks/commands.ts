@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Static } from '@sinclair/typebox';
 import { requireAdmin } from '../auth/access.js';
 import type { Principal } from '../auth/principal.js';
@@ -107,11 +108,11 @@ export async function changeSubscription(
 }
 
 /** Soft delete: no more deliveries (pending ones are dropped when their turn comes). */
-export async function deleteSubscription(db: Executor, p: Principal, projectId: number, id: number): Promise<void> {
+export async function deleteSubscription(db: Executor, p: Principal, projectId: number, id: number, now: Clock): Promise<void> {
   const project = await projectFor(db, p, projectId, true);
   await db.transaction(async (tx) => {
     await subscriptionFor(tx, project, id, { forUpdate: true });
-    await updateSubscription(tx, id, { deleted_at: new Date() });
+    await updateSubscription(tx, id, { deleted_at: new Date(now()) });
   });
 }
 

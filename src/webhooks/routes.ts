@@ -155,7 +155,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
         },
       },
       async (ctx, { params }) => {
-        await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId));
+        await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now);
         ctx.status = 204;
       },
     ),
