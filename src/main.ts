@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { Knex } from 'knex';
-import { startProjectKeyCache } from './projects/key-cache.js';
-import { buildApp } from './app.js';
+import { assembleApi } from './assembly.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { hashSecret, newSecret } from './crypto/secrets.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
@@ -22,7 +21,6 @@ import { relayFromConfig } from './outbox/handlers.js';
 import { pruneOutbox } from './outbox/prune.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { bindOutboxDepth } from './metrics.js';
-import { PgRateLimitStore, RedisRateLimitStore } from './ratelimit/limiter.js';
 import { startWorkerHttp } from './worker-http.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
@@ -116,10 +114,8 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await database.close();
     throw err;
   }
-  const lifecycle: Lifecycle = { draining: false };
-  const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, config.redisKeyPrefix) : new PgRateLimitStore(db);
-  const projectCache = startProjectKeyCache(config, db, database.url, log);
-  const app = buildApp({ config, db, log, lifecycle, signer, rateLimitStore, ...secrets, ...(projectCache ? { projectCache } : {}) });
+  const parts = assembleApi({ config, db, databaseUrl: database.url, log, signer, ...secrets });
+  const { app, lifecycle, rateLimitStore } = parts;
   const background = config.role === 'all' || config.relayInApi ? await startBackground(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
@@ -148,8 +144,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
     await background?.stop();
-    await projectCache?.stop();
-    await rateLimitStore.close();
+    await parts.close();
     await child?.stop();
     await database.close();
   });

@@ -6,16 +6,16 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
-import { buildApp, declaredEndpoints } from '../../src/app.js';
+import { declaredEndpoints } from '../../src/app.js';
+import { assembleApi } from '../../src/assembly.js';
 import type { Declaration } from '../../src/http/declare.js';
-import { startProjectKeyCache, type ProjectKeyCache } from '../../src/projects/key-cache.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
 import { relayFromConfig } from '../../src/outbox/handlers.js';
 import type { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
-import { RedisRateLimitStore } from '../../src/ratelimit/limiter.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
+import type { ProjectKeyCache } from '../../src/projects/key-cache.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
 import { Client } from './http.js';
@@ -71,27 +71,22 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
       done();
     },
   });
-  const lifecycle: Lifecycle = { draining: false };
   const log = createLogger(config.logLevel, sink);
   // A database that cannot be reached (the dependency-failure suites) has no deployment id to read: no key can be made there anyway.
   const deploymentId = await readDeploymentId(db).catch(() => randomUUID());
   const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, deploymentId, config.keyvaultTls);
-  // A prefix of its own: test runs share the machine's Redis.
-  const rateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, `custody-test:${randomBytes(6).toString('hex')}`) : undefined;
-  // As main.ts runs it: the whole in-process suite goes through the project-key cache.
-  const projectCache = startProjectKeyCache(config, db, config.databaseUrl ?? testDatabaseUrl(), log);
-  const app = buildApp({
-    ...(rateLimitStore ? { rateLimitStore } : {}),
-    ...(projectCache ? { projectCache } : {}),
-    config,
+  // The wiring main.ts uses (src/assembly.ts); with Redis, a prefix of its own: test runs share the machine's Redis.
+  const parts = assembleApi({
+    config: config.redisUrl && env['REDIS_KEY_PREFIX'] === undefined ? { ...config, redisKeyPrefix: `custody-test:${randomBytes(6).toString('hex')}` } : config,
     db,
+    databaseUrl: config.databaseUrl ?? testDatabaseUrl(),
     log,
+    signer: signerClient,
     operatorTokenHash: hashSecret(operatorToken),
     dataEncryptionKey,
-    lifecycle,
-    signer: signerClient,
     ...(options.now ? { now: options.now } : {}),
   });
+  const { app, lifecycle, projectCache } = parts;
   let relay: OutboxRelay | undefined;
   if (options.relay) {
     relay = relayFromConfig({
@@ -125,8 +120,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     endpoints: declaredEndpoints(app),
     close: async () => {
       await relay?.stop();
-      await projectCache?.stop();
-      await rateLimitStore?.close();
+      await parts.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
