@@ -1,6 +1,6 @@
 /**
  * A typed client for the service's HTTP API. Its operation table is checked against the served
- * OpenAPI document (test/client.test.ts); its types are the same TypeBox schemas the routes use.
+ * OpenAPI document (test/client/client.test.ts); its types are the same TypeBox schemas the routes use.
  * Depends on nothing but `fetch`, so the CLI, the demo and customer backends can all use it.
  */
 import type { Static, TSchema } from '@sinclair/typebox';

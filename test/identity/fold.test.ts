@@ -2,12 +2,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { migrateLatest } from '../src/db/migrate.js';
-import { foldIdentity } from '../src/identity/fold.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { migrateTo, ownDatabase } from './helpers/db.js';
-import { createOrganisation, createProject, type Project } from './helpers/factories.js';
-import { TestIdp, type TestIssuer } from './helpers/idp.js';
+import { migrateLatest } from '../../src/db/migrate.js';
+import { foldIdentity } from '../../src/identity/fold.js';
+import { startApp, type TestApp } from '../helpers/app.js';
+import { migrateTo, ownDatabase } from '../helpers/db.js';
+import { createOrganisation, createProject, type Project } from '../helpers/factories.js';
+import { TestIdp, type TestIssuer } from '../helpers/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { CustodyApiError, CustodyClient, OPERATIONS } from '../src/client/index.js';
-import { startAppWithIdp, type TestApp } from './helpers/app.js';
-import type { TestIdp } from './helpers/idp.js';
-import { observeResponse } from './helpers/observed.js';
-import type { Receiver } from './helpers/receiver.js';
-import { until } from './helpers/wait.js';
+import { CustodyApiError, CustodyClient, OPERATIONS } from '../../src/client/index.js';
+import { startAppWithIdp, type TestApp } from '../helpers/app.js';
+import type { TestIdp } from '../helpers/idp.js';
+import { observeResponse } from '../helpers/observed.js';
+import type { Receiver } from '../helpers/receiver.js';
+import { until } from '../helpers/wait.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

@@ -3,10 +3,10 @@ import type { LookupAddress } from 'node:dns';
 import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
 import { expect } from 'chai';
-import { addressAllowed, type EgressPolicy } from '../src/net/egress.js';
-import { OutboundError, outboundRequest } from '../src/net/outbound.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { createTenant } from './helpers/factories.js';
+import { addressAllowed, type EgressPolicy } from '../../src/net/egress.js';
+import { OutboundError, outboundRequest } from '../../src/net/outbound.js';
+import { startApp, type TestApp } from '../helpers/app.js';
+import { createTenant } from '../helpers/factories.js';
 
 type Verdict = 'public' | 'refused';
 

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { hashSecret, SecretBox } from '../src/crypto/secrets.js';
-import { walletSecretAad } from '../src/projects/commands.js';
-import { findProjectByKeyHash, type ProjectRow } from '../src/projects/repository.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { createOrganisation, createProject } from './helpers/factories.js';
+import { hashSecret, SecretBox } from '../../src/crypto/secrets.js';
+import { walletSecretAad } from '../../src/projects/commands.js';
+import { findProjectByKeyHash, type ProjectRow } from '../../src/projects/repository.js';
+import { startApp, type TestApp } from '../helpers/app.js';
+import { createOrganisation, createProject } from '../helpers/factories.js';
 
 describe('projects', () => {
   let app: TestApp;
@@ -160,7 +160,7 @@ describe('projects', () => {
   it('refuses keys with whitespace or of the wrong shape, never trimming', async () => {
     const org = await createOrganisation(app.client);
     const p = await createProject(app.client, org.id);
-    const { projectKeyHash } = await import('../src/projects/keys.js');
+    const { projectKeyHash } = await import('../../src/projects/keys.js');
     expect(projectKeyHash(p.projectKey, 'testnet')).to.be.instanceOf(Buffer);
     expect(projectKeyHash(` ${p.projectKey}`, 'testnet')).to.equal(undefined);
     expect(projectKeyHash(`${p.projectKey}\n`, 'testnet')).to.equal(undefined);
