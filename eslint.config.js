@@ -34,7 +34,7 @@ export default tseslint.config(
   {
     // The development IdP shared by the tests and the demo: @peculiar/x509 is typed against the DOM's
     // WebCrypto types, which this Node project does not load, so its key objects read as unresolved.
-    files: ['scripts/dev/idp.ts'],
+    files: ['test/support/idp.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { freePort, spawnService } from '../test/helpers/process.js';
-import { startStack } from '../test/helpers/stack.js';
+import { freePort, spawnService } from '../test/support/process.js';
+import { startStack } from '../test/support/stack.js';
 import { cpuSeconds, writeResult } from './stats.js';
 
 /**

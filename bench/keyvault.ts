@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { generateKey } from '../keyvault/eth.js';
 import { SignerClient } from '../src/signer/client.js';
-import { startSigner } from '../test/helpers/signer.js';
-import { startDevVault } from '../test/helpers/vault.js';
+import { startSigner } from '../test/support/signer.js';
+import { startDevVault } from '../test/support/vault.js';
 import { BENCH_NODE_ARGS, closedLoop, Slices, writeResult, type Run } from './stats.js';
 
 /**

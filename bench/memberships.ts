@@ -3,9 +3,9 @@ import pg from 'pg';
 import { createDb } from '../src/db/knex.js';
 import { LOCK_HOLDERS_SQL, viewQuery } from '../src/memberships/repository.js';
 import { seedMemberships, seedWallets } from '../scripts/seed-memberships.js';
-import { Client } from '../test/helpers/http.js';
-import { freePort, spawnService } from '../test/helpers/process.js';
-import { startStack } from '../test/helpers/stack.js';
+import { Client } from '../test/support/http.js';
+import { freePort, spawnService } from '../test/support/process.js';
+import { startStack } from '../test/support/stack.js';
 import { closedLoop, writeResult } from './stats.js';
 
 /**

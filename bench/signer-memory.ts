@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { SignerClient } from '../src/signer/client.js';
-import { startSigner } from '../test/helpers/signer.js';
-import { startDevVault } from '../test/helpers/vault.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../test/helpers/keys.js';
+import { startSigner } from '../test/support/signer.js';
+import { startDevVault } from '../test/support/vault.js';
+import { keyIdOf, TEST_DEPLOYMENT } from '../test/support/keys.js';
 import { writeResult } from './stats.js';
 
 /**

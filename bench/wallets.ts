@@ -3,9 +3,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client } from '../test/helpers/http.js';
-import { freePort, spawnService } from '../test/helpers/process.js';
-import { startStack } from '../test/helpers/stack.js';
+import { Client } from '../test/support/http.js';
+import { freePort, spawnService } from '../test/support/process.js';
+import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
 import { BENCH_NODE_ARGS, closedLoop, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
 

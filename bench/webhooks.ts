@@ -3,10 +3,10 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { Client } from '../test/helpers/http.js';
-import { freePort, spawnService } from '../test/helpers/process.js';
-import { startSigner } from '../test/helpers/signer.js';
-import { startStack } from '../test/helpers/stack.js';
+import { Client } from '../test/support/http.js';
+import { freePort, spawnService } from '../test/support/process.js';
+import { startSigner } from '../test/support/signer.js';
+import { startStack } from '../test/support/stack.js';
 import { percentile, writeResult } from './stats.js';
 
 /**

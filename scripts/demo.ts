@@ -14,9 +14,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { CustodyClient } from '../src/client/index.js';
-import { TestIdp } from './dev/idp.js';
-import { Receiver } from './dev/receiver.js';
-import { freePort, until } from './dev/wait.js';
+import { TestIdp } from '../test/support/idp.js';
+import { Receiver } from '../test/support/receiver.js';
+import { freePort, until } from '../test/support/wait.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 const AUDIENCE = 'urn:custody:testnet';

@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
-import { Client } from './helpers/http.js';
-import { freePort, spawnService } from './helpers/process.js';
-import { localKeyRecords } from './helpers/signer.js';
-import { startStack } from './helpers/stack.js';
+import { Client } from './support/http.js';
+import { freePort, spawnService } from './support/process.js';
+import { localKeyRecords } from './support/signer.js';
+import { startStack } from './support/stack.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

@@ -1,8 +1,8 @@
 import { request } from 'node:http';
 import { expect } from 'chai';
-import { startApp, type TestApp } from './helpers/app.js';
-import { snapshot } from './helpers/db.js';
-import { createTenant } from './helpers/factories.js';
+import { startApp, type TestApp } from './support/app.js';
+import { snapshot } from './support/db.js';
+import { createTenant } from './support/factories.js';
 
 interface BadCase {
   name: string;
@@ -346,7 +346,7 @@ describe("character-set SQLSTATEs are the caller's input, not a 500", () => {
       expect(mapped?.code, code).to.equal('invalid_characters');
     }
     // A real one from PostgreSQL, past validation: a NUL byte in text.
-    const { testDb } = await import('./helpers/db.js');
+    const { testDb } = await import('./support/db.js');
     try {
       await testDb().raw('SELECT convert_from(?::bytea, ?)', [Buffer.from([0x61, 0x00]), 'UTF8']);
       expect.fail('PostgreSQL took a NUL in text');

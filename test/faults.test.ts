@@ -7,14 +7,14 @@ import { getAddress } from 'ethers';
 import pg from 'pg';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { createLogger } from '../src/logger.js';
-import { Client } from './helpers/http.js';
-import { freePort, spawnService, type Service } from './helpers/process.js';
-import { startSigner, type RunningSigner } from './helpers/signer.js';
-import { TestIdp } from './helpers/idp.js';
-import { Receiver } from './helpers/receiver.js';
-import { until } from './helpers/wait.js';
+import { Client } from './support/http.js';
+import { freePort, spawnService, type Service } from './support/process.js';
+import { startSigner, type RunningSigner } from './support/signer.js';
+import { TestIdp } from './support/idp.js';
+import { Receiver } from './support/receiver.js';
+import { until } from './support/wait.js';
 import { SignerClient } from '../src/signer/client.js';
-import { TEST_DEPLOYMENT } from './helpers/keys.js';
+import { TEST_DEPLOYMENT } from './support/keys.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 

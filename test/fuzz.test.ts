@@ -1,14 +1,14 @@
-import { shareRunDeployment } from './helpers/db.js';
+import { shareRunDeployment } from './support/db.js';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Knex } from 'knex';
 import { createDb } from '../src/db/knex.js';
 import { migrateLatest } from '../src/db/migrate.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { createTenant } from './helpers/factories.js';
-import { TestIdp } from './helpers/idp.js';
-import { scratchDatabase } from './helpers/process.js';
-import { observeResponse } from './helpers/observed.js';
+import { startApp, type TestApp } from './support/app.js';
+import { createTenant } from './support/factories.js';
+import { TestIdp } from './support/idp.js';
+import { scratchDatabase } from './support/process.js';
+import { observeResponse } from './support/observed.js';
 
 /**
  * Property-based fuzzing of every endpoint's body, query and headers (issue "Holding up under

@@ -18,7 +18,7 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { toolPath } from './helpers/tools.js';
+import { toolPath } from './support/tools.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHART = path.join(ROOT, 'helm/custody');

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { freePort, scratchDatabase, spawnService, type Service } from './helpers/process.js';
+import { freePort, scratchDatabase, spawnService, type Service } from './support/process.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The image's user (Dockerfile `USER 10001:10001`), when this suite may switch to it. */

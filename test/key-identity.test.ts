@@ -10,12 +10,12 @@ import { createDb } from '../src/db/knex.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { KeyConflictError } from '../src/errors.js';
 import { SignerClient } from '../src/signer/client.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { adminQuery, databaseUrlFor, migrateTo, ownDatabase } from './helpers/db.js';
-import { createOrganisation, createProject, type Project } from './helpers/factories.js';
-import { TestIdp, type TestIssuer } from './helpers/idp.js';
-import { spawnService, MAIN } from './helpers/process.js';
-import { SIGNER_MAIN, startSigner, type RunningSigner } from './helpers/signer.js';
+import { startApp, type TestApp } from './support/app.js';
+import { adminQuery, databaseUrlFor, migrateTo, ownDatabase } from './support/db.js';
+import { createOrganisation, createProject, type Project } from './support/factories.js';
+import { TestIdp, type TestIssuer } from './support/idp.js';
+import { spawnService, MAIN } from './support/process.js';
+import { SIGNER_MAIN, startSigner, type RunningSigner } from './support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

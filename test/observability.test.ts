@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { WarnOncePer } from '../src/logging/once.js';
 import { createLogger } from '../src/logger.js';
 import { Writable } from 'node:stream';
-import { startAppWithIdp } from './helpers/app.js';
-import { createProject, createTenant } from './helpers/factories.js';
-import { until } from './helpers/wait.js';
+import { startAppWithIdp } from './support/app.js';
+import { createProject, createTenant } from './support/factories.js';
+import { until } from './support/wait.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 const warnings = (logs: string[], msg: RegExp) =>

@@ -5,8 +5,8 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Client } from './helpers/http.js';
-import { freePort, scratchDatabase, spawnService } from './helpers/process.js';
+import { Client } from './support/http.js';
+import { freePort, scratchDatabase, spawnService } from './support/process.js';
 
 /** A data directory the embedded PostgreSQL's `postgres` user can traverse (mkdtemp makes 0700). */
 function dataDir(): string {

@@ -4,10 +4,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { SIGNER_ENV } from '../src/signer/child.js';
-import { startApp } from './helpers/app.js';
-import { freePort, scratchDatabase, spawnService } from './helpers/process.js';
-import { startSigner } from './helpers/signer.js';
-import { until } from './helpers/wait.js';
+import { startApp } from './support/app.js';
+import { freePort, scratchDatabase, spawnService } from './support/process.js';
+import { startSigner } from './support/signer.js';
+import { until } from './support/wait.js';
 
 const PRODUCTION = {
   APP_ENV: 'production',

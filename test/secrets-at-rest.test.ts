@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { Json } from './helpers/http.js';
-import { startApp, type TestApp } from './helpers/app.js';
-import { sharedSigner } from './helpers/signer.js';
+import type { Json } from './support/http.js';
+import { startApp, type TestApp } from './support/app.js';
+import { sharedSigner } from './support/signer.js';
 import { SecretBox } from '../src/crypto/secrets.js';
 import { recordAad } from '../src/http/idempotency.js';
 

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { Client } from './helpers/http.js';
-import { freePort, spawnService } from './helpers/process.js';
-import { startSigner } from './helpers/signer.js';
-import { startStack } from './helpers/stack.js';
+import { Client } from './support/http.js';
+import { freePort, spawnService } from './support/process.js';
+import { startSigner } from './support/signer.js';
+import { startStack } from './support/stack.js';
 
 describe('roles: api, worker and keyvault as separate processes', function () {
   this.timeout(120_000);

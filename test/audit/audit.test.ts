@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
-import type { Json, Reply } from '../helpers/http.js';
-import { TestIdp } from '../helpers/idp.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
+import type { Json, Reply } from '../support/http.js';
+import { TestIdp } from '../support/idp.js';
 
 describe('audit log of management writes and key creations', () => {
   let app: TestApp;

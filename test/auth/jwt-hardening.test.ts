@@ -1,9 +1,9 @@
 import { webcrypto } from 'node:crypto';
 import { expect } from 'chai';
 import { InvalidTokenError, OidcVerifier, uniqueTopLevelNames, type OidcOptions } from '../../src/auth/oidc.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createProject } from '../helpers/factories.js';
-import { TestIdp, type TestIssuer } from '../helpers/idp.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createProject } from '../support/factories.js';
+import { TestIdp, type TestIssuer } from '../support/idp.js';
 
 const AUDIENCE = 'urn:custody:test';
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64url');

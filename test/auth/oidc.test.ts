@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { exportSPKI, importJWK } from 'jose';
 import { InvalidTokenError, OidcVerifier, type OidcOptions } from '../../src/auth/oidc.js';
 import { loadConfig } from '../../src/config.js';
-import { createCa, TestIdp, type TestIssuer } from '../helpers/idp.js';
+import { createCa, TestIdp, type TestIssuer } from '../support/idp.js';
 
 const AUDIENCE = 'urn:custody:test';
 

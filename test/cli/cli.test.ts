@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { createDb } from '../../src/db/knex.js';
-import { startAppWithIdp, type TestApp } from '../helpers/app.js';
-import type { TestIdp } from '../helpers/idp.js';
-import { scratchDatabase } from '../helpers/process.js';
-import type { Receiver } from '../helpers/receiver.js';
-import { until } from '../helpers/wait.js';
+import { startAppWithIdp, type TestApp } from '../support/app.js';
+import type { TestIdp } from '../support/idp.js';
+import { scratchDatabase } from '../support/process.js';
+import type { Receiver } from '../support/receiver.js';
+import { until } from '../support/wait.js';
 
 const CLI = path.resolve('dist/src/cli/main.js');
 const AUDIENCE = 'urn:custody:testnet';

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
 import { CustodyApiError, CustodyClient, OPERATIONS } from '../../src/client/index.js';
-import { startAppWithIdp, type TestApp } from '../helpers/app.js';
-import type { TestIdp } from '../helpers/idp.js';
-import { observeResponse } from '../helpers/observed.js';
-import type { Receiver } from '../helpers/receiver.js';
-import { until } from '../helpers/wait.js';
+import { startAppWithIdp, type TestApp } from '../support/app.js';
+import type { TestIdp } from '../support/idp.js';
+import { observeResponse } from '../support/observed.js';
+import type { Receiver } from '../support/receiver.js';
+import { until } from '../support/wait.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

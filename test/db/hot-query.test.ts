@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { createDb, hotQuery, type Knex } from '../../src/db/knex.js';
 import { hashSecret } from '../../src/crypto/secrets.js';
 import { findProjectAndWallet } from '../../src/projects/repository.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { testDatabaseUrl } from '../helpers/db.js';
-import { createTenant } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { testDatabaseUrl } from '../support/db.js';
+import { createTenant } from '../support/factories.js';
 
 describe('hot-path queries (db/knex.ts hotQuery)', () => {
   let app: TestApp;

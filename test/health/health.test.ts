@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createDb } from '../../src/db/knex.js';
-import { startApp } from '../helpers/app.js';
+import { startApp } from '../support/app.js';
 
 describe('health and dependency failures', () => {
   it('answers /healthz and /readyz without auth', async () => {

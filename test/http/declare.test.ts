@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { declare, listKey, mount, type Route } from '../../src/http/declare.js';
 import { Cursors } from '../../src/http/pagination.js';
 import type { AppContext, AppMiddleware, AppState } from '../../src/http/context.js';
-import { startApp, type TestApp } from '../helpers/app.js';
+import { startApp, type TestApp } from '../support/app.js';
 
 describe('http: one declaration per endpoint', function () {
   this.timeout(30_000);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createTenant } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createTenant } from '../support/factories.js';
 
 describe('Idempotency-Key on management POSTs (section 2b)', () => {
   let app: TestApp;

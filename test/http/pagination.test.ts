@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createProject } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createProject } from '../support/factories.js';
 
 describe('cursor pagination (section 10)', () => {
   let app: TestApp;

@@ -4,10 +4,10 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { migrateLatest } from '../../src/db/migrate.js';
 import { foldIdentity } from '../../src/identity/fold.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { migrateTo, ownDatabase } from '../helpers/db.js';
-import { createOrganisation, createProject, type Project } from '../helpers/factories.js';
-import { TestIdp, type TestIssuer } from '../helpers/idp.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { migrateTo, ownDatabase } from '../support/db.js';
+import { createOrganisation, createProject, type Project } from '../support/factories.js';
+import { TestIdp, type TestIssuer } from '../support/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

@@ -1,4 +1,4 @@
-import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../helpers/keys.js';
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
 import { createDecipheriv } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -7,8 +7,8 @@ import { computeAddress } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { AppError } from '../../src/errors.js';
-import { spawnService } from '../helpers/process.js';
-import { localKeyRecords, SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
+import { spawnService } from '../support/process.js';
+import { localKeyRecords, SIGNER_MAIN, startSigner, type RunningSigner } from '../support/signer.js';
 
 async function call(s: RunningSigner, method: string, p: string, body?: unknown, token: string | null = s.token) {
   const headers: Record<string, string> = {};

@@ -7,11 +7,11 @@ import { expect } from 'chai';
 import { loadConfig } from '../../src/config.js';
 import { DependencyUnavailableError } from '../../src/errors.js';
 import { SignerClient } from '../../src/signer/client.js';
-import { startApp } from '../helpers/app.js';
-import { createCa } from '../helpers/idp.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../helpers/keys.js';
-import { freePort, spawnService, type Service } from '../helpers/process.js';
-import { SIGNER_MAIN } from '../helpers/signer.js';
+import { startApp } from '../support/app.js';
+import { createCa } from '../support/idp.js';
+import { keyIdOf, TEST_DEPLOYMENT } from '../support/keys.js';
+import { freePort, spawnService, type Service } from '../support/process.js';
+import { SIGNER_MAIN } from '../support/signer.js';
 
 describe('keyvault: the API reaches a signer in another pod over TLS, mutual where configured', function () {
   this.timeout(60_000);

@@ -1,4 +1,4 @@
-import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../helpers/keys.js';
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
@@ -6,11 +6,11 @@ import { computeAddress } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { AppError } from '../../src/errors.js';
 import { SignerClient } from '../../src/signer/client.js';
-import { startApp, startAppWithIdp } from '../helpers/app.js';
-import { createOrganisation, createProject } from '../helpers/factories.js';
-import { spawnService } from '../helpers/process.js';
-import { SIGNER_MAIN, startSigner, type RunningSigner } from '../helpers/signer.js';
-import { startDevVault, type DevVault } from '../helpers/vault.js';
+import { startApp, startAppWithIdp } from '../support/app.js';
+import { createOrganisation, createProject } from '../support/factories.js';
+import { spawnService } from '../support/process.js';
+import { SIGNER_MAIN, startSigner, type RunningSigner } from '../support/signer.js';
+import { startDevVault, type DevVault } from '../support/vault.js';
 
 interface KvRecord {
   address: string;

@@ -6,11 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { parse as parseYaml } from 'yaml';
 import { SignerClient } from '../../src/signer/client.js';
-import { createCa } from '../helpers/idp.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../helpers/keys.js';
-import { spawnService } from '../helpers/process.js';
-import { SIGNER_MAIN, startSigner } from '../helpers/signer.js';
-import { startDevVault, type DevVault } from '../helpers/vault.js';
+import { createCa } from '../support/idp.js';
+import { keyIdOf, TEST_DEPLOYMENT } from '../support/keys.js';
+import { spawnService } from '../support/process.js';
+import { SIGNER_MAIN, startSigner } from '../support/signer.js';
+import { startDevVault, type DevVault } from '../support/vault.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 

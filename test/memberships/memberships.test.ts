@@ -3,10 +3,10 @@ import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { createLogger } from '../../src/logger.js';
 import { ExpiryScheduler } from '../../src/memberships/expiry-scheduler.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { expectUnchanged as expectUnchangedIn, snapshot } from '../helpers/db.js';
-import { createTenant } from '../helpers/factories.js';
-import type { Client, Json, Reply } from '../helpers/http.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { expectUnchanged as expectUnchangedIn, snapshot } from '../support/db.js';
+import { createTenant } from '../support/factories.js';
+import type { Client, Json, Reply } from '../support/http.js';
 
 /** A random address in its EIP-55 form. */
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);

@@ -5,8 +5,8 @@ import { isIP } from 'node:net';
 import { expect } from 'chai';
 import { addressAllowed, type EgressPolicy } from '../../src/net/egress.js';
 import { OutboundError, outboundRequest } from '../../src/net/outbound.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
 
 type Verdict = 'public' | 'refused';
 

@@ -2,9 +2,9 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { expect } from 'chai';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { chromium } from 'playwright-core';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { Conformance, schemaValidator } from '../helpers/conformance.js';
-import { toolPath } from '../helpers/tools.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { Conformance, schemaValidator } from '../support/conformance.js';
+import { toolPath } from '../support/tools.js';
 
 /** Every operation the interface document and CONTRACT.md call for, plus operations and reference routes. */
 const EXPECTED = [

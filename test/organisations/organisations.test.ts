@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { hashSecret } from '../../src/crypto/secrets.js';
 import { findProjectByKeyHash } from '../../src/projects/repository.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createTenant } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createTenant } from '../support/factories.js';
 
 describe('organisations', () => {
   let app: TestApp;

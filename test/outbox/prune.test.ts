@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { pruneOutbox } from '../../src/outbox/prune.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
 
 describe('outbox retention', () => {
   let app: TestApp;

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { recordEvents } from '../../src/events/record.js';
 import { claimExpired } from '../../src/memberships/repository.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
-import { Receiver } from '../helpers/receiver.js';
-import { until } from '../helpers/wait.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
+import { Receiver } from '../support/receiver.js';
+import { until } from '../support/wait.js';
 
 const address = () => `0x${Array.from({ length: 40 }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('')}`;
 

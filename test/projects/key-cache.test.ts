@@ -2,15 +2,15 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import pg from 'pg';
-import { until } from '../../scripts/dev/wait.js';
+import { until } from '../support/wait.js';
 import { hashSecret } from '../../src/crypto/secrets.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { ProjectKeyCache } from '../../src/projects/key-cache.js';
 import type { CallerProject } from '../../src/projects/repository.js';
-import { startApp, startAppWithIdp, type TestApp } from '../helpers/app.js';
-import { testDatabaseUrl } from '../helpers/db.js';
-import { createOrganisation, createProject, type Project } from '../helpers/factories.js';
-import type { TestIdp, TestIssuer } from '../helpers/idp.js';
+import { startApp, startAppWithIdp, type TestApp } from '../support/app.js';
+import { testDatabaseUrl } from '../support/db.js';
+import { createOrganisation, createProject, type Project } from '../support/factories.js';
+import type { TestIdp, TestIssuer } from '../support/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 const project = (id: number): CallerProject => ({

@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { hashSecret, SecretBox } from '../../src/crypto/secrets.js';
 import { walletSecretAad } from '../../src/projects/commands.js';
 import { findProjectByKeyHash, type ProjectRow } from '../../src/projects/repository.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createProject } from '../helpers/factories.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createProject } from '../support/factories.js';
 
 describe('projects', () => {
   let app: TestApp;

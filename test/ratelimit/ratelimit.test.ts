@@ -1,12 +1,12 @@
 import { expect } from 'chai';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
-import { freePort } from '../helpers/process.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
+import { freePort } from '../support/process.js';
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '../../src/logger.js';
 import { PgRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from '../../src/ratelimit/limiter.js';
-import { testDb } from '../helpers/db.js';
-import { until } from '../helpers/wait.js';
+import { testDb } from '../support/db.js';
+import { until } from '../support/wait.js';
 
 /** The machine's Redis (as CI finds it); the PostgreSQL store needs nothing. */
 const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379';

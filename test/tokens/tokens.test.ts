@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { hashSecret } from '../../src/crypto/secrets.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { snapshot } from '../helpers/db.js';
-import { createOrganisation, createProject, createTenant, createToken } from '../helpers/factories.js';
-import type { Client } from '../helpers/http.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { snapshot } from '../support/db.js';
+import { createOrganisation, createProject, createTenant, createToken } from '../support/factories.js';
+import type { Client } from '../support/http.js';
 
 interface Call {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';

@@ -5,14 +5,14 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { Webhook } from 'standardwebhooks';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createOrganisation, createProject, createTenant, createToken, type Project } from '../helpers/factories.js';
-import { TestIdp, type TestIssuer, createCa } from '../helpers/idp.js';
-import { Receiver } from '../helpers/receiver.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createOrganisation, createProject, createTenant, createToken, type Project } from '../support/factories.js';
+import { TestIdp, type TestIssuer, createCa } from '../support/idp.js';
+import { Receiver } from '../support/receiver.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
-import { testDb } from '../helpers/db.js';
-import { sharedSigner } from '../helpers/signer.js';
+import { testDb } from '../support/db.js';
+import { sharedSigner } from '../support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 

@@ -5,12 +5,12 @@ import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { Webhook } from 'standardwebhooks';
 import { recordEvents } from '../../src/events/record.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { expectUnchanged as expectUnchangedIn } from '../helpers/db.js';
-import { createTenant } from '../helpers/factories.js';
-import { Client, type Json, type Reply } from '../helpers/http.js';
-import { Receiver, type Received } from '../helpers/receiver.js';
-import { until } from '../helpers/wait.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { expectUnchanged as expectUnchangedIn } from '../support/db.js';
+import { createTenant } from '../support/factories.js';
+import { Client, type Json, type Reply } from '../support/http.js';
+import { Receiver, type Received } from '../support/receiver.js';
+import { until } from '../support/wait.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const headersOf = (r: Received) => r.headers as Record<string, string>;

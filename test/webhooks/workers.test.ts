@@ -1,15 +1,15 @@
-import { shareRunDeployment } from '../helpers/db.js';
+import { shareRunDeployment } from '../support/db.js';
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import type { Knex } from 'knex';
 import { createDb } from '../../src/db/knex.js';
-import { startApp, type TestApp } from '../helpers/app.js';
-import { createTenant } from '../helpers/factories.js';
-import { scratchDatabase, spawnService, type Service } from '../helpers/process.js';
-import { Receiver } from '../helpers/receiver.js';
-import { sharedSigner } from '../helpers/signer.js';
-import { until } from '../helpers/wait.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { createTenant } from '../support/factories.js';
+import { scratchDatabase, spawnService, type Service } from '../support/process.js';
+import { Receiver } from '../support/receiver.js';
+import { sharedSigner } from '../support/signer.js';
+import { until } from '../support/wait.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
 const items = (n: number) => Array.from({ length: n }, () => ({ membershipType: 'gym:gold', walletAddress: address() }));

@@ -59,7 +59,7 @@ export function spawnService(
   };
 }
 
-export { freePort } from '../../scripts/dev/wait.js';
+export { freePort } from './wait.js';
 
 /** An empty database on the machine's PostgreSQL for one process test; `drop` removes it. */
 export async function scratchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {

@@ -58,7 +58,7 @@ export const setSharedSigner = (s: RunningSigner | undefined) => {
   shared = s;
 };
 export function sharedSigner(): RunningSigner {
-  if (!shared) throw new Error('the shared signer is not running (test/helpers/hooks.ts)');
+  if (!shared) throw new Error('the shared signer is not running (test/support/hooks.ts)');
   return shared;
 }
 

@@ -15,12 +15,12 @@ export function setTestDatabase(url: string, db: Knex): void {
 }
 
 export function testDatabaseUrl(): string {
-  if (!current) throw new Error('the test database is not set up (test/helpers/hooks.ts)');
+  if (!current) throw new Error('the test database is not set up (test/support/hooks.ts)');
   return current.url;
 }
 
 export function testDb(): Knex {
-  if (!current) throw new Error('the test database is not set up (test/helpers/hooks.ts)');
+  if (!current) throw new Error('the test database is not set up (test/support/hooks.ts)');
   return current.db;
 }
 
