@@ -48,14 +48,18 @@ describe('Helm chart (helm/custody)', function () {
   this.timeout(600_000);
   let helm: string;
 
-  const template = (valuesFile?: string) =>
-    spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...(valuesFile ? ['-f', valuesFile] : [])], { encoding: 'utf8' });
+  /** `helm template <release> <chart> --namespace custody <args>`. */
+  const template = (args: string[] = [], release = 'rel', chart = CHART) =>
+    spawnSync(helm, ['template', release, chart, '--namespace', 'custody', ...args], { encoding: 'utf8' });
+  const valuesArgs = (valuesFile?: string) => (valuesFile ? ['-f', valuesFile] : []);
+  const setArgs = (...values: string[]) => values.flatMap((v) => ['--set', v]);
 
-  function render(valuesFile?: string): Manifest[] {
-    const res = template(valuesFile);
+  /** The manifests of a render that must succeed. */
+  function render(args: string[] = [], release = 'rel'): Manifest[] {
+    const res = template(args, release);
     expect(res.status, res.stderr).to.equal(0);
     return parseAllDocuments(res.stdout)
-      .map((d) => d.toJS())
+      .map((d): Manifest => d.toJS())
       .filter((m) => m !== null);
   }
 
@@ -89,7 +93,7 @@ describe('Helm chart (helm/custody)', function () {
     describe(`rendered with ${name}`, () => {
       let ms: Manifest[];
       before(() => {
-        ms = render(file);
+        ms = render(valuesArgs(file));
       });
 
       it('is valid against the Kubernetes schemas, offline', () => {
@@ -323,17 +327,10 @@ describe('Helm chart (helm/custody)', function () {
   }
 
   describe('conventions operators expect (helm/ci/conventions.yaml and --set)', () => {
-    const setRender = (...args: string[]) => {
-      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...args], { encoding: 'utf8' });
-      expect(res.status, res.stderr).to.equal(0);
-      return parseAllDocuments(res.stdout)
-        .map((d): Manifest => d.toJS())
-        .filter((m) => m !== null);
-    };
     const file = path.join(ROOT, 'helm/ci/conventions.yaml');
 
     it('names, labels, annotations, extra environment and volumes, priority class, probes, OpenShift ids, image digest, secrets as variables', () => {
-      const ms = setRender('-f', file);
+      const ms = render(valuesArgs(file));
       const deployments = byKind(ms, 'Deployment');
       expect(deployments.map((d) => d.metadata.name as string).sort()).to.deep.equal(['acme-wallets-api', 'acme-wallets-keyvault', 'acme-wallets-worker']);
       for (const m of ms) expect(m.metadata.labels.team, `${m.kind} ${m.metadata.name}`).to.equal('payments');
@@ -372,7 +369,7 @@ describe('Helm chart (helm/custody)', function () {
     });
 
     it('nameOverride renames resources and the name label; works as a subchart (global values)', () => {
-      const ms = setRender('--set', 'nameOverride=wallets', '--set', 'global.anything=1');
+      const ms = render(setArgs('nameOverride=wallets', 'global.anything=1'));
       expect(
         byKind(ms, 'Deployment')
           .map((d) => d.metadata.name as string)
@@ -382,7 +379,7 @@ describe('Helm chart (helm/custody)', function () {
     });
 
     it("mounts secrets as files by default: a projected volume of exactly the named Secrets' keys", () => {
-      const ms = setRender('-f', path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml'));
+      const ms = render(valuesArgs(path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')));
       const api = byKind(ms, 'Deployment').find((d) => component(d) === 'api').spec.template.spec;
       const volume = api.volumes.find((v: { name: string }) => v.name === 'secrets');
       expect(volume.projected.sources.map((src: Manifest) => `${src.secret.name}:${src.secret.items[0].key}->${src.secret.items[0].path}`)).to.deep.equal([
@@ -398,7 +395,7 @@ describe('Helm chart (helm/custody)', function () {
     it('declares kubeVersion, has a helm test (API readiness, signer health) and NOTES with the next steps', () => {
       const chart = parseYaml(readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { kubeVersion?: string };
       expect(chart.kubeVersion).to.match(/^>=1\.\d+/);
-      const ms = setRender();
+      const ms = render();
       const [pod] = byKind(ms, 'Pod');
       expect(pod.metadata.annotations['helm.sh/hook']).to.equal('test');
       const script = pod.spec.containers[0].args[0] as string;
@@ -413,9 +410,7 @@ describe('Helm chart (helm/custody)', function () {
           path.join(dir, 'custody/templates/notes-check.yaml'),
           'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: notes }\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n',
         );
-        const res = spawnSync(helm, ['template', 'rel', path.join(dir, 'custody'), '--namespace', 'custody', '--show-only', 'templates/notes-check.yaml'], {
-          encoding: 'utf8',
-        });
+        const res = template(['--show-only', 'templates/notes-check.yaml'], 'rel', path.join(dir, 'custody'));
         expect(res.status, res.stderr).to.equal(0);
         const notes = (parseYaml(res.stdout) as { data: { notes: string } }).data.notes;
         expect(notes).to.include('rollout status deploy/rel-custody-api deploy/rel-custody-keyvault deploy/rel-custody-worker');
@@ -428,39 +423,30 @@ describe('Helm chart (helm/custody)', function () {
   });
 
   describe('network policies for real installs', () => {
-    const setRender = (...sets: string[]) => {
-      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...sets.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
-      expect(res.status, res.stderr).to.equal(0);
-      return byKind(
-        parseAllDocuments(res.stdout)
-          .map((d): Manifest => d.toJS())
-          .filter((m) => m !== null),
-        'NetworkPolicy',
-      );
-    };
+    const policies = (...sets: string[]) => byKind(render(setArgs(...sets)), 'NetworkPolicy');
     const appEgress = (ps: Manifest[]) => ps.find((p) => p.metadata.name.endsWith('-app-egress')).spec.egress as Manifest[];
     const rulesOnPort = (rules: Manifest[], port: number) => rules.filter((r) => (r.ports as Array<{ port: number }>).some((p) => p.port === port));
 
     it('PostgreSQL: by default its port to any address (the API is ready after the first migration wherever the database is); narrowed by CIDR and port', () => {
-      const [db] = rulesOnPort(appEgress(setRender()), 5432);
+      const [db] = rulesOnPort(appEgress(policies()), 5432);
       expect(db.to, 'no peer: any address').to.equal(undefined);
-      const migrate = setRender().find((p) => p.metadata.name.endsWith('-migrate'));
+      const migrate = policies().find((p) => p.metadata.name.endsWith('-migrate'));
       expect(migrate.spec.egress).to.deep.equal([{ ports: [{ port: 5432, protocol: 'TCP' }] }]);
-      const narrowed = rulesOnPort(appEgress(setRender('networkPolicy.database.cidrs={10.30.4.0/24}', 'networkPolicy.database.port=6432')), 6432);
+      const narrowed = rulesOnPort(appEgress(policies('networkPolicy.database.cidrs={10.30.4.0/24}', 'networkPolicy.database.port=6432')), 6432);
       expect(narrowed).to.deep.equal([{ to: [{ ipBlock: { cidr: '10.30.4.0/24' } }], ports: [{ port: 6432, protocol: 'TCP' }] }]);
     });
 
     it('Redis: egress only when configured, to its location', () => {
-      expect(rulesOnPort(appEgress(setRender()), 6379)).to.deep.equal([]);
-      const redis = rulesOnPort(appEgress(setRender('redis.existingSecret=custody-redis', 'networkPolicy.redis.cidrs={10.30.5.10/32}')), 6379);
+      expect(rulesOnPort(appEgress(policies()), 6379)).to.deep.equal([]);
+      const redis = rulesOnPort(appEgress(policies('redis.existingSecret=custody-redis', 'networkPolicy.redis.cidrs={10.30.5.10/32}')), 6379);
       expect(redis).to.deep.equal([{ to: [{ ipBlock: { cidr: '10.30.5.10/32' } }], ports: [{ port: 6379, protocol: 'TCP' }] }]);
     });
 
     it("Prometheus reaches the API's /metrics when apiFrom narrows who may call the API", () => {
       const api = (ps: Manifest[]) => ps.find((p) => p.metadata.name === 'rel-custody-api').spec.ingress as Manifest[];
-      expect(api(setRender())).to.deep.equal([{ ports: [{ port: 8080, protocol: 'TCP' }] }]);
+      expect(api(policies())).to.deep.equal([{ ports: [{ port: 8080, protocol: 'TCP' }] }]);
       const narrowed = api(
-        setRender(
+        policies(
           'networkPolicy.apiFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ingress-nginx',
           'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring',
         ),
@@ -472,11 +458,7 @@ describe('Helm chart (helm/custody)', function () {
 
   it("binds Vault's Kubernetes role to the ServiceAccount the chart really creates, for any release name (scripts/vault-setup.sh)", () => {
     for (const release of ['custody', 'rel', 'acme-custody-prod', 'payments', 'a-release-name-long-enough-to-be-cut-at-fifty-chars-x']) {
-      const res = spawnSync(helm, ['template', release, CHART, '--namespace', 'custody'], { encoding: 'utf8' });
-      expect(res.status, res.stderr).to.equal(0);
-      const ms = parseAllDocuments(res.stdout)
-        .map((d): Manifest => d.toJS())
-        .filter((m) => m !== null);
+      const ms = render([], release);
       const signer = byKind(ms, 'Deployment').find((d) => component(d) === 'keyvault');
       const account = signer.spec.template.spec.serviceAccountName as string;
       expect(byKind(ms, 'ServiceAccount').map((a) => a.metadata.name)).to.include(account);
@@ -494,7 +476,7 @@ describe('Helm chart (helm/custody)', function () {
     const listed = new Set([...readme.matchAll(/^\| kube-score `([a-z-]+)` \|/gm)].map((m) => m[1] ?? ''));
     const found = new Set<string>();
     for (const file of [undefined, path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')]) {
-      const rendered = template(file);
+      const rendered = template(valuesArgs(file));
       expect(rendered.status, rendered.stderr).to.equal(0);
       const res = spawnSync(kubeScore, ['score', '-', '--output-format', 'json'], { input: rendered.stdout, encoding: 'utf8' });
       const report = JSON.parse(res.stdout) as Array<{ object_name: string; checks: Array<{ grade: number; skipped: boolean; check: { id: string } }> }>;
@@ -536,11 +518,7 @@ describe('Helm chart (helm/custody)', function () {
     try {
       const file = path.join(dir, 'custody-values.yaml');
       writeFileSync(file, yaml);
-      const res = spawnSync(helm, ['template', 'custody', CHART, '--namespace', 'custody', '-f', file], { encoding: 'utf8' });
-      expect(res.status, res.stderr).to.equal(0);
-      const ms = parseAllDocuments(res.stdout)
-        .map((d): Manifest => d.toJS())
-        .filter((m) => m !== null);
+      const ms = render(valuesArgs(file), 'custody');
       const deployments = byKind(ms, 'Deployment');
       // `kubectl rollout status deploy/…`, `exec deploy/custody-api`, `port-forward svc/custody-api 8080:80`
       for (const name of [...doc.matchAll(/deploy\/(custody-[a-z]+)/g)].map((m) => m[1]))
@@ -580,13 +558,7 @@ describe('Helm chart (helm/custody)', function () {
   });
 
   describe('TLS between the API and the signer (another pod)', () => {
-    const setRender = (...sets: string[]) => {
-      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...sets.flatMap((v) => ['--set', v])], { encoding: 'utf8' });
-      expect(res.status, res.stderr).to.equal(0);
-      return parseAllDocuments(res.stdout)
-        .map((d): Manifest => d.toJS())
-        .filter((m) => m !== null);
-    };
+    const setRender = (...sets: string[]) => render(setArgs(...sets));
     const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);
     const envOf = (d: Manifest) =>
       new Map<string, string>((d?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value ?? '']));
@@ -652,7 +624,7 @@ describe('Helm chart (helm/custody)', function () {
     const bad = readdirSync(path.join(ROOT, 'helm/ci/bad')).filter((f) => f.endsWith('.yaml'));
     expect(bad.sort()).to.deep.equal(Object.keys(expected).sort());
     for (const f of bad) {
-      const res = template(path.join(ROOT, 'helm/ci/bad', f));
+      const res = template(valuesArgs(path.join(ROOT, 'helm/ci/bad', f)));
       expect(res.status, f).to.not.equal(0);
       expect(res.stderr, f).to.match(expected[f] ?? /^$/);
     }

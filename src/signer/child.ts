@@ -23,9 +23,13 @@ export interface SignerChild {
 export async function startSignerChild(config: Config, log: Logger): Promise<SignerChild> {
   const socket = path.join(config.dataDir, 'keyvault.sock');
   const token = newSecret('kv_');
-  const env: NodeJS.ProcessEnv = {};
-  Object.assign(env, config.signerChildEnv);
-  Object.assign(env, { KEYVAULT_LISTEN: `unix:${socket}`, KEYVAULT_TOKEN: token, DATA_DIR: config.dataDir, APP_ENV: config.appEnv });
+  const env: NodeJS.ProcessEnv = {
+    ...config.signerChildEnv,
+    KEYVAULT_LISTEN: `unix:${socket}`,
+    KEYVAULT_TOKEN: token,
+    DATA_DIR: config.dataDir,
+    APP_ENV: config.appEnv,
+  };
 
   let stopping = false;
   let child: ChildProcess;

@@ -143,24 +143,23 @@ topologySpreadConstraints:
 {{- end }}
 {{- end -}}
 
-{{/* extraEnv of every component, then the component's own. */}}
-{{- define "custody.extraEnv" -}}
-{{- $all := concat .root.Values.extraEnv (default list .values.extraEnv) -}}
-{{- with $all }}
+{{/* extraEnv, extraVolumes or extraVolumeMounts (`.key`): every component's entries, then the component's own. */}}
+{{- define "custody.extras" -}}
+{{- with concat (get .root.Values .key) (default list (get .values .key)) }}
 {{- toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{- define "custody.extraEnv" -}}
+{{- include "custody.extras" (merge (dict "key" "extraEnv") .) -}}
 {{- end -}}
 
 {{- define "custody.extraVolumeMounts" -}}
-{{- with concat .root.Values.extraVolumeMounts (default list .values.extraVolumeMounts) }}
-{{- toYaml . }}
-{{- end }}
+{{- include "custody.extras" (merge (dict "key" "extraVolumeMounts") .) -}}
 {{- end -}}
 
 {{- define "custody.extraVolumes" -}}
-{{- with concat .root.Values.extraVolumes (default list .values.extraVolumes) }}
-{{- toYaml . }}
-{{- end }}
+{{- include "custody.extras" (merge (dict "key" "extraVolumes") .) -}}
 {{- end -}}
 
 {{/* A probe: the chart's default with the values' override merged over it. */}}
