@@ -74,7 +74,8 @@ describe('operators can see why: IdP and delivery failures are logged once per c
         expect(issued.status).to.equal(201);
       }
       await until('attempts and retries', () => Promise.resolve(receiver.received.length >= 6));
-      const lines = warnings(app.logs, /^webhook delivery failed/);
+      // This app's relay also retries what earlier suites left in the shared database: count this project's.
+      const lines = warnings(app.logs, /^webhook delivery failed/).filter((l) => l['projectId'] === t.project.id);
       expect(lines, JSON.stringify(lines)).to.have.length(1);
       expect(lines[0]).to.include({ target: new URL(receiver.url).origin, kind: 'http_status', status: 500 });
       const all = app.logs.join('\n');
