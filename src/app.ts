@@ -25,7 +25,7 @@ import { organisationEndpoints } from './organisations/routes.js';
 import { projectEndpoints } from './projects/routes.js';
 import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
-import type { ProjectKeyCache } from './projects/key-cache.js';
+import type { ProjectKeyCache } from './tenancy/key-cache.js';
 import { walletEndpoints } from './wallets/routes.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
@@ -91,7 +91,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       });
     }, 'authenticate'),
     idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS, secretBox), 'idempotent'),
-    audited: audited(),
+    audited,
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
     secretBox,

@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import type { AppState } from './http/context.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
-import { startProjectKeyCache, type ProjectKeyCache } from './projects/key-cache.js';
+import { startProjectKeyCache, type ProjectKeyCache } from './tenancy/key-cache.js';
 import { PgRateLimitStore, RedisRateLimitStore, type RateLimitStore } from './ratelimit/limiter.js';
 import type { SignerClient } from './signer/client.js';
 

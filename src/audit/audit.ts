@@ -1,7 +1,7 @@
-import type { Principal } from '../auth/principal.js';
 import { principalKey } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import type { AppContext, AppMiddleware } from '../http/context.js';
+import type { AuditTarget, Route } from '../http/declare.js';
 import type { Page } from '../http/pagination.js';
 
 export interface AuditRow {
@@ -21,37 +21,29 @@ export async function recordAudit(db: Executor, row: Omit<AuditRow, 'id' | 'at'>
   await db('audit_log').insert({ ...row, details: JSON.stringify(row.details) });
 }
 
-/** The route pattern koa-router matched (`/api/v1/project/:projectId`), never the raw path. */
-const routeOf = (ctx: AppContext): string => {
-  const r = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-  return typeof r === 'string' ? r : ctx.path;
-};
+/** The entry's tenant: the scope the request resolved, or the organisation it created. */
+function tenantOf(ctx: AppContext, target: AuditTarget, answer: Record<string, unknown>): { organisationId: number | null; projectId: number | null } {
+  const scope = ctx.state.scope;
+  if (scope?.level === 'project') return { organisationId: scope.organisationId, projectId: scope.projectId };
+  if (scope?.level === 'organisation') return { organisationId: scope.organisationId, projectId: null };
+  const created = typeof target === 'object' && 'organisation' in target ? answer['id'] : undefined;
+  return { organisationId: typeof created === 'number' ? created : null, projectId: null };
+}
 
-const idOf = (v: unknown): number | undefined => (typeof v === 'string' && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
-
-/** The organisation and project a management write concerns, from its path, query, principal or answer. */
-async function scopeOf(db: Executor, ctx: AppContext, p: Principal): Promise<{ organisationId: number | null; projectId: number | null }> {
-  const params = ctx.params as Record<string, string | undefined>;
-  const body = (typeof ctx.body === 'object' && ctx.body !== null ? ctx.body : {}) as Record<string, unknown>;
-  const projectId = idOf(params['projectId']) ?? idOf(ctx.query['projectId']) ?? (p.scope === 'project' ? p.projectId : undefined) ?? null;
-  if (p.scope !== 'operator') return { organisationId: p.organisationId, projectId };
-  if (projectId !== null) {
-    const { rows } = await db.raw<{ rows: Array<{ organisation_id: number }> }>('SELECT organisation_id FROM projects WHERE id = ?', [projectId]);
-    const row = rows[0];
-    return { organisationId: row?.organisation_id ?? null, projectId };
-  }
-  const route = routeOf(ctx);
-  if (route.startsWith('/api/v1/organisations/:id')) return { organisationId: idOf(params['id']) ?? null, projectId: null };
-  if (route === '/api/v1/organisations') return { organisationId: idOf(body['id']) ?? null, projectId: null };
-  return { organisationId: null, projectId: null };
+function targetOf(ctx: AppContext, target: AuditTarget, answer: Record<string, unknown>): string | null {
+  if (target === 'none') return null;
+  const value = 'param' in target ? ctx.params[target.param] : answer[target.answer];
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : null;
 }
 
 /**
  * For every management write: runs the rest of the request in a transaction (a savepoint inside
  * the idempotency middleware's, when there is one) and, when it succeeds, records who did what in
- * that same transaction, so the change and its audit entry commit together or not at all.
+ * that same transaction, so the change and its audit entry commit together or not at all. Tenant
+ * and target come from the endpoint's declaration and its resolved scope, never from the path.
  */
-export function audited(): AppMiddleware {
+export function audited(route: Route, target: AuditTarget): AppMiddleware {
+  const action = `${route.method} ${route.path}`;
   return async (ctx, next) => {
     const outer = ctx.state.db;
     await outer.transaction(async (tx) => {
@@ -64,15 +56,14 @@ export function audited(): AppMiddleware {
       if (ctx.status >= 400) return;
       const principal = ctx.state.principal;
       if (!principal) return;
-      const { organisationId, projectId } = await scopeOf(tx, ctx, principal);
-      const body = (typeof ctx.body === 'object' && ctx.body !== null ? ctx.body : {}) as Record<string, unknown>;
-      const target = idOf(body['id']) ?? (typeof body['tokenId'] === 'string' ? body['tokenId'] : undefined);
+      const answer = (typeof ctx.body === 'object' && ctx.body !== null ? ctx.body : {}) as Record<string, unknown>;
+      const { organisationId, projectId } = tenantOf(ctx, target, answer);
       await recordAudit(tx, {
         organisation_id: organisationId,
         project_id: projectId,
         actor: principalKey(principal),
-        action: `${ctx.method} ${routeOf(ctx)}`,
-        target: target === undefined ? null : String(target),
+        action,
+        target: targetOf(ctx, target, answer),
         status: ctx.status,
         request_id: ctx.state.requestId,
         details: { params: { ...ctx.params }, ...(ctx.query['projectId'] === undefined ? {} : { projectId: String(ctx.query['projectId']) }) },

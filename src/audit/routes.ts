@@ -1,11 +1,8 @@
-import { principalOf, requireAdmin } from '../auth/access.js';
-import { NotFoundError } from '../errors.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { type Static, Type } from '@sinclair/typebox';
 import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
 import { declareList, type Declaration } from '../http/declare.js';
-import { findOrganisation } from '../organisations/repository.js';
 import { listAudit, presentAudit } from './audit.js';
 import * as ex from '../openapi/examples.js';
 
@@ -34,7 +31,14 @@ export type AuditListOut = Static<typeof AuditList>;
 export function auditEndpoints(_deps: RouteDeps): Declaration[] {
   return [
     declareList(
-      { method: 'GET', path: '/api/v1/organisations/:id/audit', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/organisations/:id/audit',
+        auth: 'apiToken',
+        // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.
+        tenant: { level: 'organisation', deleted: 'shown' },
+        may: 'audit.read',
+      },
       {
         params: strictObject({ id: Id }),
         query: strictObject({ ...PageQuery }),
@@ -47,13 +51,8 @@ export function auditEndpoints(_deps: RouteDeps): Declaration[] {
           responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
         },
       },
-      async (ctx, { params, paging }) => {
-        const p = principalOf(ctx);
-        const organisationId = Number(params.id);
-        // Another tenant (and any project token) does not see the organisation: 404; a read token: 403.
-        if (!(await findOrganisation(ctx.state.db, p, organisationId, { includeDeleted: true }))) throw new NotFoundError('No such organisation.');
-        requireAdmin(p);
-        const result = paging.pageOf(await listAudit(ctx.state.db, organisationId, paging.page));
+      async (ctx, { scope, paging }) => {
+        const result = paging.pageOf(await listAudit(ctx.state.db, scope.organisationId, paging.page));
         ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
       },
     ),

@@ -2,12 +2,15 @@ import type { RouterContext, RouterMiddleware } from '@koa/router';
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import type { Logger } from '../logger.js';
+import type { TenantScope } from '../tenancy/scope.js';
 
 export interface AppState {
   requestId: string;
   log: Logger;
   /** Set by `authenticate`. */
   principal?: Principal;
+  /** Set when an API-token endpoint has resolved the tenant it acts on (tenancy/resolve.ts). */
+  scope?: TenantScope;
   /**
    * Where this request's commands run: the pool, or the transaction the idempotency middleware
    * opened so that the stored answer commits together with the change.

@@ -3,6 +3,10 @@ import type { AppContext, AppMiddleware, AppState } from './context.js';
 import type { Cursors, Page, PageOf } from './pagination.js';
 import type { RouteDeps } from './route-deps.js';
 import { endpoint, type Input, type Schemas } from './validate.js';
+import { principalOf } from '../auth/access.js';
+import type { Action } from '../tenancy/policy.js';
+import { resolveScope } from '../tenancy/resolve.js';
+import type { ScopeOf, TenantRule, TenantScope } from '../tenancy/scope.js';
 
 /** How a caller proves who it is: nothing, an API token, or a user's JWT with a project key (checked by the wallet commands). */
 export type AuthKind = 'none' | 'apiToken' | 'userJwt';
@@ -17,14 +21,22 @@ export interface WritePolicy {
    * `wallet.key_created`, since a sign-in of a known user changes nothing).
    */
   readonly audit?: 'request' | 'command';
+  /**
+   * What the audit entry names as the target: a field of the answer (what a create made), a path
+   * parameter (what a change or delete touched), or nothing (`none`, for writes on the tenant itself).
+   * Required when the request writes the entry.
+   */
+  readonly target?: AuditTarget;
   /** Changes organisations, projects or keys: the project-key cache is dropped when the request is over. */
   readonly invalidatesProjectKeys?: boolean;
 }
 
-export interface Route {
+/** `{ answer: 'id', organisation: true }`: the answer is a new organisation, which is also the entry's tenant. */
+export type AuditTarget = { readonly answer: 'id' | 'tokenId'; readonly organisation?: true } | { readonly param: string } | 'none';
+
+interface RouteBase {
   readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   readonly path: string;
-  readonly auth: AuthKind;
   /** Absent on reads. */
   readonly write?: WritePolicy;
   /** A POST that changes nothing (a diagnostic): said on purpose, so that no write goes unaudited by accident. */
@@ -33,6 +45,16 @@ export interface Route {
   readonly list?: true;
 }
 
+/**
+ * An endpoint's route. API-token endpoints name the tenant they act on and the action of the
+ * table in tenancy/policy.ts; the scope is resolved before the handler, which receives it typed.
+ */
+export type Route = RouteBase &
+  ({ readonly auth: Exclude<AuthKind, 'apiToken'> } | { readonly auth: 'apiToken'; readonly may: Action; readonly tenant: TenantRule });
+
+/** The scope a handler of this route receives (none for the endpoints without an API token). */
+export type ScopeFor<R extends Route> = R extends { tenant: infer T extends TenantRule } ? ScopeOf<T> : undefined;
+
 /** What a list handler gets beside its input: the page asked for, and how to answer it. */
 export interface Paging {
   readonly page: Page;
@@ -40,7 +62,7 @@ export interface Paging {
   pageOf<T extends { id: number }>(rows: T[]): PageOf<T>;
 }
 
-type Handler = (ctx: AppContext, input: Input<Schemas> & { paging?: Paging }) => Promise<void>;
+type Handler = (ctx: AppContext, input: Input<Schemas> & { paging?: Paging; scope?: TenantScope }) => Promise<void>;
 
 /** One endpoint: its route, auth and write policy, its schemas and OpenAPI text, its handler. */
 export interface Declaration {
@@ -50,21 +72,25 @@ export interface Declaration {
 }
 
 /** Declares an endpoint; the handler's input is typed from the schemas it is validated against. */
-export function declare<S extends Schemas>(route: Route, schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): Declaration {
+export function declare<const R extends Route, S extends Schemas>(
+  route: R,
+  schemas: S,
+  handler: (ctx: AppContext, input: Input<S> & { scope: ScopeFor<R> }) => Promise<void>,
+): Declaration {
   const doc = schemas.doc ? { ...schemas.doc, security: route.auth } : undefined;
-  return { route, schemas: { ...schemas, ...(doc ? { doc } : {}) }, handler };
+  return { route, schemas: { ...schemas, ...(doc ? { doc } : {}) }, handler: handler as Handler };
 }
 
 /**
  * Declares a cursor-paged list. Its cursors are bound to the route, its path parameters and its
  * validated query (all but `cursor` and `limit`), so a cursor of one list is refused by another.
  */
-export function declareList<S extends Schemas>(
-  route: Route,
+export function declareList<const R extends Route, S extends Schemas>(
+  route: R,
   schemas: S,
-  handler: (ctx: AppContext, input: Input<S> & { paging: Paging }) => Promise<void>,
+  handler: (ctx: AppContext, input: Input<S> & { scope: ScopeFor<R>; paging: Paging }) => Promise<void>,
 ): Declaration {
-  return declare({ ...route, list: true }, schemas, handler as (ctx: AppContext, input: Input<S>) => Promise<void>);
+  return declare({ ...route, list: true }, schemas, handler as (ctx: AppContext, input: Input<S> & { scope: ScopeFor<R> }) => Promise<void>);
 }
 
 /** The list a cursor belongs to: the route and everything of the request that selects its rows. */
@@ -87,11 +113,23 @@ function withPaging(route: Route, cursors: Cursors, handler: Handler): Handler {
   };
 }
 
+/** Resolves the caller's tenant (404 outside its reach, 403 by the policy table) and hands it to the handler. */
+function withScope(route: Route, handler: Handler): Handler {
+  if (route.auth !== 'apiToken') return handler;
+  return async (ctx, input) => {
+    const naming = { params: ctx.params, query: (input.query ?? {}) as Record<string, unknown> };
+    const scope = await resolveScope(ctx.state.db, principalOf(ctx), route.tenant, route.may, naming);
+    ctx.state.scope = scope;
+    return handler(ctx, { ...input, scope });
+  };
+}
+
 /**
  * Registers endpoints, each with the same middlewares in the one order every request follows:
  * cache invalidation (outermost, so it sees the committed outcome), authentication, idempotency
  * (its transaction holds the stored answer), audit (a savepoint with the change and its entry),
- * then validation and body reading (after auth: http/body.ts) and the handler.
+ * then body reading (after auth: http/body.ts), validation, the page asked for, the tenant scope
+ * (in the change's transaction) and the handler.
  */
 export function mount(
   router: Router<AppState>,
@@ -104,8 +142,9 @@ export function mount(
     if (route.write?.invalidatesProjectKeys) chain.push(deps.projectChange);
     if (route.auth === 'apiToken') chain.push(deps.authenticate);
     if (route.write?.idempotent) chain.push(deps.idempotent);
-    if (route.write && route.write.audit !== 'command') chain.push(deps.audited);
-    chain.push(endpoint(d.schemas, route.list ? withPaging(route, deps.cursors, d.handler) : d.handler));
+    if (route.write && route.write.audit !== 'command') chain.push(deps.audited(route, route.write.target ?? 'none'));
+    const scoped = withScope(route, d.handler);
+    chain.push(endpoint(d.schemas, route.list ? withPaging(route, deps.cursors, scoped) : scoped));
     router.register(route.path, [route.method], chain);
   }
 }

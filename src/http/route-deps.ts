@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import type { AppMiddleware } from './context.js';
+import type { AuditTarget, Route } from './declare.js';
 import type { Cursors } from './pagination.js';
 
 /** What route modules need: the shared middlewares and services, built once in app.ts. */
@@ -8,7 +9,7 @@ export interface RouteDeps {
   config: Config;
   authenticate: AppMiddleware;
   /** Runs a management write in a transaction with its audit entry. */
-  audited: AppMiddleware;
+  audited: (route: Route, target: AuditTarget) => AppMiddleware;
   /** Idempotency-Key handling for management POSTs (CONTRACT.md section 2b). */
   idempotent: AppMiddleware;
   /** First on the routes that change organisations, projects or keys: drops the project-key cache when the request is over. */

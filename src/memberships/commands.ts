@@ -1,5 +1,3 @@
-import { requireAdmin } from '../auth/access.js';
-import type { Principal } from '../auth/principal.js';
 import { isTransientConflict, isUniqueViolation } from '../db/pg-errors.js';
 import type { Executor, Knex } from '../db/knex.js';
 import { ADDRESS_RULE, checksumAddress } from '../eth/address.js';
@@ -7,7 +5,7 @@ import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from
 import type { NewEvent } from '../events/record.js';
 import { recordEvents } from '../events/record.js';
 import type { Page } from '../http/pagination.js';
-import { findProject, type ProjectRow } from '../projects/repository.js';
+import type { ProjectRow } from '../projects/repository.js';
 import { presentMembership, presentTransaction, statusOf } from './presenter.js';
 import {
   appendTransactions,
@@ -26,30 +24,6 @@ import {
 } from './repository.js';
 
 const UINT256_MAX = (1n << 256n) - 1n;
-
-/**
- * Section 3: membership endpoints act on the token's project; a wider token names one with
- * `projectId` (missing → 400). Another tenant's project, or another project than a project
- * token's own, is 404; a read token writing is 403 (after the 404s).
- */
-export async function membershipProject(db: Executor, p: Principal, projectId: string | undefined, write: boolean): Promise<ProjectRow> {
-  let id: number;
-  if (p.scope === 'project') {
-    if (projectId !== undefined && Number(projectId) !== p.projectId) throw new NotFoundError('No such project.');
-    id = p.projectId;
-  } else {
-    if (projectId === undefined) {
-      throw new ValidationError('This token is not bound to one project: name it with the query parameter projectId.', [
-        { in: 'query', path: '/projectId', message: 'is required for an operator or organisation token' },
-      ]);
-    }
-    id = Number(projectId);
-  }
-  const project = await findProject(db, p, id);
-  if (!project) throw new NotFoundError('No such project.');
-  if (write) requireAdmin(p);
-  return project;
-}
 
 /** Runs `work` in a transaction, again (up to three times) when it lost a race it can win on retry. */
 async function withRetries<T>(db: Executor, work: (tx: Knex.Transaction) => Promise<T>): Promise<T> {

@@ -1,8 +1,7 @@
-import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
-import { issueMemberships, membershipProject, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
+import { issueMemberships, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
 import { presentMembership } from './presenter.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 import * as ex from '../openapi/examples.js';
@@ -13,7 +12,14 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
 
   return [
     declare(
-      { method: 'POST', path: '/api/v1/membership/issue', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/membership/issue',
+        auth: 'apiToken',
+        tenant: { level: 'project', from: 'query' },
+        may: 'membership.write',
+        write: { idempotent: true, target: 'none' },
+      },
       {
         query: ProjectQuery,
         body: IssueBody,
@@ -33,8 +39,8 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { query, body }) => {
-        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+      async (ctx, { scope, body }) => {
+        const { project } = scope;
         const at = now();
         const rows = await issueMemberships(ctx.state.db, project, body, at);
         ctx.status = 201;
@@ -43,7 +49,14 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/membership/revoke', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/membership/revoke',
+        auth: 'apiToken',
+        tenant: { level: 'project', from: 'query' },
+        may: 'membership.write',
+        write: { idempotent: true, target: { answer: 'tokenId' } },
+      },
       {
         query: ProjectQuery,
         body: RevokeBody,
@@ -61,8 +74,8 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { query, body }) => {
-        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+      async (ctx, { scope, body }) => {
+        const { project } = scope;
         const at = now();
         const row = await revokeMembershipCommand(ctx.state.db, project, body, at);
         if (row === null) {
@@ -74,7 +87,14 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/membership/transfer', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/membership/transfer',
+        auth: 'apiToken',
+        tenant: { level: 'project', from: 'query' },
+        may: 'membership.write',
+        write: { idempotent: true, target: { answer: 'tokenId' } },
+      },
       {
         query: ProjectQuery,
         body: TransferBody,
@@ -97,15 +117,21 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { query, body }) => {
-        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, true);
+      async (ctx, { scope, body }) => {
+        const { project } = scope;
         const at = now();
         ctx.body = presentMembership(await transferMembership(ctx.state.db, project, body, at), seconds(at));
       },
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/membership/view', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/membership/view',
+        auth: 'apiToken',
+        tenant: { level: 'project', from: 'query' },
+        may: 'membership.read',
+      },
       {
         query: ViewQuery,
         doc: {
@@ -117,8 +143,8 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
           responses: { 200: { description: 'A page of memberships.', schema: MembershipList, example: { memberships: [ex.membership], nextCursor: null } } },
         },
       },
-      async (ctx, { query, paging }) => {
-        const project = await membershipProject(ctx.state.db, principalOf(ctx), query.projectId, false);
+      async (ctx, { query, scope, paging }) => {
+        const { project } = scope;
         const nowS = seconds(now());
         const filter = {
           walletAddress: query.walletAddress,

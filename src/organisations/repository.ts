@@ -1,4 +1,5 @@
-import type { Executor, Knex } from '../db/knex.js';
+import type { Executor } from '../db/knex.js';
+import { visibleOrganisations } from '../tenancy/visible.js';
 import type { Principal } from '../auth/principal.js';
 import type { Page } from '../http/pagination.js';
 
@@ -10,28 +11,13 @@ export interface OrganisationRow {
   deleted_at: Date | null;
 }
 
-/** Every organisation query starts here: the operator sees all, an organisation token its own, a project token none. */
-export function organisationsInScope(db: Executor, p: Principal): Knex.QueryBuilder {
-  const q = db('organisations');
-  if (p.scope === 'organisation') q.where('id', p.organisationId);
-  if (p.scope === 'project') q.whereRaw('false');
-  return q;
-}
-
-export async function findOrganisation(
-  db: Executor,
-  p: Principal,
-  id: number,
-  options: { includeDeleted: boolean; forUpdate?: boolean },
-): Promise<OrganisationRow | undefined> {
-  const q = organisationsInScope(db, p).where('id', id);
-  if (!options.includeDeleted) q.whereNull('deleted_at');
-  if (options.forUpdate) q.forUpdate();
-  return (await q.first()) as OrganisationRow | undefined;
+/** By id, locked for a change in the caller's transaction (the scope was resolved before: tenancy/). */
+export async function lockOrganisation(db: Executor, id: number): Promise<OrganisationRow | undefined> {
+  return (await db('organisations').where('id', id).forUpdate().first()) as OrganisationRow | undefined;
 }
 
 export async function listOrganisations(db: Executor, p: Principal, page: Page, showDeleted: boolean): Promise<OrganisationRow[]> {
-  const q = organisationsInScope(db, p).where('id', '>', page.afterId);
+  const q = visibleOrganisations(db, p).where('id', '>', page.afterId);
   if (!showDeleted) q.whereNull('deleted_at');
   return (await q.orderBy('id').limit(page.limit + 1)) as OrganisationRow[];
 }

@@ -1,8 +1,7 @@
-import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
-import { createOrganisation, deleteOrganisation, getOrganisation, listVisibleOrganisations, renameOrganisation, undeleteOrganisation } from './commands.js';
+import { createOrganisation, deleteOrganisation, listVisibleOrganisations, renameOrganisation, undeleteOrganisation } from './commands.js';
 import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
 import * as ex from '../openapi/examples.js';
@@ -10,7 +9,7 @@ import * as ex from '../openapi/examples.js';
 export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
   return [
     declareList(
-      { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'organisation.list' },
       {
         query: ListOrganisationsQuery,
         doc: {
@@ -23,15 +22,22 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { query, paging }) => {
+      async (ctx, { query, scope, paging }) => {
         const showDeleted = queryBool(query.showDeleted);
-        const result = paging.pageOf(await listVisibleOrganisations(ctx.state.db, principalOf(ctx), paging.page, showDeleted));
+        const result = paging.pageOf(await listVisibleOrganisations(ctx.state.db, scope, paging.page, showDeleted));
         ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/organisations', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/organisations',
+        auth: 'apiToken',
+        tenant: { level: 'deployment' },
+        may: 'organisation.create',
+        write: { idempotent: true, target: { answer: 'id', organisation: true } },
+      },
       {
         body: OrganisationBody,
         doc: {
@@ -44,12 +50,19 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       },
       async (ctx, { body }) => {
         ctx.status = 201;
-        ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, principalOf(ctx), body.name));
+        ctx.body = presentOrganisation(await createOrganisation(ctx.state.db, body.name));
       },
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/organisations/:id', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/organisations/:id',
+        auth: 'apiToken',
+        // The operator may look at a soft-deleted organisation (to decide on undelete); nobody else can reach one.
+        tenant: { level: 'organisation', deleted: 'shownToOperator' },
+        may: 'organisation.read',
+      },
       {
         params: OrganisationParams,
         doc: {
@@ -60,13 +73,21 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
           responses: { 200: { description: 'The organisation.', schema: OrganisationOut, example: ex.organisation } },
         },
       },
-      async (ctx, { params }) => {
-        ctx.body = presentOrganisation(await getOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
+      (ctx, { scope }) => {
+        ctx.body = presentOrganisation(scope.organisation);
+        return Promise.resolve();
       },
     ),
 
     declare(
-      { method: 'PUT', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false } },
+      {
+        method: 'PUT',
+        path: '/api/v1/organisations/:id',
+        auth: 'apiToken',
+        tenant: { level: 'organisation' },
+        may: 'organisation.rename',
+        write: { idempotent: false, target: 'none' },
+      },
       {
         params: OrganisationParams,
         body: OrganisationBody,
@@ -79,13 +100,20 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
           responses: { 200: { description: 'The renamed organisation.', schema: OrganisationOut, example: ex.organisation } },
         },
       },
-      async (ctx, { params, body }) => {
-        ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, principalOf(ctx), Number(params.id), body.name));
+      async (ctx, { scope, body }) => {
+        ctx.body = presentOrganisation(await renameOrganisation(ctx.state.db, scope, body.name));
       },
     ),
 
     declare(
-      { method: 'DELETE', path: '/api/v1/organisations/:id', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
+        method: 'DELETE',
+        path: '/api/v1/organisations/:id',
+        auth: 'apiToken',
+        tenant: { level: 'organisation' },
+        may: 'organisation.delete',
+        write: { idempotent: false, invalidatesProjectKeys: true, target: 'none' },
+      },
       {
         params: OrganisationParams,
         doc: {
@@ -96,14 +124,21 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
           responses: { 204: { description: 'Deleted.' } },
         },
       },
-      async (ctx, { params }) => {
-        await deleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id));
+      async (ctx, { scope }) => {
+        await deleteOrganisation(ctx.state.db, scope);
         ctx.status = 204;
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/organisations/:id/undelete', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/organisations/:id/undelete',
+        auth: 'apiToken',
+        tenant: { level: 'organisation', deleted: 'shown' },
+        may: 'organisation.undelete',
+        write: { idempotent: true, invalidatesProjectKeys: true, target: 'none' },
+      },
       {
         params: OrganisationParams,
         doc: {
@@ -115,8 +150,8 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
           responses: { 200: { description: 'The restored organisation.', schema: OrganisationOut, example: ex.organisation } },
         },
       },
-      async (ctx, { params }) => {
-        ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, principalOf(ctx), Number(params.id)));
+      async (ctx, { scope }) => {
+        ctx.body = presentOrganisation(await undeleteOrganisation(ctx.state.db, scope));
       },
     ),
   ];

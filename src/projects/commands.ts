@@ -2,16 +2,14 @@ import type { Clock } from '../clock.js';
 import type { Static } from '@sinclair/typebox';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
-import type { Principal } from '../auth/principal.js';
-import { requireAdmin, requireOrganisationScope } from '../auth/access.js';
 import { hashSecret, type SecretBox } from '../crypto/secrets.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../errors.js';
 import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
-import { findOrganisation } from '../organisations/repository.js';
+import type { OrganisationScope, ProjectScope } from '../tenancy/scope.js';
 import { newProjectKey, newWebhookSecret } from './keys.js';
 import type { Page } from '../http/pagination.js';
-import { expireProjectKeys, findProject, listProjects, insertProject, insertProjectKey, nextProjectId, updateProject, type ProjectRow } from './repository.js';
+import { expireProjectKeys, listProjects, lockProject, insertProject, insertProjectKey, nextProjectId, updateProject, type ProjectRow } from './repository.js';
 import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
 
 /** The wallet webhook secret is bound to its project row, so a ciphertext moved elsewhere does not open. */
@@ -47,24 +45,18 @@ export interface CreatedProject {
 
 export async function createProject(
   db: Executor,
-  p: Principal,
+  scope: OrganisationScope,
   deps: ProjectDeps & { secretBox: SecretBox },
-  organisationId: number,
   body: Static<typeof CreateProjectBody>,
 ): Promise<CreatedProject> {
   // Names are resolved before the transaction: no lock is held over a DNS look-up.
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
-    if (!(await findOrganisation(tx, p, organisationId, { includeDeleted: false, forUpdate: true }))) {
-      throw new NotFoundError('No such organisation.');
-    }
-    requireOrganisationScope(p);
-    requireAdmin(p);
     const id = await nextProjectId(tx);
     const generatedSecret = body.walletWebhookSecret === undefined ? newWebhookSecret() : undefined;
     const project = await insertProject(tx, {
       id,
-      organisation_id: organisationId,
+      organisation_id: scope.organisationId,
       name: body.name,
       environment: deps.env,
       issuer: body.issuer,
@@ -80,54 +72,44 @@ export async function createProject(
   });
 }
 
-export async function getProject(db: Executor, p: Principal, id: number): Promise<ProjectRow> {
-  const project = await findProject(db, p, id);
-  if (!project) throw notFound();
+/** Locks the scope's project for a change; one deleted since the scope was resolved is gone (404). */
+async function lockLive(tx: Executor, scope: ProjectScope): Promise<ProjectRow> {
+  const project = await lockProject(tx, scope.projectId);
+  if (!project || project.deleted_at !== null) throw notFound();
   return project;
 }
 
-export async function changeProject(db: Executor, p: Principal, deps: ProjectDeps, id: number, body: Static<typeof UpdateProjectBody>): Promise<ProjectRow> {
+export async function changeProject(db: Executor, scope: ProjectScope, deps: ProjectDeps, body: Static<typeof UpdateProjectBody>): Promise<ProjectRow> {
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
-    if (!(await findProject(tx, p, id, true))) throw notFound();
-    requireAdmin(p);
+    await lockLive(tx, scope);
     const values: Partial<ProjectRow> = {};
     if (body.name !== undefined) values.name = body.name;
     if (body.issuer !== undefined) values.issuer = body.issuer;
     if (body.walletWebhookUrl !== undefined) values.wallet_webhook_url = body.walletWebhookUrl;
     if (body.requireVerifiedEmail !== undefined) values.require_verified_email = body.requireVerifiedEmail;
-    return updateProject(tx, id, values);
+    return updateProject(tx, scope.projectId, values);
   });
 }
 
-/** Deleting, rotating keys and secrets is organisation-level work: project tokens get 403. */
-async function lockForManagement(tx: Executor, p: Principal, id: number): Promise<ProjectRow> {
-  const project = await findProject(tx, p, id, true);
-  if (!project) throw notFound();
-  requireOrganisationScope(p);
-  requireAdmin(p);
-  return project;
-}
-
-export async function deleteProject(db: Executor, p: Principal, id: number, now: Clock): Promise<void> {
+export async function deleteProject(db: Executor, scope: ProjectScope, now: Clock): Promise<void> {
   await db.transaction(async (tx) => {
-    await lockForManagement(tx, p, id);
-    await updateProject(tx, id, { deleted_at: new Date(now()) });
+    await lockLive(tx, scope);
+    await updateProject(tx, scope.projectId, { deleted_at: new Date(now()) });
   });
 }
 
 export async function rotateProjectKey(
   db: Executor,
-  p: Principal,
+  scope: ProjectScope,
   env: AppEnv,
-  id: number,
   graceSeconds: number,
 ): Promise<{ projectKey: string; previousKeysExpireAt: Date }> {
   return db.transaction(async (tx) => {
-    await lockForManagement(tx, p, id);
-    const previousKeysExpireAt = await expireProjectKeys(tx, id, graceSeconds);
+    await lockLive(tx, scope);
+    const previousKeysExpireAt = await expireProjectKeys(tx, scope.projectId, graceSeconds);
     const projectKey = newProjectKey(env);
-    await insertProjectKey(tx, id, hashSecret(projectKey));
+    await insertProjectKey(tx, scope.projectId, hashSecret(projectKey));
     return { projectKey, previousKeysExpireAt };
   });
 }
@@ -135,13 +117,13 @@ export async function rotateProjectKey(
 /** A new wallet webhook secret; the old one keeps signing beside it for 24 h (CONTRACT.md section 8). */
 export async function rotateWalletWebhookSecret(
   db: Executor,
-  p: Principal,
+  scope: ProjectScope,
   secretBox: SecretBox,
-  id: number,
   now: Clock,
 ): Promise<{ walletWebhookSecret: string; previousSecretExpiresAt: Date }> {
+  const id = scope.projectId;
   return db.transaction(async (tx) => {
-    const project = await lockForManagement(tx, p, id);
+    const project = await lockLive(tx, scope);
     const walletWebhookSecret = newWebhookSecret();
     const previousSecretExpiresAt = new Date(now() + PREVIOUS_SECRET_OVERLAP_S * 1000);
     await updateProject(tx, id, {
@@ -153,7 +135,6 @@ export async function rotateWalletWebhookSecret(
   });
 }
 
-export async function listOrganisationProjects(db: Executor, p: Principal, organisationId: number, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
-  if (!(await findOrganisation(db, p, organisationId, { includeDeleted: false }))) throw new NotFoundError('No such organisation.');
-  return listProjects(db, organisationId, page, showDeleted);
+export async function listOrganisationProjects(db: Executor, scope: OrganisationScope, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
+  return listProjects(db, scope.organisationId, page, showDeleted);
 }

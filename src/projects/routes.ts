@@ -1,8 +1,7 @@
-import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
-import { changeProject, createProject, deleteProject, getProject, listOrganisationProjects, rotateProjectKey, rotateWalletWebhookSecret } from './commands.js';
+import { changeProject, createProject, deleteProject, listOrganisationProjects, rotateProjectKey, rotateWalletWebhookSecret } from './commands.js';
 import { presentProject } from './presenter.js';
 import {
   CreateProjectBody,
@@ -22,7 +21,14 @@ import * as ex from '../openapi/examples.js';
 export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   return [
     declare(
-      { method: 'POST', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/organisations/:id/projects',
+        auth: 'apiToken',
+        tenant: { level: 'organisation' },
+        may: 'project.create',
+        write: { idempotent: true, target: { answer: 'id' } },
+      },
       {
         params: OrganisationIdParams,
         body: CreateProjectBody,
@@ -42,15 +48,8 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           },
         },
       },
-      async (ctx, { params, body }) => {
-        const env = config.appEnv;
-        const created = await createProject(
-          ctx.state.db,
-          principalOf(ctx),
-          { env, secretBox, egress: { allow: config.egressAllowPrivate } },
-          Number(params.id),
-          body,
-        );
+      async (ctx, { scope, body }) => {
+        const created = await createProject(ctx.state.db, scope, { env: config.appEnv, secretBox, egress: { allow: config.egressAllowPrivate } }, body);
         ctx.status = 201;
         ctx.body = {
           ...presentProject(created.project),
@@ -61,7 +60,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', tenant: { level: 'organisation' }, may: 'project.list' },
       {
         params: OrganisationIdParams,
         query: ListProjectsQuery,
@@ -72,16 +71,15 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'A page of projects.', schema: ProjectList, example: { projects: [ex.project], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query, paging }) => {
-        const organisationId = Number(params.id);
+      async (ctx, { scope, query, paging }) => {
         const showDeleted = queryBool(query.showDeleted);
-        const result = paging.pageOf(await listOrganisationProjects(ctx.state.db, principalOf(ctx), organisationId, paging.page, showDeleted));
+        const result = paging.pageOf(await listOrganisationProjects(ctx.state.db, scope, paging.page, showDeleted));
         ctx.body = { projects: result.items.map(presentProject), nextCursor: result.nextCursor };
       },
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/project/:projectId', auth: 'apiToken', tenant: { level: 'project' }, may: 'project.read' },
       {
         params: ProjectParams,
         doc: {
@@ -91,13 +89,21 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'The project.', schema: ProjectOut, example: ex.project } },
         },
       },
-      async (ctx, { params }) => {
-        ctx.body = presentProject(await getProject(ctx.state.db, principalOf(ctx), Number(params.projectId)));
+      (ctx, { scope }) => {
+        ctx.body = presentProject(scope.project);
+        return Promise.resolve();
       },
     ),
 
     declare(
-      { method: 'PUT', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
+        method: 'PUT',
+        path: '/api/v1/project/:projectId',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'project.change',
+        write: { idempotent: false, invalidatesProjectKeys: true, target: { param: 'projectId' } },
+      },
       {
         params: ProjectParams,
         body: UpdateProjectBody,
@@ -110,21 +116,20 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
         },
       },
-      async (ctx, { params, body }) => {
-        ctx.body = presentProject(
-          await changeProject(
-            ctx.state.db,
-            principalOf(ctx),
-            { env: config.appEnv, egress: { allow: config.egressAllowPrivate } },
-            Number(params.projectId),
-            body,
-          ),
-        );
+      async (ctx, { scope, body }) => {
+        ctx.body = presentProject(await changeProject(ctx.state.db, scope, { env: config.appEnv, egress: { allow: config.egressAllowPrivate } }, body));
       },
     ),
 
     declare(
-      { method: 'DELETE', path: '/api/v1/project/:projectId', auth: 'apiToken', write: { idempotent: false, invalidatesProjectKeys: true } },
+      {
+        method: 'DELETE',
+        path: '/api/v1/project/:projectId',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'project.delete',
+        write: { idempotent: false, invalidatesProjectKeys: true, target: { param: 'projectId' } },
+      },
       {
         params: ProjectParams,
         doc: {
@@ -136,14 +141,21 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 204: { description: 'Deleted.' } },
         },
       },
-      async (ctx, { params }) => {
-        await deleteProject(ctx.state.db, principalOf(ctx), Number(params.projectId), now);
+      async (ctx, { scope }) => {
+        await deleteProject(ctx.state.db, scope, now);
         ctx.status = 204;
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/keys', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/keys',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'project.rotateKey',
+        write: { idempotent: true, invalidatesProjectKeys: true, target: { param: 'projectId' } },
+      },
       {
         params: ProjectParams,
         body: RotateKeyBody,
@@ -158,15 +170,22 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           },
         },
       },
-      async (ctx, { params, body }) => {
+      async (ctx, { scope, body }) => {
         const grace = body.graceSeconds ?? 86_400;
-        const rotated = await rotateProjectKey(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.projectId), grace);
+        const rotated = await rotateProjectKey(ctx.state.db, scope, config.appEnv, grace);
         ctx.body = { projectKey: rotated.projectKey, previousKeysExpireAt: rotated.previousKeysExpireAt.toISOString() };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/walletWebhook/secret', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/walletWebhook/secret',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'project.rotateWalletWebhookSecret',
+        write: { idempotent: true, target: { param: 'projectId' } },
+      },
       {
         params: ProjectParams,
         doc: {
@@ -183,8 +202,8 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           },
         },
       },
-      async (ctx, { params }) => {
-        const rotated = await rotateWalletWebhookSecret(ctx.state.db, principalOf(ctx), secretBox, Number(params.projectId), now);
+      async (ctx, { scope }) => {
+        const rotated = await rotateWalletWebhookSecret(ctx.state.db, scope, secretBox, now);
         ctx.body = {
           walletWebhookSecret: rotated.walletWebhookSecret,
           previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),

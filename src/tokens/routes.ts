@@ -1,4 +1,3 @@
-import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
@@ -10,7 +9,14 @@ import * as ex from '../openapi/examples.js';
 export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
   return [
     declare(
-      { method: 'POST', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/organisations/:id/tokens',
+        auth: 'apiToken',
+        tenant: { level: 'organisation' },
+        may: 'token.create',
+        write: { idempotent: true, target: { answer: 'id' } },
+      },
       {
         params: TokensParams,
         body: CreateTokenBody,
@@ -29,15 +35,15 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { params, body }) => {
-        const created = await createToken(ctx.state.db, principalOf(ctx), config.appEnv, Number(params.id), body);
+      async (ctx, { scope, body }) => {
+        const created = await createToken(ctx.state.db, scope, config.appEnv, body);
         ctx.status = 201;
         ctx.body = { ...presentToken(created.row), token: created.token };
       },
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', tenant: { level: 'organisation' }, may: 'token.list' },
       {
         params: TokensParams,
         query: ListTokensQuery,
@@ -49,16 +55,22 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
           responses: { 200: { description: 'A page of tokens.', schema: TokenList, example: { tokens: [ex.token], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query, paging }) => {
-        const organisationId = Number(params.id);
+      async (ctx, { scope, query, paging }) => {
         const showRevoked = queryBool(query.showRevoked);
-        const result = paging.pageOf(await listOrganisationTokens(ctx.state.db, principalOf(ctx), organisationId, paging.page, showRevoked));
+        const result = paging.pageOf(await listOrganisationTokens(ctx.state.db, scope, paging.page, showRevoked));
         ctx.body = { tokens: result.items.map(presentToken), nextCursor: result.nextCursor };
       },
     ),
 
     declare(
-      { method: 'DELETE', path: '/api/v1/organisations/:id/tokens/:tokenId', auth: 'apiToken', write: { idempotent: false } },
+      {
+        method: 'DELETE',
+        path: '/api/v1/organisations/:id/tokens/:tokenId',
+        auth: 'apiToken',
+        tenant: { level: 'organisation' },
+        may: 'token.revoke',
+        write: { idempotent: false, target: { param: 'tokenId' } },
+      },
       {
         params: TokenParams,
         doc: {
@@ -69,8 +81,8 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
           responses: { 204: { description: 'Revoked.' } },
         },
       },
-      async (ctx, { params }) => {
-        await revokeOrganisationToken(ctx.state.db, principalOf(ctx), Number(params.id), Number(params.tokenId));
+      async (ctx, { scope, params }) => {
+        await revokeOrganisationToken(ctx.state.db, scope, Number(params.tokenId));
         ctx.status = 204;
       },
     ),

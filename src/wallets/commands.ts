@@ -4,16 +4,17 @@ import type { AppContext } from '../http/context.js';
 import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
-import type { Principal } from '../auth/principal.js';
+
 import { AppError, NotFoundError, ValidationError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
 import { recordAudit } from '../audit/audit.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { projectKeyHash } from '../projects/keys.js';
-import { findProject, findProjectAndWallet, type CallerProject } from '../projects/repository.js';
+import { findProjectAndWallet, type CallerProject } from '../tenancy/project-key.js';
+import type { ProjectScope } from '../tenancy/scope.js';
 import type { SignerClient } from '../signer/client.js';
-import type { ProjectKeyCache } from '../projects/key-cache.js';
+import type { ProjectKeyCache } from '../tenancy/key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
 import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
 import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
@@ -202,26 +203,22 @@ export async function createWalletAsync(deps: WalletDeps, caller: WalletCaller):
 /** Back-office lookup: the wallets of a project the principal can see (404 otherwise). */
 export async function listProjectWallets(
   db: Executor,
-  p: Principal,
-  projectId: number,
+  scope: ProjectScope,
   filter: { email?: string | undefined; address?: string | undefined },
   page: Page,
 ): Promise<WalletRow[]> {
-  if (!(await findProject(db, p, projectId))) throw new NotFoundError('No such project.');
-  return listWallets(db, projectId, filter, page);
+  return listWallets(db, scope.projectId, filter, page);
 }
 
-export async function getProjectWallet(db: Executor, p: Principal, projectId: number, walletId: number): Promise<WalletRow> {
-  const project = await findProject(db, p, projectId);
-  const wallet = project && (await findWallet(db, walletId));
-  if (!project || !wallet || wallet.project_id !== project.id || wallet.address === null) throw new NotFoundError('No such wallet.');
+export async function getProjectWallet(db: Executor, scope: ProjectScope, walletId: number): Promise<WalletRow> {
+  const wallet = await findWallet(db, walletId);
+  if (!wallet || wallet.project_id !== scope.projectId || wallet.address === null) throw new NotFoundError('No such wallet.');
   return wallet;
 }
 
 /** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */
-export async function checkIssuer(deps: WalletDeps, p: Principal, projectId: number, token: string) {
-  const project = await findProject(deps.db, p, projectId);
-  if (!project) throw new NotFoundError('No such project.');
+export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: string) {
+  const { project } = scope;
   const checks = await deps.oidc.diagnose(token, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
   return { ok: checks.every((c) => c.outcome === 'passed'), issuer: project.issuer, checks };
 }

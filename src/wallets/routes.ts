@@ -1,4 +1,3 @@
-import { principalOf } from '../auth/access.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
@@ -75,7 +74,14 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
 
     // A diagnostic: reads only, so read tokens may use it too.
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/issuer/check', auth: 'apiToken', readOnly: true },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/issuer/check',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'project.checkIssuer',
+        readOnly: true,
+      },
       {
         params: WalletsParams,
         body: IssuerCheckBody,
@@ -101,14 +107,14 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           },
         },
       },
-      async (ctx, { params, body }) => {
-        ctx.body = await checkIssuer(wallets, principalOf(ctx), Number(params.projectId), body.token);
+      async (ctx, { scope, body }) => {
+        ctx.body = await checkIssuer(wallets, scope, body.token);
       },
     ),
 
     // Back-office lookups with an API token (CONTRACT.md section 5).
     declareList(
-      { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken', tenant: { level: 'project' }, may: 'wallet.read' },
       {
         params: WalletsParams,
         query: ListWalletsQuery,
@@ -120,16 +126,15 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           responses: { 200: { description: 'A page of wallets.', schema: WalletList, example: { wallets: [ex.wallet], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query, paging }) => {
-        const projectId = Number(params.projectId);
-        const rows = await listProjectWallets(ctx.state.db, principalOf(ctx), projectId, { email: query.email, address: query.address }, paging.page);
+      async (ctx, { scope, query, paging }) => {
+        const rows = await listProjectWallets(ctx.state.db, scope, { email: query.email, address: query.address }, paging.page);
         const result = paging.pageOf(rows);
         ctx.body = { wallets: result.items.map(presentWallet), nextCursor: result.nextCursor };
       },
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', auth: 'apiToken', tenant: { level: 'project' }, may: 'wallet.read' },
       {
         params: WalletParams,
         doc: {
@@ -139,8 +144,8 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           responses: { 200: { description: 'The wallet.', schema: WalletOut, example: ex.wallet } },
         },
       },
-      async (ctx, { params }) => {
-        ctx.body = presentWallet(await getProjectWallet(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.walletId)));
+      async (ctx, { scope, params }) => {
+        ctx.body = presentWallet(await getProjectWallet(ctx.state.db, scope, Number(params.walletId)));
       },
     ),
   ];

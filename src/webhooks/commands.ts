@@ -1,7 +1,5 @@
 import type { Clock } from '../clock.js';
 import type { Static } from '@sinclair/typebox';
-import { requireAdmin } from '../auth/access.js';
-import type { Principal } from '../auth/principal.js';
 import type { AppEnv } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import type { Executor } from '../db/knex.js';
@@ -10,9 +8,10 @@ import { newEventId } from '../events/record.js';
 import type { Page } from '../http/pagination.js';
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import { webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
-import { enqueue, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
+import { enqueue, listFailedDeliveries, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
 import { newWebhookSecret } from '../projects/keys.js';
-import { findProject, type ProjectRow } from '../projects/repository.js';
+import type { ProjectRow } from '../projects/repository.js';
+import type { ProjectScope } from '../tenancy/scope.js';
 import { findSubscription, insertSubscription, listSubscriptions, nextSubscriptionId, updateSubscription, type SubscriptionRow } from './repository.js';
 import type { CreateWebhookBody, UpdateWebhookBody } from './schemas.js';
 
@@ -25,14 +24,6 @@ export interface WebhookDeps {
 /** A subscription secret is bound to its row, so a ciphertext moved elsewhere does not open. */
 export const subscriptionSecretAad = (id: number): string => `webhook-subscription:${id}:secret`;
 const PREVIOUS_SECRET_OVERLAP_MS = 86_400_000;
-
-/** Section 3: the project must be in the principal's scope (404 otherwise); writes need admin (403). */
-async function projectFor(db: Executor, p: Principal, projectId: number, write: boolean): Promise<ProjectRow> {
-  const project = await findProject(db, p, projectId);
-  if (!project) throw new NotFoundError('No such project.');
-  if (write) requireAdmin(p);
-  return project;
-}
 
 async function subscriptionFor(db: Executor, project: ProjectRow, id: number, options: { includeDeleted?: boolean; forUpdate?: boolean } = {}) {
   const sub = await findSubscription(db, project.id, id, options);
@@ -54,12 +45,11 @@ async function checkFields(deps: WebhookDeps, body: { url?: string | undefined; 
 
 export async function createSubscription(
   db: Executor,
-  p: Principal,
+  scope: ProjectScope,
   deps: WebhookDeps,
-  projectId: number,
   body: Static<typeof CreateWebhookBody>,
 ): Promise<{ subscription: SubscriptionRow; generatedSecret: string | undefined }> {
-  const project = await projectFor(db, p, projectId, true);
+  const { project } = scope;
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
     const id = await nextSubscriptionId(tx);
@@ -75,25 +65,24 @@ export async function createSubscription(
   });
 }
 
-export async function listProjectSubscriptions(db: Executor, p: Principal, projectId: number, page: Page, showDeleted: boolean): Promise<SubscriptionRow[]> {
-  const project = await projectFor(db, p, projectId, false);
+export async function listProjectSubscriptions(db: Executor, scope: ProjectScope, page: Page, showDeleted: boolean): Promise<SubscriptionRow[]> {
+  const { project } = scope;
   return listSubscriptions(db, project.id, page, showDeleted);
 }
 
-export async function getSubscription(db: Executor, p: Principal, projectId: number, id: number): Promise<SubscriptionRow> {
-  return subscriptionFor(db, await projectFor(db, p, projectId, false), id, { includeDeleted: true });
+export async function getSubscription(db: Executor, scope: ProjectScope, id: number): Promise<SubscriptionRow> {
+  return subscriptionFor(db, scope.project, id, { includeDeleted: true });
 }
 
 /** PUT: new url and/or events; any PUT re-enables a disabled subscription and forgets its failures. */
 export async function changeSubscription(
   db: Executor,
-  p: Principal,
+  scope: ProjectScope,
   deps: WebhookDeps,
-  projectId: number,
   id: number,
   body: Static<typeof UpdateWebhookBody>,
 ): Promise<SubscriptionRow> {
-  const project = await projectFor(db, p, projectId, true);
+  const { project } = scope;
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
     await subscriptionFor(tx, project, id, { forUpdate: true });
@@ -108,8 +97,8 @@ export async function changeSubscription(
 }
 
 /** Soft delete: no more deliveries (pending ones are dropped when their turn comes). */
-export async function deleteSubscription(db: Executor, p: Principal, projectId: number, id: number, now: Clock): Promise<void> {
-  const project = await projectFor(db, p, projectId, true);
+export async function deleteSubscription(db: Executor, scope: ProjectScope, id: number, now: Clock): Promise<void> {
+  const { project } = scope;
   await db.transaction(async (tx) => {
     await subscriptionFor(tx, project, id, { forUpdate: true });
     await updateSubscription(tx, id, { deleted_at: new Date(now()) });
@@ -119,14 +108,13 @@ export async function deleteSubscription(db: Executor, p: Principal, projectId: 
 /** A new secret; the previous one keeps signing (as a second signature) for 24 hours. */
 export async function rotateSubscriptionSecret(
   db: Executor,
-  p: Principal,
+  scope: ProjectScope,
   deps: WebhookDeps,
-  projectId: number,
   id: number,
   body: { secret?: string | undefined },
   nowMs: number,
 ): Promise<string> {
-  const project = await projectFor(db, p, projectId, true);
+  const { project } = scope;
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
     const sub = await subscriptionFor(tx, project, id, { forUpdate: true });
@@ -141,14 +129,8 @@ export async function rotateSubscriptionSecret(
 }
 
 /** `POST …/{webhookId}/test`: a `webhook.test` event delivered to this subscription only. */
-export async function testSubscription(
-  db: Executor,
-  p: Principal,
-  projectId: number,
-  id: number,
-  nowMs: number,
-): Promise<{ deliveryId: number; webhookId: string }> {
-  const project = await projectFor(db, p, projectId, true);
+export async function testSubscription(db: Executor, scope: ProjectScope, id: number, nowMs: number): Promise<{ deliveryId: number; webhookId: string }> {
+  const { project } = scope;
   return db.transaction(async (tx) => {
     const sub = await subscriptionFor(tx, project, id);
     const eventId = newEventId();
@@ -168,9 +150,13 @@ export async function testSubscription(
   });
 }
 
+export async function failedDeliveriesOf(db: Executor, scope: ProjectScope, page: Page): Promise<OutboxRow[]> {
+  return listFailedDeliveries(db, scope.projectId, page);
+}
+
 /** `POST …/failedDeliveries/{id}/retry`: one attempt now; if it fails, the delivery is failed again. */
-export async function retryFailedDelivery(db: Executor, p: Principal, projectId: number, deliveryId: number): Promise<OutboxRow> {
-  const project = await projectFor(db, p, projectId, true);
+export async function retryFailedDelivery(db: Executor, scope: ProjectScope, deliveryId: number): Promise<OutboxRow> {
+  const { project } = scope;
   return db.transaction(async (tx) => {
     const row = await tx<OutboxRow>('outbox').where({ id: deliveryId, project_id: project.id, kind: 'delivery' }).forUpdate().first();
     if (!row) throw new NotFoundError('No such delivery.');

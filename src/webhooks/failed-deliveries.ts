@@ -1,15 +1,10 @@
 import type { Static } from '@sinclair/typebox';
 import { FailedDeliveryList, type FailedDeliveryOut } from './schemas.js';
-import { principalOf } from '../auth/access.js';
-import type { Principal } from '../auth/principal.js';
-import type { Executor } from '../db/knex.js';
-import { NotFoundError } from '../errors.js';
-import type { Page } from '../http/pagination.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PageQuery, strictObject, Id } from '../http/schemas.js';
 import { declareList, type Declaration } from '../http/declare.js';
-import { listFailedDeliveries, type OutboxRow } from '../outbox/repository.js';
-import { findProject } from '../projects/repository.js';
+import type { OutboxRow } from '../outbox/repository.js';
+import { failedDeliveriesOf } from './commands.js';
 import * as ex from '../openapi/examples.js';
 
 const Params = strictObject({ projectId: Id });
@@ -39,15 +34,16 @@ export const presentFailedDelivery = (r: OutboxRow): Static<typeof FailedDeliver
   createdAt: r.created_at.toISOString(),
 });
 
-export async function failedDeliveriesOf(db: Executor, p: Principal, projectId: number, page: Page): Promise<OutboxRow[]> {
-  if (!(await findProject(db, p, projectId))) throw new NotFoundError('No such project.');
-  return listFailedDeliveries(db, projectId, page);
-}
-
 export function failedDeliveryEndpoints(_deps: RouteDeps): Declaration[] {
   return [
     declareList(
-      { method: 'GET', path: '/api/v1/project/:projectId/webhooks/failedDeliveries', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/project/:projectId/webhooks/failedDeliveries',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'delivery.read',
+      },
       {
         params: Params,
         query: Query,
@@ -66,9 +62,8 @@ export function failedDeliveryEndpoints(_deps: RouteDeps): Declaration[] {
           },
         },
       },
-      async (ctx, { params, paging }) => {
-        const projectId = Number(params.projectId);
-        const result = paging.pageOf(await failedDeliveriesOf(ctx.state.db, principalOf(ctx), projectId, paging.page));
+      async (ctx, { scope, paging }) => {
+        const result = paging.pageOf(await failedDeliveriesOf(ctx.state.db, scope, paging.page));
         ctx.body = { failedDeliveries: result.items.map(presentFailedDelivery), nextCursor: result.nextCursor };
       },
     ),

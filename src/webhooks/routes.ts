@@ -1,4 +1,3 @@
-import { principalOf } from '../auth/access.js';
 import { EVENT_CATALOGUE } from '../events/catalogue.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
@@ -39,7 +38,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
 
   return [
     declare(
-      { method: 'GET', path: '/api/v1/webhooks/events', auth: 'apiToken' },
+      { method: 'GET', path: '/api/v1/webhooks/events', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'webhook.catalogue' },
       {
         doc: {
           operationId: 'listEventTypes',
@@ -56,14 +55,19 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
         },
       },
       (ctx) => {
-        principalOf(ctx);
         ctx.body = { events: EVENT_CATALOGUE };
         return Promise.resolve();
       },
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/project/:projectId/webhooks',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.read',
+      },
       {
         params: ProjectWebhooksParams,
         query: ListWebhooksQuery,
@@ -74,16 +78,22 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'A page of subscriptions.', schema: SubscriptionList, example: { webhooks: [ex.subscription], nextCursor: null } } },
         },
       },
-      async (ctx, { params, query, paging }) => {
-        const projectId = Number(params.projectId);
+      async (ctx, { scope, query, paging }) => {
         const showDeleted = queryBool(query.showDeleted);
-        const result = paging.pageOf(await listProjectSubscriptions(ctx.state.db, principalOf(ctx), projectId, paging.page, showDeleted));
+        const result = paging.pageOf(await listProjectSubscriptions(ctx.state.db, scope, paging.page, showDeleted));
         ctx.body = { webhooks: result.items.map(presentSubscription), nextCursor: result.nextCursor };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/webhooks', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/webhooks',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.write',
+        write: { idempotent: true, target: { answer: 'id' } },
+      },
       {
         params: ProjectWebhooksParams,
         body: CreateWebhookBody,
@@ -99,15 +109,21 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           },
         },
       },
-      async (ctx, { params, body }) => {
-        const { subscription, generatedSecret } = await createSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), body);
+      async (ctx, { scope, body }) => {
+        const { subscription, generatedSecret } = await createSubscription(ctx.state.db, scope, deps, body);
         ctx.status = 201;
         ctx.body = { ...presentSubscription(subscription), ...(generatedSecret === undefined ? {} : { secret: generatedSecret }) };
       },
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken' },
+      {
+        method: 'GET',
+        path: '/api/v1/project/:projectId/webhooks/:webhookId',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.read',
+      },
       {
         params: WebhookParams,
         doc: {
@@ -117,13 +133,20 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'The subscription (never its secret).', schema: SubscriptionOut, example: ex.subscription } },
         },
       },
-      async (ctx, { params }) => {
-        ctx.body = presentSubscription(await getSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId)));
+      async (ctx, { scope, params }) => {
+        ctx.body = presentSubscription(await getSubscription(ctx.state.db, scope, Number(params.webhookId)));
       },
     ),
 
     declare(
-      { method: 'PUT', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
+      {
+        method: 'PUT',
+        path: '/api/v1/project/:projectId/webhooks/:webhookId',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.write',
+        write: { idempotent: false, target: { param: 'webhookId' } },
+      },
       {
         params: WebhookParams,
         body: UpdateWebhookBody,
@@ -136,14 +159,21 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'The changed subscription.', schema: SubscriptionOut, example: ex.subscription } },
         },
       },
-      async (ctx, { params, body }) => {
-        const sub = await changeSubscription(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body);
+      async (ctx, { scope, params, body }) => {
+        const sub = await changeSubscription(ctx.state.db, scope, deps, Number(params.webhookId), body);
         ctx.body = presentSubscription(sub);
       },
     ),
 
     declare(
-      { method: 'DELETE', path: '/api/v1/project/:projectId/webhooks/:webhookId', auth: 'apiToken', write: { idempotent: false } },
+      {
+        method: 'DELETE',
+        path: '/api/v1/project/:projectId/webhooks/:webhookId',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.write',
+        write: { idempotent: false, target: { param: 'webhookId' } },
+      },
       {
         params: WebhookParams,
         doc: {
@@ -154,14 +184,21 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 204: { description: 'Deleted.' } },
         },
       },
-      async (ctx, { params }) => {
-        await deleteSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now);
+      async (ctx, { scope, params }) => {
+        await deleteSubscription(ctx.state.db, scope, Number(params.webhookId), now);
         ctx.status = 204;
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/secret', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/webhooks/:webhookId/secret',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.write',
+        write: { idempotent: true, target: { param: 'webhookId' } },
+      },
       {
         params: WebhookParams,
         body: RotateWebhookSecretBody,
@@ -173,14 +210,21 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 200: { description: 'The new secret.', schema: SecretOut, example: { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } },
         },
       },
-      async (ctx, { params, body }) => {
-        const secret = await rotateSubscriptionSecret(ctx.state.db, principalOf(ctx), deps, Number(params.projectId), Number(params.webhookId), body, now());
+      async (ctx, { scope, params, body }) => {
+        const secret = await rotateSubscriptionSecret(ctx.state.db, scope, deps, Number(params.webhookId), body, now());
         ctx.body = { secret };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/:webhookId/test', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/webhooks/:webhookId/test',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'webhook.write',
+        write: { idempotent: true, target: { param: 'webhookId' } },
+      },
       {
         params: WebhookParams,
         doc: {
@@ -196,15 +240,22 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           },
         },
       },
-      async (ctx, { params }) => {
-        const sent = await testSubscription(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.webhookId), now());
+      async (ctx, { scope, params }) => {
+        const sent = await testSubscription(ctx.state.db, scope, Number(params.webhookId), now());
         ctx.status = 202;
         ctx.body = { status: 'accepted', event: 'webhook.test', ...sent };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry', auth: 'apiToken', write: { idempotent: true } },
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'delivery.retry',
+        write: { idempotent: true, target: { answer: 'id' } },
+      },
       {
         params: DeliveryParams,
         doc: {
@@ -216,8 +267,8 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
           responses: { 202: { description: 'Queued.', schema: RetryAccepted, example: { id: 321, status: 'pending' } } },
         },
       },
-      async (ctx, { params }) => {
-        const row = await retryFailedDelivery(ctx.state.db, principalOf(ctx), Number(params.projectId), Number(params.deliveryId));
+      async (ctx, { scope, params }) => {
+        const row = await retryFailedDelivery(ctx.state.db, scope, Number(params.deliveryId));
         ctx.status = 202;
         ctx.body = { id: row.id, status: 'pending' };
       },

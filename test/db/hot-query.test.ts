@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createDb, hotQuery, type Knex } from '../../src/db/knex.js';
 import { hashSecret } from '../../src/crypto/secrets.js';
-import { findProjectAndWallet } from '../../src/projects/repository.js';
+import { findProjectAndWallet } from '../../src/tenancy/project-key.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { testDatabaseUrl } from '../support/db.js';
 import { createTenant } from '../support/factories.js';

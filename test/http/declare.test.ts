@@ -8,6 +8,7 @@ import { declare, listKey, mount, type Route } from '../../src/http/declare.js';
 import { Cursors } from '../../src/http/pagination.js';
 import type { AppContext, AppMiddleware, AppState } from '../../src/http/context.js';
 import { startApp, type TestApp } from '../support/app.js';
+import { permissions } from '../../src/tenancy/policy.js';
 
 describe('http: one declaration per endpoint', function () {
   this.timeout(30_000);
@@ -47,6 +48,13 @@ describe('http: one declaration per endpoint', function () {
         expect(route.write.idempotent, name).to.equal(route.method === 'POST' && route.auth === 'apiToken');
       }
       expect(schemas.doc?.security, name).to.equal(route.auth);
+      if (route.auth === 'apiToken') {
+        // The tenant comes from the path parameter the rule names; a write is an action only admins may do.
+        if (route.tenant.level === 'organisation') expect(route.path, name).to.match(/^\/api\/v1\/organisations\/:id(\/|$)/);
+        if (route.tenant.level === 'project' && route.tenant.from !== 'query') expect(route.path, name).to.include('/:projectId');
+        if (route.write) expect(permissions[route.may].role, `${name}: ${route.may}`).to.equal('admin');
+        if (route.write) expect(route.write.target, `${name}: audit target`).to.not.equal(undefined);
+      }
       const op = doc.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
       const errors = Object.keys(op?.responses ?? {}).filter((s) => /^[45]\d\d$/.test(s));
       expect(errors, `${name}: documented error statuses`).to.include.members(route.auth === 'none' ? [] : ['400', '401']);
@@ -69,16 +77,32 @@ describe('http: one declaration per endpoint', function () {
       return Promise.resolve();
     };
     const cursors = new Cursors(randomBytes(32));
-    mount(
-      router,
-      { projectChange: step('projectChange'), authenticate: step('authenticate'), idempotent: step('idempotent'), audited: step('audited'), cursors },
-      [
-        declare({ method: 'POST', path: '/w', auth: 'apiToken', write: { idempotent: true, invalidatesProjectKeys: true } }, {}, handler),
-        declare({ method: 'PUT', path: '/w', auth: 'apiToken', write: { idempotent: false } }, {}, handler),
-        declare({ method: 'GET', path: '/r', auth: 'apiToken' }, {}, handler),
-        declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
-      ],
-    );
+    const authenticate: AppMiddleware = async (ctx, next) => {
+      seen.push('authenticate');
+      ctx.state.principal = { scope: 'operator', role: 'admin' };
+      await next();
+    };
+    mount(router, { projectChange: step('projectChange'), authenticate, idempotent: step('idempotent'), audited: () => step('audited'), cursors }, [
+      declare(
+        {
+          method: 'POST',
+          path: '/w',
+          auth: 'apiToken',
+          tenant: { level: 'deployment' },
+          may: 'organisation.create',
+          write: { idempotent: true, invalidatesProjectKeys: true },
+        },
+        {},
+        handler,
+      ),
+      declare(
+        { method: 'PUT', path: '/w', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'organisation.create', write: { idempotent: false } },
+        {},
+        handler,
+      ),
+      declare({ method: 'GET', path: '/r', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'organisation.list' }, {}, handler),
+      declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
+    ]);
     const koa = new Koa<AppState>();
     koa.use(router.routes());
     const callback = koa.callback();
@@ -101,7 +125,14 @@ describe('http: one declaration per endpoint', function () {
   });
 
   it('binds a list cursor to the route, its path parameters and its selecting query, never to cursor or limit', () => {
-    const projects: Route = { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', list: true };
+    const projects: Route = {
+      method: 'GET',
+      path: '/api/v1/organisations/:id/projects',
+      auth: 'apiToken',
+      tenant: { level: 'organisation' },
+      may: 'project.list',
+      list: true,
+    };
     const tokens: Route = { ...projects, path: '/api/v1/organisations/:id/tokens' };
     const key = listKey(projects, { id: '1' }, { showDeleted: 'true', limit: '1', cursor: 'x.y' });
     expect(listKey(projects, { id: '1' }, { limit: '50', showDeleted: 'true' })).to.equal(key);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { hashSecret } from '../../src/crypto/secrets.js';
-import { findProjectByKeyHash } from '../../src/projects/repository.js';
+import { findProjectByKeyHash } from '../../src/tenancy/project-key.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { createOrganisation, createTenant } from '../support/factories.js';
 

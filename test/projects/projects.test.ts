@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { hashSecret, SecretBox } from '../../src/crypto/secrets.js';
 import { walletSecretAad } from '../../src/projects/commands.js';
-import { findProjectByKeyHash, type ProjectRow } from '../../src/projects/repository.js';
+import type { ProjectRow } from '../../src/projects/repository.js';
+import { findProjectByKeyHash } from '../../src/tenancy/project-key.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
 

@@ -15,7 +15,7 @@ import { relayFromConfig } from '../../src/outbox/handlers.js';
 import type { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
-import type { ProjectKeyCache } from '../../src/projects/key-cache.js';
+import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
 import { Client } from './http.js';

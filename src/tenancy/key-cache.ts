@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ListenConnection } from '../db/listen.js';
 import type { Logger } from '../logger.js';
-import type { CallerProject } from './repository.js';
+import type { CallerProject } from './project-key.js';
 
 /** The longest wait between two attempts to listen. */
 const MAX_RETRY_MS = 30_000;
