@@ -56,15 +56,20 @@ export interface Config {
   readonly walletWebhookBackgroundRetry: boolean;
   /** A subscription failing every attempt for this long is disabled (section 8: five days). */
   readonly webhookDisableAfterMs: number;
-  /** Attempts in flight per endpoint (a subscription, or a project's wallet webhook) in one relay. */
-  readonly webhookEndpointConcurrency: number;
+  /** Attempts in flight per destination host in one relay lane (WEBHOOK_HOST_CONCURRENCY, formerly WEBHOOK_ENDPOINT_CONCURRENCY). */
+  readonly webhookHostConcurrency: number;
+  /** Live webhook subscriptions a project may have. */
+  readonly webhookSubscriptionsPerProject: number;
   /** CIDRs allowed as outbound targets although not public (every environment). */
   readonly egressAllowPrivate: string[];
   /** Why: set by EGRESS_ALLOW_PRIVATE, or loopback by default for the embedded development start. */
   readonly egressAllowSource: 'EGRESS_ALLOW_PRIVATE' | 'embedded development start' | 'none';
   /** Run the outbox relay inside ROLE=api too (ROLE=all and ROLE=worker always run it). */
   readonly relayInApi: boolean;
+  /** Attempts in flight per lane (wallets, webhooks) in one relay. */
   readonly relayConcurrency: number;
+  /** Attempts in flight per project per lane in one relay: one tenant never holds a lane. */
+  readonly relayProjectConcurrency: number;
   readonly relayPollMs: number;
   /** Requests per window per API token (0: no limit). */
   readonly rateLimitToken: number;
@@ -249,6 +254,7 @@ export function loadConfig(env: Env = process.env): Config {
   const egressAllowSource = egressGiven !== undefined ? 'EGRESS_ALLOW_PRIVATE' : embeddedDevelopment ? 'embedded development start' : 'none';
 
   const webhookTimeoutMs = int('WEBHOOK_TIMEOUT_MS', 15_000, 10, 120_000);
+  const relayConcurrency = int('RELAY_CONCURRENCY', 32, 1, 1_000);
   const redisUrl = secret('REDIS_URL');
   if (redisUrl !== undefined && !/^rediss?:\/\/.+/.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
   const keyvaultTimeoutMs = int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000);
@@ -286,11 +292,13 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs,
     walletWebhookBackgroundRetry: bool('WALLET_WEBHOOK_BACKGROUND_RETRY', true),
     webhookDisableAfterMs: int('WEBHOOK_DISABLE_AFTER_MS', 5 * 86_400_000, 0, 365 * 86_400_000),
-    webhookEndpointConcurrency: int('WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
+    webhookHostConcurrency: int('WEBHOOK_HOST_CONCURRENCY', int('WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000), 1, 1_000),
+    webhookSubscriptionsPerProject: int('WEBHOOK_SUBSCRIPTIONS_PER_PROJECT', 50, 1, 10_000),
     egressAllowPrivate: egress.cidrs,
     egressAllowSource,
     relayInApi: bool('RELAY_IN_API', false),
-    relayConcurrency: int('RELAY_CONCURRENCY', 32, 1, 1_000),
+    relayConcurrency,
+    relayProjectConcurrency: int('RELAY_PROJECT_CONCURRENCY', Math.max(1, Math.floor(relayConcurrency / 2)), 1, 1_000),
     relayPollMs: int('RELAY_POLL_MS', 1_000, 10, 60_000),
     schedulerIntervalMs: int('SCHEDULER_INTERVAL_MS', 10_000, 10, 60_000),
     outboxRetentionDays: int('OUTBOX_RETENTION_DAYS', 7, 0, 3_650),

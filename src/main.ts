@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { Knex } from 'knex';
-import { assembleApi } from './assembly.js';
+import { assembleApi, assembleBackground, type BackgroundParts } from './assembly.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { hashSecret, newSecret } from './crypto/secrets.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
@@ -17,9 +17,6 @@ import { startSignerChild } from './signer/child.js';
 import { SignerClient } from './signer/client.js';
 import { bindSigner } from './signer/bind.js';
 import { readDeploymentId } from './db/deployment.js';
-import { relayFromConfig } from './outbox/handlers.js';
-import { pruneOutbox } from './outbox/prune.js';
-import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { bindOutboxDepth } from './metrics.js';
 import { startWorkerHttp } from './worker-http.js';
 
@@ -150,34 +147,15 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   });
 }
 
-interface Background {
-  stop(): Promise<void>;
-}
-
-/**
- * The background work of ROLE=worker (and ROLE=all, or the API with RELAY_IN_API): the outbox
- * relay (creates wallets queued by createasync, delivers webhooks) and the membership expiry scheduler.
- */
-async function startBackground(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<Background> {
-  const relay = relayFromConfig({ config, db: database.db, databaseUrl: database.url, signer, dataEncryptionKey, log });
-  await relay.start();
-  const scheduler = new ExpiryScheduler({ db: database.db, log, intervalMs: config.schedulerIntervalMs });
-  scheduler.start();
-  // Done outbox rows are history; kept OUTBOX_RETENTION_DAYS, then deleted in batches.
-  const pruning = setInterval(() => {
-    if (config.outboxRetentionDays > 0) {
-      pruneOutbox(database.db, config.outboxRetentionDays).catch((err: unknown) => log.warn({ err: String(err) }, 'outbox pruning failed'));
-    }
-  }, 600_000);
-  pruning.unref();
-  log.info({ concurrency: config.relayConcurrency, schedulerIntervalMs: config.schedulerIntervalMs }, 'outbox relay running, expiry scheduler running');
-  return {
-    stop: async () => {
-      clearInterval(pruning);
-      await scheduler.stop();
-      await relay.stop();
-    },
-  };
+/** Starts the background work (src/assembly.ts) and says so. */
+async function startBackground(config: Config, database: Database, signer: SignerClient, dataEncryptionKey: Buffer, log: Logger): Promise<BackgroundParts> {
+  const background = assembleBackground({ config, db: database.db, databaseUrl: database.url, signer, dataEncryptionKey, log });
+  await background.start();
+  log.info(
+    { concurrency: config.relayConcurrency, projectConcurrency: config.relayProjectConcurrency, schedulerIntervalMs: config.schedulerIntervalMs },
+    'outbox relay running, expiry scheduler running',
+  );
+  return background;
 }
 
 /** ROLE=worker: the outbox relay and the scheduler on their own, beside any number of API processes. */

@@ -8,12 +8,11 @@ import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../net/u
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import type { OrganisationScope, ProjectScope } from '../tenancy/scope.js';
 import { newProjectKey, newWebhookSecret } from './keys.js';
+import { walletSecretAad } from '../webhooks/secrets.js';
 import type { Page } from '../http/pagination.js';
 import { expireProjectKeys, listProjects, lockProject, insertProject, insertProjectKey, nextProjectId, updateProject, type ProjectRow } from './repository.js';
 import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
 
-/** The wallet webhook secret is bound to its project row, so a ciphertext moved elsewhere does not open. */
-export const walletSecretAad = (projectId: number): string => `project:${projectId}:wallet-webhook-secret`;
 const PREVIOUS_SECRET_OVERLAP_S = 86_400;
 
 const notFound = () => new NotFoundError('No such project.');

@@ -87,3 +87,11 @@ type CallerTuple = [
   keyExpiresMs: number | null,
 ];
 type WalletTuple = [id: number, address: string | null, email: string, createdMs: number, hasFailed: boolean];
+
+/** The project background work acts for (a queued wallet creation), by id: deleted ones too, so the work can tell. */
+export async function projectForWork(db: Executor, id: number): Promise<(CallerProject & { deleted_at: Date | null }) | undefined> {
+  const row: (CallerProject & { deleted_at: Date | null }) | undefined = await db('projects')
+    .where({ id })
+    .first('id', 'organisation_id', 'issuer', 'wallet_webhook_url', 'require_verified_email', 'deleted_at');
+  return row;
+}

@@ -9,7 +9,8 @@ import { AppError, NotFoundError, ValidationError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
 import { recordAudit } from '../audit/audit.js';
 import { recordEvents } from '../events/record.js';
-import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
+import { enqueue } from '../outbox/repository.js';
+import { queueWalletWebhook, resendFailedWalletWebhooks } from '../webhooks/wallet-webhook.js';
 import { projectKeyHash } from '../projects/keys.js';
 import { findProjectAndWallet, type CallerProject } from '../tenancy/project-key.js';
 import type { ProjectScope } from '../tenancy/scope.js';
@@ -121,15 +122,7 @@ export function walletCreatedPayload(w: WalletRow): Record<string, unknown> {
 async function recordWalletCreated(tx: Executor, project: CallerProject, wallet: WalletRow, at: Date): Promise<void> {
   const data = walletCreatedPayload(wallet);
   if (project.wallet_webhook_url) {
-    await enqueue(tx, {
-      project_id: project.id,
-      kind: 'delivery',
-      delivery_kind: 'wallet',
-      wallet_id: wallet.id,
-      event: 'wallet.created',
-      url: project.wallet_webhook_url,
-      payload: JSON.stringify(data),
-    });
+    await queueWalletWebhook(tx, { projectId: project.id, walletId: wallet.id, url: project.wallet_webhook_url, payload: JSON.stringify(data) });
   }
   await recordEvents(tx, project.id, [{ type: 'wallet.created', data, walletId: wallet.id }], at);
 }
@@ -182,13 +175,13 @@ export async function signIn(
       ? caller.prefetched.wallet
       : await findWalletForSignin(deps.db, caller.project.id, caller.email);
   if (known?.address) {
-    if (known.has_failed) await resendFailedWalletDeliveries(deps.db, known.id);
+    if (known.has_failed) await resendFailedWalletWebhooks(deps.db, known.id);
     return { wallet: known, isNew: false };
   }
   const { row } = await claimWallet(deps.db, caller.project.id, caller.email, caller.token);
   const result = await completeWallet(deps, caller.project, row, caller.requestId);
   // Committed before the answer; the relay is woken by the NOTIFY.
-  await resendFailedWalletDeliveries(deps.db, result.wallet.id);
+  await resendFailedWalletWebhooks(deps.db, result.wallet.id);
   return result;
 }
 

@@ -8,21 +8,31 @@ import { newEventId } from '../events/record.js';
 import type { Page } from '../http/pagination.js';
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import { webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
-import { enqueue, listFailedDeliveries, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
+import { enqueue, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
 import { newWebhookSecret } from '../projects/keys.js';
 import type { ProjectRow } from '../projects/repository.js';
 import type { ProjectScope } from '../tenancy/scope.js';
-import { findSubscription, insertSubscription, listSubscriptions, nextSubscriptionId, updateSubscription, type SubscriptionRow } from './repository.js';
+import { subscriptionSecretAad } from './secrets.js';
+import {
+  countLiveSubscriptionsLocked,
+  findSubscription,
+  insertSubscription,
+  listFailedDeliveries,
+  listSubscriptions,
+  nextSubscriptionId,
+  updateSubscription,
+  type SubscriptionRow,
+} from './repository.js';
 import type { CreateWebhookBody, UpdateWebhookBody } from './schemas.js';
 
 export interface WebhookDeps {
   env: AppEnv;
   egress: EgressPolicy;
   secretBox: SecretBox;
+  /** Live subscriptions a project may have (WEBHOOK_SUBSCRIPTIONS_PER_PROJECT): each one multiplies its events' deliveries. */
+  maxSubscriptions: number;
 }
 
-/** A subscription secret is bound to its row, so a ciphertext moved elsewhere does not open. */
-export const subscriptionSecretAad = (id: number): string => `webhook-subscription:${id}:secret`;
 const PREVIOUS_SECRET_OVERLAP_MS = 86_400_000;
 
 async function subscriptionFor(db: Executor, project: ProjectRow, id: number, options: { includeDeleted?: boolean; forUpdate?: boolean } = {}) {
@@ -52,6 +62,12 @@ export async function createSubscription(
   const { project } = scope;
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
+    if ((await countLiveSubscriptionsLocked(tx, project.id)) >= deps.maxSubscriptions) {
+      throw new ConflictError(
+        `This project has ${deps.maxSubscriptions} webhook subscriptions, the most it may have; delete one, or name more events in one.`,
+        'subscription_limit',
+      );
+    }
     const id = await nextSubscriptionId(tx);
     const generatedSecret = body.secret === undefined ? newWebhookSecret() : undefined;
     const subscription = await insertSubscription(tx, {

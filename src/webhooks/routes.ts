@@ -34,7 +34,12 @@ import * as ex from '../openapi/examples.js';
 
 /** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
 export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
-  const deps: WebhookDeps = { env: config.appEnv, egress: { allow: config.egressAllowPrivate }, secretBox };
+  const deps: WebhookDeps = {
+    env: config.appEnv,
+    egress: { allow: config.egressAllowPrivate },
+    secretBox,
+    maxSubscriptions: config.webhookSubscriptionsPerProject,
+  };
 
   return [
     declare(
@@ -104,6 +109,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
             'https only in production, never a private, loopback or metadata address there (checked now and at every connection). Without `secret` a `whsec_` secret is generated and shown once.',
           tag: 'Webhooks',
           requestExample: { url: 'https://api.example.com/hooks/custody', events: ['membership.issued', 'membership.revoked'] },
+          errors: { 409: 'subscription_limit: the project has WEBHOOK_SUBSCRIPTIONS_PER_PROJECT (default 50) live subscriptions; delete one first.' },
           responses: {
             201: { description: 'Created.', schema: SubscriptionCreated, example: { ...ex.subscription, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
           },

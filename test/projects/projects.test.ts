@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { hashSecret, SecretBox } from '../../src/crypto/secrets.js';
-import { walletSecretAad } from '../../src/projects/commands.js';
+import { walletSecretAad } from '../../src/webhooks/secrets.js';
 import type { ProjectRow } from '../../src/projects/repository.js';
 import { findProjectByKeyHash } from '../../src/tenancy/project-key.js';
 import { startApp, type TestApp } from '../support/app.js';

@@ -7,11 +7,10 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import { declaredEndpoints } from '../../src/app.js';
-import { assembleApi } from '../../src/assembly.js';
+import { assembleApi, assembleBackground, type BackgroundParts } from '../../src/assembly.js';
 import type { Declaration } from '../../src/http/declare.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
-import { relayFromConfig } from '../../src/outbox/handlers.js';
 import type { OutboxRelay } from '../../src/outbox/relay.js';
 import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
@@ -87,9 +86,10 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     ...(options.now ? { now: options.now } : {}),
   });
   const { app, lifecycle, projectCache } = parts;
-  let relay: OutboxRelay | undefined;
+  // The background work as main.ts wires it: the relay, the expiry scheduler, outbox pruning.
+  let background: BackgroundParts | undefined;
   if (options.relay) {
-    relay = relayFromConfig({
+    background = assembleBackground({
       config,
       db,
       databaseUrl: config.databaseUrl ?? testDatabaseUrl(),
@@ -98,8 +98,9 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
       log,
       ...(options.now ? { now: options.now } : {}),
     });
-    await relay.start();
+    await background.start();
   }
+  const relay = background?.relay;
   const handle = app.callback();
   const server: Server = createServer((req, res) => {
     void handle(req, res);
@@ -119,7 +120,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     projectCache,
     endpoints: declaredEndpoints(app),
     close: async () => {
-      await relay?.stop();
+      await background?.stop();
       await parts.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

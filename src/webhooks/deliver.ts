@@ -5,12 +5,17 @@ import { loggableOrigin, type WarnOncePer } from '../logging/once.js';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
-import { walletSecretAad } from '../projects/commands.js';
-import { findProjectById } from '../projects/repository.js';
-import { signatureHeaders } from '../webhooks/signing.js';
-import type { ClaimedRow, Outcome, OutboxRow } from './repository.js';
-import { subscriptionSecretAad } from '../webhooks/commands.js';
-import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy } from '../webhooks/repository.js';
+import { signatureHeaders } from './signing.js';
+import type { ClaimedRow, Outcome, OutboxRow } from '../outbox/repository.js';
+import { subscriptionSecretAad, walletSecretAad } from './secrets.js';
+import {
+  disableSubscription,
+  findSubscriptionById,
+  findWalletWebhook,
+  markSubscriptionFailing,
+  markSubscriptionHealthy,
+  type SubscriptionRow,
+} from './repository.js';
 
 export const RESPONSE_BODY_LIMIT = 16 * 1024;
 
@@ -52,6 +57,16 @@ function parsedUrl(text: string): URL {
     urls.set(text, url);
   }
   return url;
+}
+
+/** The host (and port) a URL's attempts go to, for the relay's per-host bound; undefined when it does not parse. */
+export function hostOf(url: string | null | undefined): string | undefined {
+  if (!url) return undefined;
+  try {
+    return parsedUrl(url).host;
+  } catch {
+    return undefined;
+  }
 }
 
 interface Attempt {
@@ -122,7 +137,7 @@ const attemptFields = (a: Attempt, url: string): Partial<Outcome> => ({ lastStat
  * connection marks it failed at once; background retries follow the schedule when enabled.
  */
 export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): Promise<Outcome> {
-  const project = await findProjectById(deps.db, row.project_id);
+  const project = await findWalletWebhook(deps.db, row.project_id);
   const url = project?.wallet_webhook_url;
   if (!project || !url || project.deleted_at) {
     return { status: 'done', retryInMs: null, attempted: false, lastError: 'no wallet webhook URL any more' };
@@ -192,9 +207,13 @@ function liveSecrets(box: SecretBox, aad: string, current: string, previous: str
  * they can be retried once it is enabled again.
  */
 export async function deliverSubscriptionWebhook(row: ClaimedRow, deps: DeliveryDeps): Promise<Outcome> {
-  // The relay's claim brings the subscription along; other callers look it up.
+  // The job kind's `prepare` loaded the subscription with the claim; other callers look it up.
   const sub =
-    row.subscription !== undefined ? row.subscription : row.subscription_id === null ? undefined : await findSubscriptionById(deps.db, row.subscription_id);
+    row.context !== undefined
+      ? (row.context as SubscriptionRow | null)
+      : row.subscription_id === null
+        ? undefined
+        : await findSubscriptionById(deps.db, row.subscription_id);
   if (!sub || sub.deleted_at) return { status: 'done', retryInMs: null, attempted: false };
   if (sub.disabled_at) return { status: 'failed', retryInMs: null, attempted: false, lastError: 'subscription_disabled' };
   const result = await attempt(

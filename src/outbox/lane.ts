@@ -1,0 +1,343 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import { deliveries, outboxWork } from '../metrics.js';
+import type { FedBatch, Feeder, JobKind } from './registry.js';
+import { claimDue, release, settleMany, type ClaimedRow, type Outcome } from './repository.js';
+
+export interface LaneOptions {
+  db: Knex;
+  log: Logger;
+  now: Clock;
+  /** Attempts in flight in this lane. */
+  concurrency: number;
+  /** Attempts in flight per project: one tenant never holds every slot of a lane. */
+  projectConcurrency: number;
+  /** Attempts in flight per destination host: a slow receiver never holds every slot either. */
+  hostConcurrency: number;
+  /** How long a claimed row stays ours; longer than any attempt can take. */
+  leaseMs: number;
+  /** The tenancy's condition on claimable rows (a deleted organisation's work waits). */
+  claimable: string;
+  /** Recorded rows leased per feeder claim. */
+  eventBatch: number;
+  /** A fed job not started this long after its claim is not tried inline: it gets a row. */
+  inlineStartMs: number;
+}
+
+function count(row: ClaimedRow, outcome: Outcome): void {
+  const result = outcome.status === 'pending' ? 'retry' : outcome.status;
+  outboxWork.inc({ kind: row.kind, outcome: result });
+  if (row.kind === 'delivery') {
+    const delivered = outcome.status === 'done' ? (outcome.attempted ? 'delivered' : 'dropped') : result;
+    deliveries.inc({ kind: row.delivery_kind ?? 'wallet', outcome: delivered });
+  }
+}
+
+/** The jobs of one fed batch, tried straight away; when all have an outcome, the feeder records the rest. */
+class InlineBatch {
+  readonly outcomes = new Map<ClaimedRow, Outcome | undefined>();
+  #left: number;
+
+  constructor(
+    readonly fed: FedBatch,
+    private readonly finish: (batch: InlineBatch) => void,
+  ) {
+    this.#left = fed.jobs.length;
+  }
+
+  /** `outcome` undefined: not tried (left to a row). */
+  done(job: ClaimedRow, outcome: Outcome | undefined): void {
+    this.outcomes.set(job, outcome);
+    if (--this.#left === 0) this.finish(this);
+  }
+}
+
+interface Buffered {
+  row: ClaimedRow;
+  job: JobKind;
+  host: string | undefined;
+  at: number;
+  /** A fed job: its outcome goes to its batch instead of a settle. */
+  inline?: InlineBatch;
+}
+
+const bump = <K>(map: Map<K, number>, key: K, by: number): void => {
+  const n = (map.get(key) ?? 0) + by;
+  if (n === 0) map.delete(key);
+  else map.set(key, n);
+};
+
+/**
+ * One lane of the relay: its own slots, claims and buffer, so that work in one lane (webhook
+ * traffic) never waits for another's (wallet creation). Inside a lane, bounds per project and per
+ * destination host keep one tenant or one slow receiver from holding every slot; a free slot
+ * starts the next buffered attempt that is within its bounds.
+ */
+export class Lane {
+  #inFlight = 0;
+  readonly #projects = new Map<number, number>();
+  readonly #hosts = new Map<string, number>();
+  #buffer: Buffered[] = [];
+  readonly #batches = new Set<Promise<void>>();
+  #stopping = false;
+  #pumping = false;
+  #again = false;
+  #news = true;
+  readonly #idle: Array<() => void> = [];
+  readonly #kindKeys: string[];
+
+  constructor(
+    readonly name: string,
+    private readonly kinds: readonly JobKind[],
+    private readonly feeders: readonly Feeder[],
+    private readonly kindOf: (row: ClaimedRow) => JobKind | undefined,
+    private readonly options: LaneOptions,
+  ) {
+    this.#kindKeys = kinds.map((k) => `${k.kind}:${k.deliveryKind ?? ''}`);
+  }
+
+  /** `news`: something was committed (a NOTIFY) or the poll timer fired, so recorded rows may wait. */
+  wake(news = false): void {
+    if (news) this.#news = true;
+    if (this.#stopping) return;
+    this.#startBuffered();
+    if (this.#pumping) {
+      this.#again = true;
+      return;
+    }
+    this.#pumping = true;
+    void this.#pump().finally(() => {
+      this.#pumping = false;
+      if (this.#again) {
+        this.#again = false;
+        this.wake();
+      }
+    });
+  }
+
+  #busyProjects(): number[] {
+    return [...this.#projects].filter(([, n]) => n >= this.options.projectConcurrency).map(([p]) => p);
+  }
+
+  #startable(b: Buffered): boolean {
+    if ((this.#projects.get(b.row.project_id) ?? 0) >= this.options.projectConcurrency) return false;
+    return b.host === undefined || (this.#hosts.get(b.host) ?? 0) < this.options.hostConcurrency;
+  }
+
+  async #pump(): Promise<void> {
+    const { concurrency, eventBatch } = this.options;
+    const ahead = concurrency * 8;
+    // Fed work first: its jobs are tried at once, and get rows only if they fail.
+    for (const feeder of this.feeders) {
+      while (this.#news && !this.#stopping && this.#buffer.length < ahead) {
+        try {
+          const fed = await feeder.claim(eventBatch, this.options.leaseMs, this.#busyProjects());
+          this.#news = fed.leased === eventBatch;
+          if (fed.leased > 0) this.#inline(fed);
+        } catch (err) {
+          this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'outbox feed failed');
+          break;
+        }
+      }
+    }
+    if (this.kinds.length === 0) return;
+    // Claims run one at a time (this pump is single-flight) and ahead of need: rows wait in a
+    // small local buffer, so a freed slot starts its next attempt at once, without a round trip.
+    // Rows waiting for a busy project or host do not count as ahead, so others are still claimed.
+    for (;;) {
+      this.#startBuffered();
+      this.#releaseStale();
+      const ready = this.#buffer.filter((b) => this.#startable(b)).length;
+      const want = ahead - this.#inFlight - ready;
+      if (this.#stopping || want < concurrency * 2 || this.#buffer.length >= ahead * 4) return;
+      let rows: ClaimedRow[];
+      try {
+        const claim = {
+          kinds: this.#kindKeys,
+          limit: want,
+          leaseMs: this.options.leaseMs,
+          busyProjects: this.#busyProjects(),
+          claimable: this.options.claimable,
+        };
+        rows = await claimDue(this.options.db, claim);
+        await this.#prepare(rows);
+      } catch (err) {
+        this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'outbox poll failed');
+        return;
+      }
+      const at = this.options.now();
+      for (const row of rows) {
+        const job = this.kindOf(row);
+        if (job) this.#buffer.push({ row, job, host: job.destination?.(row), at });
+      }
+      if (rows.length < want) {
+        this.#startBuffered();
+        return;
+      }
+    }
+  }
+
+  /** Each kind loads what its claimed rows need in one query; rows of a failed load go back. */
+  async #prepare(rows: ClaimedRow[]): Promise<void> {
+    for (const kind of this.kinds) {
+      const mine = rows.filter((r) => this.kindOf(r) === kind);
+      if (mine.length === 0 || !kind.prepare) continue;
+      try {
+        await kind.prepare(mine);
+      } catch (err) {
+        await release(
+          this.options.db,
+          rows.map((r) => r.id),
+        ).catch(() => undefined);
+        throw err;
+      }
+    }
+  }
+
+  /** Queues a fed batch's jobs as attempts with no row of their own yet. */
+  #inline(fed: FedBatch): void {
+    const batch = new InlineBatch(fed, (b) => this.#finish(b));
+    if (fed.jobs.length === 0) {
+      this.#finish(batch);
+      return;
+    }
+    const at = this.options.now();
+    for (const row of fed.jobs) {
+      const job = this.kindOf(row);
+      if (!job) {
+        batch.done(row, undefined);
+        continue;
+      }
+      this.#buffer.push({ row, job, host: job.destination?.(row), at, inline: batch });
+    }
+    this.#startBuffered();
+  }
+
+  #finish(batch: InlineBatch): void {
+    const finishing = batch.fed
+      .finish(batch.outcomes)
+      .catch((err: unknown) => {
+        // The leases run out and another relay sends them again, with the same webhook-ids.
+        this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'fed batch not finished');
+      })
+      .finally(() => {
+        this.#batches.delete(finishing);
+        this.#checkIdle();
+      });
+    this.#batches.add(finishing);
+  }
+
+  /** Starts buffered attempts while slots are free, skipping those of a project or host at its bound. */
+  #startBuffered(): void {
+    if (this.#stopping || this.#inFlight >= this.options.concurrency || this.#buffer.length === 0) return;
+    const waiting: Buffered[] = [];
+    let i = 0;
+    for (; i < this.#buffer.length && this.#inFlight < this.options.concurrency; i++) {
+      const item = this.#buffer[i] as Buffered;
+      if (this.#startable(item)) this.#run(item);
+      else waiting.push(item);
+    }
+    // One pass, one copy (the buffer can hold thousands of a fed batch's jobs).
+    if (i > 0) this.#buffer = waiting.concat(this.#buffer.slice(i));
+  }
+
+  /**
+   * Gives back rows that waited in the buffer for a quarter of their lease (their project or host
+   * stayed at its bound), well before the lease could run out and let another relay take them too.
+   */
+  #releaseStale(): void {
+    const now = this.options.now();
+    const rowLimit = now - this.options.leaseMs / 4;
+    const inlineLimit = now - this.options.inlineStartMs;
+    const first = this.#buffer[0];
+    if (!first || first.at >= Math.min(rowLimit, inlineLimit)) return;
+    const stale = this.#buffer.filter((b) => (b.inline ? b.at < inlineLimit : b.at < rowLimit));
+    if (stale.length === 0) return;
+    const gone = new Set(stale);
+    this.#buffer = this.#buffer.filter((b) => !gone.has(b));
+    for (const b of stale) b.inline?.done(b.row, undefined);
+    const rows = stale.filter((b) => !b.inline).map((b) => b.row.id);
+    if (rows.length > 0) void release(this.options.db, rows).catch(() => undefined);
+  }
+
+  /**
+   * One attempt in a slot. The slot (and the project's and host's share) is free as soon as the
+   * attempt ends; its outcome is recorded with others in the next settle statement. Until then the
+   * row's lease keeps it from being claimed again.
+   */
+  #run(b: Buffered): void {
+    const { row, host, inline } = b;
+    this.#inFlight++;
+    bump(this.#projects, row.project_id, 1);
+    if (host !== undefined) bump(this.#hosts, host, 1);
+    void (async () => {
+      let outcome: Outcome | undefined;
+      try {
+        outcome = await b.job.handle(row);
+      } catch (err) {
+        // Not known to be done: a fed job gets a row, a row's lease runs out and it is tried again.
+        this.options.log.warn({ outboxId: row.id, kind: row.kind, err: err instanceof Error ? err.message : String(err) }, 'outbox row not handled');
+      }
+      this.#inFlight--;
+      bump(this.#projects, row.project_id, -1);
+      if (host !== undefined) bump(this.#hosts, host, -1);
+      this.wake();
+      if (outcome) count(row, outcome);
+      if (inline) {
+        inline.done(row, outcome);
+      } else if (outcome) {
+        try {
+          await this.#settle(row.id, outcome);
+        } catch (err) {
+          this.options.log.warn({ outboxId: row.id, kind: row.kind, err: err instanceof Error ? err.message : String(err) }, 'outbox row not settled');
+        }
+      }
+      this.#checkIdle();
+    })();
+  }
+
+  #checkIdle(): void {
+    if (this.#inFlight === 0 && this.#toSettle.length === 0 && !this.#settling && this.#batches.size === 0) for (const done of this.#idle.splice(0)) done();
+  }
+
+  // Outcomes that finish while a settle statement runs wait for the next one: one UPDATE for many.
+  #toSettle: Array<{ id: number; outcome: Outcome; done: (err?: unknown) => void }> = [];
+  #settling = false;
+
+  #settle(id: number, outcome: Outcome): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#toSettle.push({ id, outcome, done: (err) => (err === undefined ? resolve() : reject(err instanceof Error ? err : new Error('settle failed'))) });
+      if (!this.#settling) void this.#flush();
+    });
+  }
+
+  async #flush(): Promise<void> {
+    this.#settling = true;
+    while (this.#toSettle.length > 0) {
+      const batch = this.#toSettle.splice(0, 500);
+      try {
+        await settleMany(this.options.db, batch);
+        for (const item of batch) item.done();
+      } catch (err) {
+        for (const item of batch) item.done(err);
+      }
+    }
+    this.#settling = false;
+    this.#checkIdle();
+  }
+
+  /** Stops claiming, gives back what was not started, waits for what is in flight. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    const unstarted = this.#buffer.splice(0);
+    for (const b of unstarted) b.inline?.done(b.row, undefined);
+    await release(
+      this.options.db,
+      unstarted.filter((b) => !b.inline).map((b) => b.row.id),
+    ).catch(() => undefined);
+    if (this.#inFlight > 0 || this.#toSettle.length > 0 || this.#settling || this.#batches.size > 0) {
+      await new Promise<void>((resolve) => this.#idle.push(resolve));
+    }
+  }
+}

@@ -1,0 +1,45 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import type { Logger } from '../logger.js';
+import { WarnOncePer } from '../logging/once.js';
+import type { OutboxRegistry } from '../outbox/registry.js';
+import { deliverSubscriptionWebhook, deliverWalletWebhook, hostOf, type DeliveryDeps } from './deliver.js';
+import { eventFanOut } from './fanout.js';
+import { subscriptionsByIds, type SubscriptionRow } from './repository.js';
+
+/**
+ * What webhooks/ gives the outbox: the fan-out of recorded events and subscription deliveries in
+ * the `subscriptions` lane; wallet-created deliveries in the `wallet` lane (beside wallet creation,
+ * so subscription traffic never delays them).
+ */
+export function registerWebhookJobs(
+  registry: OutboxRegistry,
+  deps: { db: Knex; config: Config; secretBox: SecretBox; log: Logger; now: Clock },
+  lanes: { subscriptions: string; wallet: string },
+): void {
+  const delivery: DeliveryDeps = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now: deps.now, failures: new WarnOncePer(deps.log) };
+  registry.feed(eventFanOut(deps.db, lanes.subscriptions, deps.now));
+  registry.register({
+    kind: 'delivery',
+    deliveryKind: 'subscription',
+    lane: lanes.subscriptions,
+    // The subscriptions of a claim, in one query: attempts then read none.
+    async prepare(rows) {
+      const subs = new Map(
+        (await subscriptionsByIds(deps.db, [...new Set(rows.flatMap((r) => (r.subscription_id === null ? [] : [r.subscription_id])))])).map((s) => [s.id, s]),
+      );
+      for (const row of rows) row.context = (row.subscription_id === null ? undefined : subs.get(row.subscription_id)) ?? null;
+    },
+    destination: (row) => hostOf((row.context as SubscriptionRow | null | undefined)?.url ?? row.url),
+    handle: (row) => deliverSubscriptionWebhook(row, delivery),
+  });
+  registry.register({
+    kind: 'delivery',
+    deliveryKind: 'wallet',
+    lane: lanes.wallet,
+    destination: (row) => hostOf(row.url),
+    handle: (row) => deliverWalletWebhook(row, delivery),
+  });
+}
