@@ -233,3 +233,21 @@ async function startPerfRecord(pid: number, dir: string): Promise<{ stop(ops: nu
     },
   };
 }
+
+/** Open loop: `rate` requests per second for `seconds`, whatever the answers take. */
+export async function fixedRate(rate: number, seconds: number, op: (i: number) => Promise<unknown>) {
+  const latencies: number[] = [];
+  const total = rate * seconds;
+  const started = Date.now();
+  const inFlight: Array<Promise<void>> = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / rate;
+    const wait = due - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t = process.hrtime.bigint();
+    inFlight.push(op(i).then(() => void latencies.push(Number(process.hrtime.bigint() - t) / 1e6)));
+  }
+  await Promise.all(inFlight);
+  latencies.sort((a, b) => a - b);
+  return { rate, seconds, requests: total, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
+}

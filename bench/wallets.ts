@@ -7,7 +7,7 @@ import { Client } from '../test/support/http.js';
 import { freePort, spawnService } from '../test/support/process.js';
 import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
-import { BENCH_NODE_ARGS, closedLoop, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
+import { BENCH_NODE_ARGS, closedLoop, fixedRate, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
 
 /**
  * Wallet endpoints with the local signer: existing-user sign-in at saturation beside a bare
@@ -32,24 +32,6 @@ function quiet(service: ReturnType<typeof spawnService>): void {
     stream?.removeAllListeners('data');
     stream?.resume();
   }
-}
-
-/** Open loop: `rate` requests per second for `seconds`, whatever the answers take. */
-async function fixedRate(rate: number, seconds: number, op: (i: number) => Promise<unknown>) {
-  const latencies: number[] = [];
-  const total = rate * seconds;
-  const started = Date.now();
-  const inFlight: Array<Promise<void>> = [];
-  for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - Date.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const t = process.hrtime.bigint();
-    inFlight.push(op(i).then(() => void latencies.push(Number(process.hrtime.bigint() - t) / 1e6)));
-  }
-  await Promise.all(inFlight);
-  latencies.sort((a, b) => a - b);
-  return { rate, seconds, requests: total, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
 }
 
 const stack = await startStack('bench');

@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { deliveries, outboxWork } from '../metrics.js';
 import type { FedBatch, Feeder, JobKind } from './registry.js';
-import { claimDue, release, settleMany, type ClaimedRow, type Outcome } from './repository.js';
+import { claimDue, release, settleMany, type ClaimedRow, type KindKey, type Outcome } from './repository.js';
 
 export interface LaneOptions {
   db: Knex;
@@ -78,14 +78,19 @@ export class Lane {
   #inFlight = 0;
   readonly #projects = new Map<number, number>();
   readonly #hosts = new Map<string, number>();
-  #buffer: Buffered[] = [];
+  // Claimed rows and fed jobs not started yet, by project and then by host, so that a free slot
+  // skips a project or host at its bound in one step, however much of its work waits.
+  readonly #buffer = new Map<number, Map<string, Buffered[]>>();
+  #buffered = 0;
   readonly #batches = new Set<Promise<void>>();
   #stopping = false;
   #pumping = false;
   #again = false;
   #news = true;
   readonly #idle: Array<() => void> = [];
-  readonly #kindKeys: string[];
+  readonly #kindKeys: KindKey[];
+  /** Due rows may be waiting: set by news and by a project or host falling below its bound; a short claim clears it. */
+  #rowsMayWait = true;
 
   constructor(
     readonly name: string,
@@ -94,12 +99,15 @@ export class Lane {
     private readonly kindOf: (row: ClaimedRow) => JobKind | undefined,
     private readonly options: LaneOptions,
   ) {
-    this.#kindKeys = kinds.map((k) => `${k.kind}:${k.deliveryKind ?? ''}`);
+    this.#kindKeys = kinds.map((k) => ({ kind: k.kind, deliveryKind: k.deliveryKind ?? '' }));
   }
 
   /** `news`: something was committed (a NOTIFY) or the poll timer fired, so recorded rows may wait. */
   wake(news = false): void {
-    if (news) this.#news = true;
+    if (news) {
+      this.#news = true;
+      this.#rowsMayWait = true;
+    }
     if (this.#stopping) return;
     this.#startBuffered();
     if (this.#pumping) {
@@ -120,9 +128,36 @@ export class Lane {
     return [...this.#projects].filter(([, n]) => n >= this.options.projectConcurrency).map(([p]) => p);
   }
 
-  #startable(b: Buffered): boolean {
-    if ((this.#projects.get(b.row.project_id) ?? 0) >= this.options.projectConcurrency) return false;
-    return b.host === undefined || (this.#hosts.get(b.host) ?? 0) < this.options.hostConcurrency;
+  #busyHosts(): string[] {
+    return [...this.#hosts].filter(([, n]) => n >= this.options.hostConcurrency).map(([h]) => h);
+  }
+
+  #projectFree(project: number): boolean {
+    return (this.#projects.get(project) ?? 0) < this.options.projectConcurrency;
+  }
+
+  #hostFree(host: string): boolean {
+    return host === '' || (this.#hosts.get(host) ?? 0) < this.options.hostConcurrency;
+  }
+
+  #push(b: Buffered): void {
+    let hosts = this.#buffer.get(b.row.project_id);
+    if (!hosts) this.#buffer.set(b.row.project_id, (hosts = new Map<string, Buffered[]>()));
+    const key = b.host ?? '';
+    const queue = hosts.get(key);
+    if (queue) queue.push(b);
+    else hosts.set(key, [b]);
+    this.#buffered++;
+  }
+
+  /** Buffered work that could start now (its project and host within their bounds). */
+  #ready(): number {
+    let n = 0;
+    for (const [project, hosts] of this.#buffer) {
+      if (!this.#projectFree(project)) continue;
+      for (const [host, queue] of hosts) if (this.#hostFree(host)) n += queue.length;
+    }
+    return n;
   }
 
   async #pump(): Promise<void> {
@@ -130,7 +165,7 @@ export class Lane {
     const ahead = concurrency * 8;
     // Fed work first: its jobs are tried at once, and get rows only if they fail.
     for (const feeder of this.feeders) {
-      while (this.#news && !this.#stopping && this.#buffer.length < ahead) {
+      while (this.#news && !this.#stopping && this.#buffered < ahead) {
         try {
           const fed = await feeder.claim(eventBatch, this.options.leaseMs, this.#busyProjects());
           this.#news = fed.leased === eventBatch;
@@ -145,37 +180,44 @@ export class Lane {
     // Claims run one at a time (this pump is single-flight) and ahead of need: rows wait in a
     // small local buffer, so a freed slot starts its next attempt at once, without a round trip.
     // Rows waiting for a busy project or host do not count as ahead, so others are still claimed.
-    for (;;) {
+    // A claim that comes back short means nothing more is due: the next one waits for news (a
+    // NOTIFY, the poll timer) or for a project or host to come below its bound.
+    while (this.#rowsMayWait) {
       this.#startBuffered();
       this.#releaseStale();
-      const ready = this.#buffer.filter((b) => this.#startable(b)).length;
-      const want = ahead - this.#inFlight - ready;
-      if (this.#stopping || want < concurrency * 2 || this.#buffer.length >= ahead * 4) return;
-      let rows: ClaimedRow[];
+      const want = ahead - this.#inFlight - this.#ready();
+      if (this.#stopping || want < concurrency * 2 || this.#buffered >= ahead * 4) return;
+      this.#rowsMayWait = false;
+      let rows: ClaimedRow[] = [];
+      let short = true;
       try {
-        const claim = {
-          kinds: this.#kindKeys,
-          limit: want,
-          leaseMs: this.options.leaseMs,
-          busyProjects: this.#busyProjects(),
-          claimable: this.options.claimable,
-        };
-        rows = await claimDue(this.options.db, claim);
+        for (const kind of this.#kindKeys) {
+          const claim = {
+            kind,
+            limit: want,
+            leaseMs: this.options.leaseMs,
+            busyProjects: this.#busyProjects(),
+            busyHosts: this.#busyHosts(),
+            claimable: this.options.claimable,
+          };
+          const claimed = await claimDue(this.options.db, claim);
+          if (claimed.length === want) short = false;
+          rows = rows.concat(claimed);
+        }
         await this.#prepare(rows);
       } catch (err) {
+        this.#rowsMayWait = true;
         this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'outbox poll failed');
         return;
       }
       const at = this.options.now();
       for (const row of rows) {
         const job = this.kindOf(row);
-        if (job) this.#buffer.push({ row, job, host: job.destination?.(row), at });
+        if (job) this.#push({ row, job, host: row.destination ?? job.destination?.(row), at });
       }
-      if (rows.length < want) {
-        this.#startBuffered();
-        return;
-      }
+      if (!short) this.#rowsMayWait = true;
     }
+    this.#startBuffered();
   }
 
   /** Each kind loads what its claimed rows need in one query; rows of a failed load go back. */
@@ -209,7 +251,7 @@ export class Lane {
         batch.done(row, undefined);
         continue;
       }
-      this.#buffer.push({ row, job, host: job.destination?.(row), at, inline: batch });
+      this.#push({ row, job, host: job.destination?.(row), at, inline: batch });
     }
     this.#startBuffered();
   }
@@ -228,34 +270,63 @@ export class Lane {
     this.#batches.add(finishing);
   }
 
-  /** Starts buffered attempts while slots are free, skipping those of a project or host at its bound. */
+  /**
+   * Starts buffered attempts while slots are free, project by project (a project that started
+   * something goes to the back), skipping a project or host at its bound.
+   */
   #startBuffered(): void {
-    if (this.#stopping || this.#inFlight >= this.options.concurrency || this.#buffer.length === 0) return;
-    const waiting: Buffered[] = [];
-    let i = 0;
-    for (; i < this.#buffer.length && this.#inFlight < this.options.concurrency; i++) {
-      const item = this.#buffer[i] as Buffered;
-      if (this.#startable(item)) this.#run(item);
-      else waiting.push(item);
+    if (this.#stopping || this.#inFlight >= this.options.concurrency || this.#buffered === 0) return;
+    for (const [project, hosts] of [...this.#buffer]) {
+      if (this.#inFlight >= this.options.concurrency) return;
+      if (!this.#projectFree(project)) continue;
+      let started = false;
+      for (const [host, queue] of hosts) {
+        while (queue.length > 0 && this.#hostFree(host) && this.#projectFree(project) && this.#inFlight < this.options.concurrency) {
+          this.#buffered--;
+          this.#run(queue.shift() as Buffered);
+          started = true;
+        }
+        if (queue.length === 0) hosts.delete(host);
+      }
+      if (hosts.size === 0) {
+        this.#buffer.delete(project);
+      } else if (started) {
+        this.#buffer.delete(project);
+        this.#buffer.set(project, hosts);
+      }
     }
-    // One pass, one copy (the buffer can hold thousands of a fed batch's jobs).
-    if (i > 0) this.#buffer = waiting.concat(this.#buffer.slice(i));
+  }
+
+  /** Takes every buffered item out that `stale` says is; what is left keeps its order. */
+  #take(stale: (b: Buffered) => boolean): Buffered[] {
+    const taken: Buffered[] = [];
+    for (const [project, hosts] of this.#buffer) {
+      for (const [host, queue] of hosts) {
+        // Each queue is in arrival order: only one whose oldest item is stale is looked through.
+        const head = queue[0];
+        if (!head || !stale(head)) continue;
+        const keep = queue.filter((b) => !stale(b));
+        taken.push(...queue.filter(stale));
+        if (keep.length > 0) hosts.set(host, keep);
+        else hosts.delete(host);
+      }
+      if (hosts.size === 0) this.#buffer.delete(project);
+    }
+    this.#buffered -= taken.length;
+    return taken;
   }
 
   /**
    * Gives back rows that waited in the buffer for a quarter of their lease (their project or host
-   * stayed at its bound), well before the lease could run out and let another relay take them too.
+   * stayed at its bound), well before the lease could run out and let another relay take them
+   * too; fed jobs waiting longer than `inlineStartMs` are left to rows.
    */
   #releaseStale(): void {
     const now = this.options.now();
     const rowLimit = now - this.options.leaseMs / 4;
     const inlineLimit = now - this.options.inlineStartMs;
-    const first = this.#buffer[0];
-    if (!first || first.at >= Math.min(rowLimit, inlineLimit)) return;
-    const stale = this.#buffer.filter((b) => (b.inline ? b.at < inlineLimit : b.at < rowLimit));
+    const stale = this.#take((b) => (b.inline ? b.at < inlineLimit : b.at < rowLimit));
     if (stale.length === 0) return;
-    const gone = new Set(stale);
-    this.#buffer = this.#buffer.filter((b) => !gone.has(b));
     for (const b of stale) b.inline?.done(b.row, undefined);
     const rows = stale.filter((b) => !b.inline).map((b) => b.row.id);
     if (rows.length > 0) void release(this.options.db, rows).catch(() => undefined);
@@ -280,8 +351,11 @@ export class Lane {
         this.options.log.warn({ outboxId: row.id, kind: row.kind, err: err instanceof Error ? err.message : String(err) }, 'outbox row not handled');
       }
       this.#inFlight--;
+      const wasBusy = !this.#projectFree(row.project_id) || (host !== undefined && !this.#hostFree(host));
       bump(this.#projects, row.project_id, -1);
       if (host !== undefined) bump(this.#hosts, host, -1);
+      // Its project's or host's rows were left unclaimed while it was at its bound.
+      if (wasBusy) this.#rowsMayWait = true;
       this.wake();
       if (outcome) count(row, outcome);
       if (inline) {
@@ -330,7 +404,7 @@ export class Lane {
   /** Stops claiming, gives back what was not started, waits for what is in flight. */
   async stop(): Promise<void> {
     this.#stopping = true;
-    const unstarted = this.#buffer.splice(0);
+    const unstarted = this.#take(() => true);
     for (const b of unstarted) b.inline?.done(b.row, undefined);
     await release(
       this.options.db,

@@ -23,6 +23,8 @@ export interface OutboxRow {
   last_error: string | null;
   last_response_body: string | null;
   last_attempt_at: Date | null;
+  /** The host (and port) a delivery goes to, for the per-host bound; null for other work. */
+  destination: string | null;
   /** One manual attempt (failedDeliveries/{id}/retry): a failure goes straight back to failed. */
   manual_retry: boolean;
   created_at: Date;
@@ -36,13 +38,13 @@ export async function notifyOutbox(db: Executor): Promise<void> {
 }
 
 type NewOutboxRow = Pick<OutboxRow, 'project_id' | 'kind'> &
-  Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'subscription_id' | 'event' | 'event_id' | 'url' | 'payload'>>;
+  Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'subscription_id' | 'event' | 'event_id' | 'url' | 'payload' | 'destination'>>;
 
 /** Queues one row (unless a unique rule says it is already queued: then undefined) and wakes the relays on commit. */
 export async function enqueue(db: Executor, row: NewOutboxRow): Promise<OutboxRow | undefined> {
   const { rows } = await db.raw<{ rows: OutboxRow[] }>(
-    `INSERT INTO outbox (project_id, kind, delivery_kind, wallet_id, subscription_id, event, event_id, url, payload, message_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+    `INSERT INTO outbox (project_id, kind, delivery_kind, wallet_id, subscription_id, event, event_id, url, payload, message_id, destination)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
     [
       row.project_id,
       row.kind,
@@ -54,38 +56,44 @@ export async function enqueue(db: Executor, row: NewOutboxRow): Promise<OutboxRo
       row.url ?? null,
       row.payload ?? null,
       newMessageId(),
+      row.destination ?? null,
     ],
   );
   await notifyOutbox(db);
   return rows[0];
 }
 
-/** The kinds one claim takes, as `kind:delivery_kind` (registry.ts). */
-export type KindKey = string;
+/** One kind of row a claim takes: `kind`, and `delivery_kind` ('' for none). */
+export interface KindKey {
+  kind: string;
+  deliveryKind: string;
+}
 
 /**
- * Takes up to `limit` due rows of the given kinds for this relay (recorded `event` rows are fed,
- * not claimed): SKIP LOCKED so relays side by side never take the same row, and a lease so that
- * a row whose relay died is taken again once the lease runs out. Rows of `busyProjects` (at their
- * bound in this lane) are left for later; `claimable` is the tenancy's condition on the row.
+ * Takes up to `limit` due rows of one kind for this relay (recorded `event` rows are fed, not
+ * claimed; the index outbox_due_by_kind reads only this kind's due rows): SKIP LOCKED so relays
+ * side by side never take the same row, and a lease so that a row whose relay died is taken again
+ * once the lease runs out. Rows of `busyProjects` and `busyHosts` (at their bound in this lane)
+ * are left for later; `claimable` is the tenancy's condition on the row.
  */
 export async function claimDue(
   db: Executor,
-  claim: { kinds: readonly KindKey[]; limit: number; leaseMs: number; busyProjects: readonly number[]; claimable: string },
+  claim: { kind: KindKey; limit: number; leaseMs: number; busyProjects: readonly number[]; busyHosts: readonly string[]; claimable: string },
 ): Promise<ClaimedRow[]> {
   const { rows } = await db.raw<{ rows: OutboxRow[] }>(
     `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
       WHERE id IN (
         SELECT id FROM outbox
-         WHERE status IN ('pending', 'failed') AND next_attempt_at <= now() AND kind <> 'event'
-           AND (kind || ':' || coalesce(delivery_kind, '')) = ANY(?::text[])
+         WHERE kind = ? AND coalesce(delivery_kind, '') = ?
+           AND status IN ('pending', 'failed') AND next_attempt_at <= now() AND next_attempt_at IS NOT NULL AND kind <> 'event'
            AND (locked_until IS NULL OR locked_until < now())
            AND project_id <> ALL(?::bigint[])
+           AND coalesce(destination, '') <> ALL(?::text[])
            AND ${claim.claimable}
          ORDER BY next_attempt_at, id
          LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING *`,
-    [claim.leaseMs / 1000, pgArray([...claim.kinds]), pgArray([...claim.busyProjects]), claim.limit],
+    [claim.leaseMs / 1000, claim.kind.kind, claim.kind.deliveryKind, pgArray([...claim.busyProjects]), pgArray([...claim.busyHosts]), claim.limit],
   );
   return rows.sort((x, y) => x.id - y.id);
 }

@@ -13,6 +13,7 @@ import { newWebhookSecret } from '../projects/keys.js';
 import type { ProjectRow } from '../projects/repository.js';
 import type { ProjectScope } from '../tenancy/scope.js';
 import { subscriptionSecretAad } from './secrets.js';
+import { hostOf } from './deliver.js';
 import {
   countLiveSubscriptionsLocked,
   findSubscription,
@@ -160,6 +161,7 @@ export async function testSubscription(db: Executor, scope: ProjectScope, id: nu
       event_id: eventId,
       url: sub.url,
       payload,
+      destination: hostOf(sub.url) ?? null,
     });
     if (!row) throw new Error('test delivery not recorded');
     return { deliveryId: row.id, webhookId: row.message_id };

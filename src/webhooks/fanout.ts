@@ -5,10 +5,14 @@ import { eventsFannedOut } from '../metrics.js';
 import { notifyOutbox, type ClaimedRow, type Outcome } from '../outbox/repository.js';
 import type { FedBatch, Feeder } from '../outbox/registry.js';
 import { TENANT_ACTIVE } from '../tenancy/quiet.js';
+import { hostOf } from './deliver.js';
 import type { SubscriptionRow } from './repository.js';
 
 /** One delivery of a recorded event to one subscription, before it has a row of its own. */
 interface EventDelivery {
+  /** The recorded row holding the event, and the event's place in it (1-based). */
+  recordedId: number;
+  ord: number;
   projectId: number;
   eventId: string;
   type: string;
@@ -47,9 +51,9 @@ async function claimEvents(
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
   if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map() };
   const { rows } = await db.raw<{
-    rows: Array<{ project_id: number; event_id: string; type: string; body: string; subscription_id: number }>;
+    rows: Array<{ recorded: number; ord: number; project_id: number; event_id: string; type: string; body: string; subscription_id: number }>;
   }>(
-    `SELECT o.project_id, e.envelope->>'id' AS event_id, e.envelope->>'type' AS type, e.envelope::text AS body, s.id AS subscription_id
+    `SELECT o.id AS recorded, e.ord::int AS ord, o.project_id, e.envelope->>'id' AS event_id, e.envelope->>'type' AS type, e.envelope::text AS body, s.id AS subscription_id
        FROM outbox o
        CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS e(envelope, ord)
        JOIN webhook_subscriptions s
@@ -64,6 +68,8 @@ async function claimEvents(
   return {
     recorded,
     deliveries: rows.map((r) => ({
+      recordedId: r.recorded,
+      ord: r.ord,
       projectId: r.project_id,
       eventId: r.event_id,
       type: r.type,
@@ -78,7 +84,9 @@ async function claimEvents(
 /**
  * Ends leased recorded rows: their deliveries that did not succeed at once (or were not tried in
  * time) get rows of their own, which retries, the failed list and manual retries work on; the
- * recorded rows are marked done. One transaction.
+ * recorded rows are marked done. One transaction. The bodies are not sent back: each is taken
+ * again from its recorded row (its element, by place), so a batch of thousands costs little to
+ * send and the stored bytes stay exactly the event's.
  */
 async function finishEvents(
   db: Knex,
@@ -89,23 +97,29 @@ async function finishEvents(
     if (rest.length > 0) {
       const col = <T extends string | number | boolean | null>(f: (r: (typeof rest)[number]) => T) => pgArray(rest.map(f));
       await tx.raw(
-        `INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id,
+        `WITH e AS (
+           SELECT o.id AS recorded, x.ord::int AS ord, o.project_id, x.envelope->>'type' AS type, x.envelope::text AS body
+             FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS x(envelope, ord)
+            WHERE o.id = ANY(?::bigint[]))
+         INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id, destination,
                              status, attempts, next_attempt_at, last_status, last_error, last_response_body, last_attempt_at)
-         SELECT r.project_id, 'delivery', 'subscription', r.subscription_id, r.type, r.event_id, r.url, r.body, r.message_id,
+         SELECT e.project_id, 'delivery', 'subscription', r.subscription_id, e.type, r.event_id, r.url, e.body, r.message_id, r.destination,
                 r.status, r.attempts,
                 CASE WHEN r.retry_ms IS NULL THEN NULL ELSE now() + r.retry_ms * interval '1 millisecond' END,
                 r.last_status, r.last_error, r.last_response_body, CASE WHEN r.attempts > 0 THEN now() END
-           FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::bigint[], ?::int[], ?::text[], ?::text[])
-             AS r(project_id, subscription_id, type, event_id, url, body, message_id, status, attempts, retry_ms, last_status, last_error, last_response_body)
+           FROM unnest(?::bigint[], ?::int[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::bigint[], ?::int[], ?::text[], ?::text[])
+             AS r(recorded, ord, subscription_id, event_id, url, message_id, destination, status, attempts, retry_ms, last_status, last_error, last_response_body)
+           JOIN e ON e.recorded = r.recorded AND e.ord = r.ord
          ON CONFLICT DO NOTHING`,
         [
-          col((r) => r.delivery.projectId),
+          pgArray([...new Set(rest.map((r) => r.delivery.recordedId))]),
+          col((r) => r.delivery.recordedId),
+          col((r) => r.delivery.ord),
           col((r) => r.delivery.subscriptionId),
-          col((r) => r.delivery.type),
           col((r) => r.delivery.eventId),
           col((r) => r.outcome?.url ?? r.url),
-          col((r) => r.delivery.body),
           col((r) => r.delivery.messageId),
+          col((r) => hostOf(r.outcome?.url ?? r.url) ?? null),
           col((r) => r.outcome?.status ?? 'pending'),
           col((r) => (r.outcome?.attempted ? 1 : 0)),
           col((r) => (r.outcome ? (r.outcome.retryInMs === null ? null : Math.round(r.outcome.retryInMs)) : 0)),
@@ -142,6 +156,7 @@ function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, at: Date): Cl
     last_response_body: null,
     last_attempt_at: null,
     manual_retry: false,
+    destination: hostOf(sub?.url) ?? null,
     created_at: at,
     context: sub ?? null,
   };

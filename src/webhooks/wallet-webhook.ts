@@ -1,5 +1,6 @@
 import type { Executor } from '../db/knex.js';
 import { enqueue, notifyOutbox } from '../outbox/repository.js';
+import { hostOf } from './deliver.js';
 import { resendFailedWalletDeliveries } from './repository.js';
 
 /** The wallet-created webhook of the interface document, queued in the transaction that activates the wallet. */
@@ -12,6 +13,7 @@ export async function queueWalletWebhook(tx: Executor, wallet: { projectId: numb
     event: 'wallet.created',
     url: wallet.url,
     payload: wallet.payload,
+    destination: hostOf(wallet.url) ?? null,
   });
 }
 

@@ -30,6 +30,9 @@ export class Receiver {
     const holder: { r?: Receiver } = {};
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
+      // A sender that gives up (its timeout) resets the connection: not the receiver's failure.
+      req.on('error', () => undefined);
+      res.on('error', () => undefined);
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const r = holder.r;
