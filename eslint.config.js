@@ -2,6 +2,9 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+// The domains of src/ (docs/ARCHITECTURE.md): each owns its tables through its repository.
+const DOMAINS = ['organisations', 'projects', 'tokens', 'wallets', 'memberships', 'webhooks', 'audit'];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.data/**', 'eslint.config.js'] },
   js.configs.recommended,
@@ -77,6 +80,37 @@ export default tseslint.config(
       '@typescript-eslint/no-restricted-imports': [
         'error',
         { patterns: [{ group: ['**/keyvault/**'], allowTypeImports: true, message: 'import the signer contract with `import type` only' }] },
+      ],
+    },
+  },
+  // A domain reaches another domain through its commands and modules, never its repository (row
+  // types excepted); its route declarations hand the work to commands: no SQL, no repository at all.
+  ...DOMAINS.flatMap((domain) => {
+    const foreign = {
+      group: DOMAINS.filter((d) => d !== domain).map((d) => `../${d}/repository.js`),
+      allowTypeImports: true,
+      message: `src/${domain}/ may not use another domain's repository; call its commands, or resolve the tenant in src/tenancy/`,
+    };
+    const routes = {
+      group: ['./repository.js', '**/db/*', 'knex'],
+      allowTypeImports: true,
+      message: 'a route declaration calls commands; queries live in repositories',
+    };
+    return [
+      { files: [`src/${domain}/**/*.ts`], rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [foreign] }] } },
+      {
+        files: [`src/${domain}/routes.ts`, `src/${domain}/failed-deliveries.ts`],
+        rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [foreign, routes] }] },
+      },
+    ];
+  }),
+  {
+    // The outbox is infrastructure: the domains register their work with it (src/assembly.ts).
+    files: ['src/outbox/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: DOMAINS.map((d) => `../${d}/*`), message: 'src/outbox/ knows no domain: register job kinds from the domain instead' }] },
       ],
     },
   },

@@ -16,9 +16,10 @@ import type { AppState } from './http/context.js';
 import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
 import { healthRoutes } from './health/routes.js';
-import { audited } from './audit/audit.js';
+import { audited } from './audit/middleware.js';
 import { auditEndpoints } from './audit/routes.js';
 import { bindOutboxDepth } from './metrics.js';
+import { outboxDepth } from './outbox/repository.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { organisationEndpoints } from './organisations/routes.js';
@@ -108,7 +109,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     },
   };
 
-  bindOutboxDepth(deps.db);
+  bindOutboxDepth(() => outboxDepth(deps.db));
   healthRoutes(router, deps.db, deps.signer, deps.lifecycle, deps.config.appEnv);
   const oidc = new OidcVerifier({
     audience: deps.config.serviceAudience,

@@ -18,6 +18,7 @@ import { SignerClient } from './signer/client.js';
 import { bindSigner } from './signer/bind.js';
 import { readDeploymentId } from './db/deployment.js';
 import { bindOutboxDepth } from './metrics.js';
+import { outboxDepth } from './outbox/repository.js';
 import { startWorkerHttp } from './worker-http.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
@@ -182,7 +183,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     throw err;
   }
   const background = await startBackground(config, database, signer, dataEncryptionKey, log);
-  bindOutboxDepth(database.db);
+  bindOutboxDepth(() => outboxDepth(database.db));
   const lifecycle: Lifecycle = { draining: false };
   const server = await startWorkerHttp({ host: config.host, port: config.port, db: database.db, lifecycle, log });
   onShutdown(log, async () => {

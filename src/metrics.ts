@@ -1,5 +1,4 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Knex } from 'knex';
 
 /**
  * Prometheus metrics of this process (`GET /metrics` on the API and the worker). One registry per
@@ -66,11 +65,12 @@ export const eventsFannedOut = new Counter({
   registers: [registry],
 });
 
-let depthSource: Knex | undefined;
+type DepthReader = () => Promise<Array<{ kind: string; status: string; n: number }>>;
+let depthSource: DepthReader | undefined;
 
-/** Which database the outbox depth gauge reads at scrape time. */
-export function bindOutboxDepth(db: Knex): void {
-  depthSource = db;
+/** What the outbox depth gauge reads at scrape time (outbox/repository.ts outboxDepth). */
+export function bindOutboxDepth(read: DepthReader): void {
+  depthSource = read;
 }
 
 new Gauge({
@@ -82,10 +82,7 @@ new Gauge({
     this.reset();
     if (!depthSource) return;
     try {
-      const { rows } = await depthSource.raw<{ rows: Array<{ kind: string; status: string; n: number }> }>(
-        `SELECT kind, status, count(*)::int AS n FROM outbox WHERE status IN ('pending', 'failed') GROUP BY kind, status`,
-      );
-      for (const r of rows) this.set({ kind: r.kind, status: r.status }, r.n);
+      for (const r of await depthSource()) this.set({ kind: r.kind, status: r.status }, r.n);
     } catch {
       // The database is down: the gauge is left empty rather than failing the scrape.
     }

@@ -3,7 +3,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
 import { declareList, type Declaration } from '../http/declare.js';
-import { listAudit, presentAudit } from './audit.js';
+import { auditOf } from './commands.js';
+import { presentAudit } from './presenter.js';
 import * as ex from '../openapi/examples.js';
 
 const AuditEntryOut = component(
@@ -52,7 +53,7 @@ export function auditEndpoints(_deps: RouteDeps): Declaration[] {
         },
       },
       async (ctx, { scope, paging }) => {
-        const result = paging.pageOf(await listAudit(ctx.state.db, scope.organisationId, paging.page));
+        const result = paging.pageOf(await auditOf(ctx.state.db, scope, paging.page));
         ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
       },
     ),

@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
 import type { Knex } from 'knex';
-import { AppError, DependencyUnavailableError } from '../errors.js';
-import { databaseReachable } from '../db/health.js';
+import { AppError } from '../errors.js';
+import { checkReadiness } from './readiness.js';
 import type { AppState } from '../http/context.js';
 import type { Lifecycle } from '../lifecycle.js';
-import { developmentStoreInProduction, type SignerClient } from '../signer/client.js';
+import type { SignerClient } from '../signer/client.js';
 import type { AppEnv } from '../config.js';
 import { registry } from '../metrics.js';
 import { Type } from '@sinclair/typebox';
@@ -65,13 +65,7 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
       if (lifecycle.draining) {
         throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
       }
-      const [database, signerHealth] = await Promise.all([databaseReachable(db, 2_000), signer.health()]);
-      if (!database) throw new DependencyUnavailableError('database');
-      if (!signerHealth.reachable) throw new DependencyUnavailableError('signer');
-      // Production end to end: a signer on the development key store is not one this deployment may use.
-      if (developmentStoreInProduction(appEnv, signerHealth))
-        throw new DependencyUnavailableError('signer (it uses the development key store, refused in production)');
-      const keyStore = signerHealth.ok ? 'ok' : signerHealth.sealed ? 'sealed' : 'unavailable';
+      const { keyStore } = await checkReadiness(db, signer, appEnv);
       ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore } };
     }),
   );

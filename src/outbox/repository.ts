@@ -151,3 +151,11 @@ export async function settleMany(db: Executor, items: ReadonlyArray<{ id: number
     ],
   );
 }
+
+/** Rows not done yet, by kind and status: the outbox depth gauge. */
+export async function outboxDepth(db: Executor): Promise<Array<{ kind: string; status: string; n: number }>> {
+  const { rows } = await db.raw<{ rows: Array<{ kind: string; status: string; n: number }> }>(
+    `SELECT kind, status, count(*)::int AS n FROM outbox WHERE status IN ('pending', 'failed') GROUP BY kind, status`,
+  );
+  return rows;
+}

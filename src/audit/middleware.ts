@@ -1,25 +1,7 @@
 import { principalKey } from '../auth/principal.js';
-import type { Executor } from '../db/knex.js';
 import type { AppContext, AppMiddleware } from '../http/context.js';
 import type { AuditTarget, Route } from '../http/declare.js';
-import type { Page } from '../http/pagination.js';
-
-export interface AuditRow {
-  id: number;
-  at: Date;
-  organisation_id: number | null;
-  project_id: number | null;
-  actor: string;
-  action: string;
-  target: string | null;
-  status: number | null;
-  request_id: string | null;
-  details: Record<string, unknown>;
-}
-
-export async function recordAudit(db: Executor, row: Omit<AuditRow, 'id' | 'at'>): Promise<void> {
-  await db('audit_log').insert({ ...row, details: JSON.stringify(row.details) });
-}
+import { recordAudit } from './repository.js';
 
 /** The entry's tenant: the scope the request resolved, or the organisation it created. */
 function tenantOf(ctx: AppContext, target: AuditTarget, answer: Record<string, unknown>): { organisationId: number | null; projectId: number | null } {
@@ -71,24 +53,3 @@ export function audited(route: Route, target: AuditTarget): AppMiddleware {
     });
   };
 }
-
-export async function listAudit(db: Executor, organisationId: number, page: Page): Promise<AuditRow[]> {
-  return await db<AuditRow>('audit_log')
-    .where('organisation_id', organisationId)
-    .where('id', '>', page.afterId)
-    .orderBy('id')
-    .limit(page.limit + 1);
-}
-
-export const presentAudit = (r: AuditRow) => ({
-  id: r.id,
-  at: r.at.toISOString(),
-  organisationId: r.organisation_id,
-  projectId: r.project_id,
-  actor: r.actor,
-  action: r.action,
-  target: r.target,
-  status: r.status,
-  requestId: r.request_id,
-  details: r.details,
-});
