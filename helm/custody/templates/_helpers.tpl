@@ -251,12 +251,16 @@ through NAME_FILE; with secretsAsFiles false, as environment variables from the 
   value: {{ .Values.config.webhookRetrySchedule | quote }}
 - name: WEBHOOK_TIMEOUT_MS
   value: {{ .Values.config.webhookTimeoutMs | quote }}
-- name: WEBHOOK_ENDPOINT_CONCURRENCY
-  value: {{ .Values.config.webhookEndpointConcurrency | quote }}
+- name: WEBHOOK_HOST_CONCURRENCY
+  value: {{ .Values.config.webhookHostConcurrency | quote }}
+- name: WEBHOOK_SUBSCRIPTIONS_PER_PROJECT
+  value: {{ .Values.config.webhookSubscriptionsPerProject | quote }}
 - name: EGRESS_ALLOW_PRIVATE
   value: {{ join "," .Values.config.egressAllowPrivate | quote }}
 - name: RELAY_CONCURRENCY
   value: {{ .Values.config.relayConcurrency | quote }}
+- name: RELAY_PROJECT_CONCURRENCY
+  value: {{ .Values.config.relayProjectConcurrency | quote }}
 - name: SCHEDULER_INTERVAL_MS
   value: {{ .Values.config.schedulerIntervalMs | quote }}
 - name: RATE_LIMIT_TOKEN
