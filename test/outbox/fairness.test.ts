@@ -1,5 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { createDb } from '../../src/db/knex.js';
+import { migrateLatest } from '../../src/db/migrate.js';
+import { scratchDatabase } from '../support/process.js';
+import { shareRunDeployment } from '../support/db.js';
 import { startAppWithIdp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
 import type { TestIdp } from '../support/idp.js';
@@ -14,12 +19,22 @@ describe('outbox: fair to tenants', function () {
   let app: TestApp;
   let idp: TestIdp;
   let blackHole: Receiver;
-  /** Organisations left with thousands of failing deliveries: deleted at the end, so that their work goes quiet for the other suites' relays. */
+  let scratch: { url: string; drop(): Promise<void> };
+  let db: Knex;
+  /** Organisations left with thousands of failing deliveries: deleted at the end, so that their work goes quiet. */
   const noisy: number[] = [];
 
   before(async () => {
+    // Its own database: the thousands of deliveries it leaves would slow every suite after it.
+    scratch = await scratchDatabase();
+    db = createDb({ url: scratch.url, poolMax: 10 });
+    await migrateLatest(db);
+    await shareRunDeployment(db);
     // Attempts to the black hole hang for the whole test: a timeout longer than it runs.
-    env = await startAppWithIdp({ WEBHOOK_TIMEOUT_MS: '120000', WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', JWKS_REFETCH_INTERVAL_MS: '0' });
+    env = await startAppWithIdp(
+      { DATABASE_URL: scratch.url, WEBHOOK_TIMEOUT_MS: '120000', WALLET_WEBHOOK_BACKGROUND_RETRY: 'false', JWKS_REFETCH_INTERVAL_MS: '0' },
+      db,
+    );
     ({ app, idp } = env);
     blackHole = await Receiver.start();
     blackHole.respond = () => 'hang';
@@ -29,6 +44,8 @@ describe('outbox: fair to tenants', function () {
     // The hanging attempts end (connection closed) before the relay is asked to stop.
     await blackHole.close();
     await env.close();
+    await db.destroy();
+    await scratch.drop();
   });
 
   async function tenant(walletWebhookUrl: string) {

@@ -133,11 +133,12 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
 /** The app with a real HTTPS IdP (its CA trusted through OIDC_CA_FILE), a webhook receiver and the relay. */
 export async function startAppWithIdp(
   env: Record<string, string> = {},
+  db?: Knex,
 ): Promise<{ app: TestApp; idp: TestIdp; receiver: Receiver; dir: string; close: () => Promise<void> }> {
   const idp = await TestIdp.start();
   const dir = mkdtempSync(path.join(tmpdir(), 'custody-idp-'));
   writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-  const app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), RELAY_POLL_MS: '100', ...env }, undefined, { relay: true });
+  const app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), RELAY_POLL_MS: '100', ...env }, db, { relay: true });
   const receiver = await Receiver.start();
   return {
     app,
