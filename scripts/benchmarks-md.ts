@@ -112,6 +112,15 @@ add(newest('hostile'), 'hostile', (r) => [
   },
 ]);
 
+add(newest('fairness'), 'fairness', (r) => [
+  {
+    what: `a tenant's createasync → webhook p99 beside a tenant with dead endpoints and 1,000-item issues, vs alone`,
+    figure: `${n(num(r, 'beside.p99Ms'))} ms vs ${n(num(r, 'alone.p99Ms'))} ms = ${n(num(r, 'ratio'), 1)}×`,
+    goal: `≤ ${num(r, 'goal')}×`,
+    met: num(r, 'ratio') <= num(r, 'goal'),
+  },
+]);
+
 add(newest('signer-memory'), 'signer-memory', (r) => [
   {
     what: `signer peak memory, ${num(r, 'concurrency')} concurrent key creations (Vault, chart settings), vs the chart's limit`,
