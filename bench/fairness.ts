@@ -4,7 +4,8 @@ import { freePort, spawnService } from '../test/support/process.js';
 import { Receiver } from '../test/support/receiver.js';
 import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
-import { BENCH_NODE_ARGS, fixedRate, percentile, writeResult } from './stats.js';
+import { createAsyncToWebhook } from './wallet-webhooks.js';
+import { BENCH_NODE_ARGS, percentile, writeResult } from './stats.js';
 
 /**
  * Fairness between tenants (issue 18): tenant B's createasync → wallet-webhook latency alone, then
@@ -57,27 +58,9 @@ try {
   let next = 0;
   /** B's createasync at RATE/s for SECONDS; the latency from sending to its wallet webhook's arrival. */
   const measureB = async () => {
-    const jwts = await Promise.all(
-      Array.from({ length: RATE * SECONDS }, () => b.iss.sign({ email: `b${next++}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })),
-    );
-    const sentAt = new Map<string, number>();
-    const before = receiver.received.length;
-    await fixedRate(RATE, SECONDS, async (i) => {
-      const email = `b${next - jwts.length + i}@bench.example.com`;
-      sentAt.set(email, Date.now());
-      const r = await load.post('/api/v1/wallets/createasync', b.body, jwts[i]!);
-      if (r.status !== 202) throw new Error(`createasync answered ${r.status}`);
-    });
-    const arrivals = new Map<string, number>();
-    const deadline = Date.now() + 120_000;
-    while (arrivals.size < jwts.length && Date.now() < deadline) {
-      for (const r of receiver.received.slice(before)) {
-        const email = (JSON.parse(r.body) as { emailAddress: string }).emailAddress;
-        if (sentAt.has(email) && !arrivals.has(email)) arrivals.set(email, r.at);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return [...arrivals].map(([email, at]) => at - (sentAt.get(email) ?? at));
+    const emails = Array.from({ length: RATE * SECONDS }, () => `b${next++}@bench.example.com`);
+    const jwts = await Promise.all(emails.map((email) => b.iss.sign({ email }, { audience: AUDIENCE, expiresIn: '1h' })));
+    return createAsyncToWebhook(load, receiver, { rate: RATE, seconds: SECONDS, body: b.body, jwts, emails });
   };
 
   // Warm-up: both code paths compiled, the signer's pool started.

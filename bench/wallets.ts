@@ -7,6 +7,7 @@ import { Client } from '../test/support/http.js';
 import { freePort, spawnService } from '../test/support/process.js';
 import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
+import { createAsyncToWebhook } from './wallet-webhooks.js';
 import { BENCH_NODE_ARGS, closedLoop, fixedRate, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
 
 /**
@@ -210,23 +211,10 @@ try {
   const asyncJwts = await Promise.all(
     Array.from({ length: 50 * SECONDS }, (_, i) => iss.sign({ email: `async${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' })),
   );
-  const sentAt = new Map<string, number>();
-  const before = receiver.received.length;
-  await fixedRate(50, SECONDS, async (i) => {
-    sentAt.set(`async${i}@bench.example.com`, Date.now());
-    const r = await load.post('/api/v1/wallets/createasync', signinBody, asyncJwts[i]!);
-    if (r.status !== 202) throw new Error(`createasync answered ${r.status}`);
-  });
-  const arrivals = new Map<string, number>();
-  const deadline = Date.now() + 120_000;
-  while (arrivals.size < asyncJwts.length && Date.now() < deadline) {
-    for (const r of receiver.received.slice(before)) {
-      const email = (JSON.parse(r.body) as { emailAddress: string }).emailAddress;
-      if (sentAt.has(email) && !arrivals.has(email)) arrivals.set(email, r.at);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const webhookLatencies = [...arrivals].map(([email, at]) => at - (sentAt.get(email) ?? at)).sort((x, y) => x - y);
+  const emails = asyncJwts.map((_, i) => `async${i}@bench.example.com`);
+  const webhookLatencies = (await createAsyncToWebhook(load, receiver, { rate: 50, seconds: SECONDS, body: signinBody, jwts: asyncJwts, emails })).sort(
+    (x, y) => x - y,
+  );
   const toWebhook = {
     rate: 50,
     seconds: SECONDS,
