@@ -188,22 +188,17 @@ export class Lane {
       const want = ahead - this.#inFlight - this.#ready();
       if (this.#stopping || want < concurrency * 2 || this.#buffered >= ahead * 4) return;
       this.#rowsMayWait = false;
-      let rows: ClaimedRow[] = [];
-      let short = true;
+      let rows: ClaimedRow[];
       try {
-        for (const kind of this.#kindKeys) {
-          const claim = {
-            kind,
-            limit: want,
-            leaseMs: this.options.leaseMs,
-            busyProjects: this.#busyProjects(),
-            busyHosts: this.#busyHosts(),
-            claimable: this.options.claimable,
-          };
-          const claimed = await claimDue(this.options.db, claim);
-          if (claimed.length === want) short = false;
-          rows = rows.concat(claimed);
-        }
+        const claim = {
+          kinds: this.#kindKeys,
+          limit: want,
+          leaseMs: this.options.leaseMs,
+          busyProjects: this.#busyProjects(),
+          busyHosts: this.#busyHosts(),
+          claimable: this.options.claimable,
+        };
+        rows = await claimDue(this.options.db, claim);
         await this.#prepare(rows);
       } catch (err) {
         this.#rowsMayWait = true;
@@ -215,7 +210,7 @@ export class Lane {
         const job = this.kindOf(row);
         if (job) this.#push({ row, job, host: row.destination ?? job.destination?.(row), at });
       }
-      if (!short) this.#rowsMayWait = true;
+      if (rows.length === want) this.#rowsMayWait = true;
     }
     this.#startBuffered();
   }

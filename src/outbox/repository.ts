@@ -70,21 +70,22 @@ export interface KindKey {
 }
 
 /**
- * Takes up to `limit` due rows of one kind for this relay (recorded `event` rows are fed, not
- * claimed; the index outbox_due_by_kind reads only this kind's due rows): SKIP LOCKED so relays
- * side by side never take the same row, and a lease so that a row whose relay died is taken again
- * once the lease runs out. Rows of `busyProjects` and `busyHosts` (at their bound in this lane)
- * are left for later; `claimable` is the tenancy's condition on the row.
+ * Takes up to `limit` due rows of the given kinds (a lane's) for this relay, in one statement
+ * (recorded `event` rows are fed, not claimed; the index outbox_due_by_kind reads only these
+ * kinds' due rows): SKIP LOCKED so relays side by side never take the same row, and a lease so
+ * that a row whose relay died is taken again once the lease runs out. Rows of `busyProjects` and
+ * `busyHosts` (at their bound in this lane) are left for later; `claimable` is the tenancy's
+ * condition on the row.
  */
 export async function claimDue(
   db: Executor,
-  claim: { kind: KindKey; limit: number; leaseMs: number; busyProjects: readonly number[]; busyHosts: readonly string[]; claimable: string },
+  claim: { kinds: readonly KindKey[]; limit: number; leaseMs: number; busyProjects: readonly number[]; busyHosts: readonly string[]; claimable: string },
 ): Promise<ClaimedRow[]> {
   const { rows } = await db.raw<{ rows: OutboxRow[] }>(
     `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
       WHERE id IN (
         SELECT id FROM outbox
-         WHERE kind = ? AND coalesce(delivery_kind, '') = ?
+         WHERE (kind, coalesce(delivery_kind, '')) IN (SELECT * FROM unnest(?::text[], ?::text[]))
            AND status IN ('pending', 'failed') AND next_attempt_at <= now() AND next_attempt_at IS NOT NULL AND kind <> 'event'
            AND (locked_until IS NULL OR locked_until < now())
            AND project_id <> ALL(?::bigint[])
@@ -93,7 +94,14 @@ export async function claimDue(
          ORDER BY next_attempt_at, id
          LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING *`,
-    [claim.leaseMs / 1000, claim.kind.kind, claim.kind.deliveryKind, pgArray([...claim.busyProjects]), pgArray([...claim.busyHosts]), claim.limit],
+    [
+      claim.leaseMs / 1000,
+      pgArray(claim.kinds.map((k) => k.kind)),
+      pgArray(claim.kinds.map((k) => k.deliveryKind)),
+      pgArray([...claim.busyProjects]),
+      pgArray([...claim.busyHosts]),
+      claim.limit,
+    ],
   );
   return rows.sort((x, y) => x.id - y.id);
 }
