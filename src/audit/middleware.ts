@@ -1,7 +1,7 @@
 import { principalKey } from '../auth/principal.js';
 import type { AppContext, AppMiddleware } from '../http/context.js';
 import type { AuditTarget, Route } from '../http/declare.js';
-import { recordAudit } from './repository.js';
+import { recordAudit } from './record.js';
 
 /** The entry's tenant: the scope the request resolved, or the organisation it created. */
 function tenantOf(ctx: AppContext, target: AuditTarget, answer: Record<string, unknown>): { organisationId: number | null; projectId: number | null } {

@@ -1,7 +1,10 @@
 import type { Executor } from '../db/knex.js';
-import { recordAudit, type AuditRow } from './repository.js';
+import type { AuditRow } from './repository.js';
 
-/** What a command audits itself (a key it created), in the transaction of its change. */
-export async function audit(tx: Executor, entry: Omit<AuditRow, 'id' | 'at'>): Promise<void> {
-  await recordAudit(tx, entry);
+/**
+ * Writes one audit entry in the caller's transaction: the request's (audit/middleware.ts) or what
+ * a command audits itself (a key it created), like events/record.ts for events.
+ */
+export async function recordAudit(tx: Executor, entry: Omit<AuditRow, 'id' | 'at'>): Promise<void> {
+  await tx('audit_log').insert({ ...entry, details: JSON.stringify(entry.details) });
 }

@@ -14,10 +14,6 @@ export interface AuditRow {
   details: Record<string, unknown>;
 }
 
-export async function recordAudit(db: Executor, row: Omit<AuditRow, 'id' | 'at'>): Promise<void> {
-  await db('audit_log').insert({ ...row, details: JSON.stringify(row.details) });
-}
-
 export async function listAudit(db: Executor, organisationId: number, page: Page): Promise<AuditRow[]> {
   return await db<AuditRow>('audit_log')
     .where('organisation_id', organisationId)

@@ -53,7 +53,7 @@ export class OutboxRegistry {
   }
 
   kindOf(row: Pick<OutboxRow, 'kind' | 'delivery_kind'>): JobKind | undefined {
-    return this.#kinds.get(keyOf(row.kind, row.delivery_kind)) ?? this.#kinds.get(keyOf(row.kind, undefined));
+    return this.#kinds.get(keyOf(row.kind, row.delivery_kind));
   }
 
   lanes(): string[] {

@@ -1,38 +1,18 @@
-import type { Knex } from 'knex';
-import { systemClock, type Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
 import { ListenConnection } from '../db/listen.js';
-import type { Logger } from '../logger.js';
-import { Lane } from './lane.js';
+import { Lane, type LaneOptions } from './lane.js';
 import type { OutboxRegistry } from './registry.js';
 import { OUTBOX_CHANNEL } from './repository.js';
 
-export interface RelayOptions {
-  db: Knex;
-  /** For the LISTEN connection (a pooled connection cannot keep listening). */
-  databaseUrl: string;
-  /** The job kinds and feeders the domains registered (src/assembly.ts). */
-  registry: OutboxRegistry;
-  log: Logger;
-  /** Attempts in flight per lane. */
-  concurrency: number;
-  /** Attempts in flight per project in a lane. */
-  projectConcurrency: number;
-  /** Attempts in flight per destination host in a lane. */
-  hostConcurrency: number;
-  pollMs: number;
-  /** How long a claimed row stays ours; longer than any attempt can take. */
-  leaseMs: number;
-  /** The tenancy's condition on claimable rows (tenancy/quiet.ts). */
-  claimable: string;
-  /** Recorded event rows (each holds the events of one change) leased per claim. */
-  eventBatch?: number;
-  /**
-   * A fed job not started this long after its claim (its host busy, or too many at once) is not
-   * tried inline: it gets a row and goes the row way. Keeps a lease's work short.
-   */
-  inlineStartMs?: number;
-  now?: Clock;
-}
+/** The lanes' settings (outbox/lane.ts), with defaults for the clock, the fed batch and the inline start. */
+export type RelayOptions = Omit<LaneOptions, 'now' | 'eventBatch' | 'inlineStartMs'> &
+  Partial<Pick<LaneOptions, 'now' | 'eventBatch' | 'inlineStartMs'>> & {
+    /** For the LISTEN connection (a pooled connection cannot keep listening). */
+    databaseUrl: string;
+    /** The job kinds and feeders the domains registered (src/assembly.ts). */
+    registry: OutboxRegistry;
+    pollMs: number;
+  };
 
 /**
  * Polls the outbox with SKIP LOCKED (woken at once by LISTEN/NOTIFY), one lane per kind of work
@@ -45,15 +25,9 @@ export class OutboxRelay {
 
   constructor(private readonly options: RelayOptions) {
     const { registry } = options;
-    const laneOptions = {
-      db: options.db,
-      log: options.log,
+    const laneOptions: LaneOptions = {
+      ...options,
       now: options.now ?? systemClock,
-      concurrency: options.concurrency,
-      projectConcurrency: options.projectConcurrency,
-      hostConcurrency: options.hostConcurrency,
-      leaseMs: options.leaseMs,
-      claimable: options.claimable,
       eventBatch: options.eventBatch ?? 1,
       inlineStartMs: options.inlineStartMs ?? 2_000,
     };

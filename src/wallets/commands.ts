@@ -7,7 +7,7 @@ import type { Executor } from '../db/knex.js';
 
 import { AppError, NotFoundError, ValidationError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
-import { audit } from '../audit/record.js';
+import { recordAudit } from '../audit/record.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue } from '../outbox/repository.js';
 import { queueWalletWebhook, resendFailedWalletWebhooks } from '../webhooks/wallet-webhook.js';
@@ -146,7 +146,7 @@ export async function completeWallet(
     if (activated) {
       await recordWalletCreated(tx, project, activated, new Date(deps.now()));
       // The key creation, in the audit log: through the project's key, for this wallet.
-      await audit(tx, {
+      await recordAudit(tx, {
         organisation_id: project.organisation_id,
         project_id: project.id,
         actor: `project:${project.id}`,
