@@ -37,10 +37,10 @@ try {
     stream?.resume();
   }
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
-  const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Fairness' });
+  const org = await api.post('/api/v1/organisations', { name: 'Fairness' });
   const tenant = async (walletWebhookUrl: string) => {
     const iss = await idp.issuer();
-    const project = await api.post<{ id: number; projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, {
+    const project = await api.post(`/api/v1/organisations/${org.body.id}/projects`, {
       name: `p-${randomBytes(3).toString('hex')}`,
       issuer: iss.issuer,
       walletWebhookUrl,

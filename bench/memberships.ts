@@ -35,10 +35,10 @@ try {
   await svc.waitFor(/listening on http/, 60_000);
   await pgClient.connect();
   const operator = new Client(`http://127.0.0.1:${port}`, stack.operatorToken);
-  const org = await operator.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
-  const project = await operator.post<{ id: number }>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
+  const org = await operator.post('/api/v1/organisations', { name: 'Bench' });
+  const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
   const projectId = project.body.id;
-  const token = await operator.post<{ token: string }>(`/api/v1/organisations/${org.body.id}/tokens`, { name: 'bench', role: 'admin', projectId });
+  const token = await operator.post(`/api/v1/organisations/${org.body.id}/tokens`, { name: 'bench', role: 'admin', projectId });
   const api = operator.withToken(token.body.token);
 
   const seedStarted = Date.now();
@@ -68,8 +68,7 @@ try {
   );
   const viewOnce = async (i: number) => {
     const r = await api.get(`/api/v1/membership/view?walletAddress=${wallets[i % wallets.length] ?? ''}`);
-    if (r.status !== 200 || (r.body as { memberships: unknown[] }).memberships.length !== PER_WALLET)
-      throw new Error(`view answered ${r.status}: ${r.text.slice(0, 300)}`);
+    if (r.status !== 200 || r.body.memberships.length !== PER_WALLET) throw new Error(`view answered ${r.status}: ${r.text.slice(0, 300)}`);
   };
   await closedLoop(300, 1, viewOnce);
   const view = await closedLoop(VIEW_CALLS, 1, viewOnce);

@@ -70,10 +70,10 @@ try {
   quiet(svc);
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
   const iss = await idp.issuer();
-  const org = await api.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
+  const org = await api.post('/api/v1/organisations', { name: 'Bench' });
   const keys: string[] = [];
   for (let p = 0; p < PROJECTS; p++) {
-    const project = await api.post<{ projectKey: string }>(`/api/v1/organisations/${org.body.id}/projects`, {
+    const project = await api.post(`/api/v1/organisations/${org.body.id}/projects`, {
       name: `p${p}`,
       issuer: iss.issuer,
       walletWebhookUrl: receiver.url,

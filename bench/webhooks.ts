@@ -60,9 +60,9 @@ try {
   await api.waitFor(/listening on http/);
   await sql.connect();
   const operator = new Client(`http://127.0.0.1:${port}`, stack.operatorToken);
-  const org = await operator.post<{ id: number }>('/api/v1/organisations', { name: 'Bench' });
-  const project = await operator.post<{ id: number }>(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
-  const token = await operator.post<{ token: string }>(`/api/v1/organisations/${org.body.id}/tokens`, { name: 'b', role: 'admin', projectId: project.body.id });
+  const org = await operator.post('/api/v1/organisations', { name: 'Bench' });
+  const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
+  const token = await operator.post(`/api/v1/organisations/${org.body.id}/tokens`, { name: 'b', role: 'admin', projectId: project.body.id });
   const client = operator.withToken(token.body.token);
   const sub = await client.post(`/api/v1/project/${project.body.id}/webhooks`, { url: receiver.url, events: ['*'], secret: SECRET });
   if (sub.status !== 201) throw new Error(sub.text);

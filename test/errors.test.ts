@@ -280,15 +280,15 @@ describe('bad input: problem+json with a stable code, and no change in the datab
       });
       expect(res.status, res.text).to.equal(c.status);
       expect(res.headers.get('content-type')).to.equal('application/problem+json');
-      expect(res.body).to.include({ status: c.status, code: c.code });
-      expect(res.body.type).to.equal(`urn:custody:problem:${c.code}`);
-      expect(res.body.title).to.be.a('string');
-      expect(res.body.detail).to.be.a('string');
-      expect(res.body.requestId).to.equal(res.headers.get('x-request-id'));
+      expect(res.problem).to.include({ status: c.status, code: c.code });
+      expect(res.problem.type).to.equal(`urn:custody:problem:${c.code}`);
+      expect(res.problem.title).to.be.a('string');
+      expect(res.problem.detail).to.be.a('string');
+      expect(res.problem.requestId).to.equal(res.headers.get('x-request-id'));
       if (c.errorPath) {
         expect(
-          res.body.errors.map((e: { path: string }) => e.path),
-          JSON.stringify(res.body.errors),
+          (res.problem.errors ?? []).map((e: { path: string }) => e.path),
+          JSON.stringify(res.problem.errors),
         ).to.include(c.errorPath);
       }
       if (c.status === 405) expect(res.headers.get('allow')).to.be.a('string');
@@ -299,7 +299,7 @@ describe('bad input: problem+json with a stable code, and no change in the datab
   it('lists every field problem at once', async () => {
     const res = await app.client.post(`/api/v1/organisations/${ids.org}/projects`, { name: '', issuer: 7, extra: true });
     expect(res.status).to.equal(400);
-    const paths = (res.body.errors as Array<{ path: string }>).map((e) => e.path);
+    const paths = (res.problem.errors ?? []).map((e) => e.path);
     expect(paths).to.include.members(['/name', '/issuer', '/extra']);
   });
 
@@ -310,7 +310,7 @@ describe('bad input: problem+json with a stable code, and no change in the datab
     expect(bad.headers.get('x-request-id')).to.match(/^[0-9a-f-]{36}$/);
     const onError = await app.client.get('/api/v1/nope', { headers: { 'x-request-id': 'err-1' } });
     expect(onError.headers.get('x-request-id')).to.equal('err-1');
-    expect(onError.body.requestId).to.equal('err-1');
+    expect(onError.problem.requestId).to.equal('err-1');
   });
 
   it('accepts JSON bodies however application/json with a UTF-8 charset is spelled', async () => {

@@ -7,7 +7,7 @@ import { getAddress } from 'ethers';
 import pg from 'pg';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { createLogger } from '../src/logger.js';
-import { Client } from './support/http.js';
+import { Client, required } from './support/http.js';
 import { freePort, spawnService, type Service } from './support/process.js';
 import { startSigner, type RunningSigner } from './support/signer.js';
 import { TestIdp } from './support/idp.js';
@@ -79,7 +79,7 @@ describe('faults under load: PostgreSQL restarted mid-load', function () {
           continue; // a connection cut by the restart is not an answer
         }
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-        if (res.status === 201) committed.push(res.body.memberships[0].tokenId as string);
+        if (res.status === 201) committed.push(required(res.body.memberships[0]).tokenId);
         if (res.status === 503) {
           unavailable++;
           if (!res.headers.get('retry-after')) withoutRetryAfter++;
@@ -210,7 +210,7 @@ describe('faults under load: the signer killed, the API killed', function () {
       const iss = await stack.idp.issuer();
       const org = await operator.post('/api/v1/organisations', { name: 'Signer faults' });
       const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer });
-      const key = project.body.projectKey as string;
+      const key = project.body.projectKey;
 
       const signedIn = new Map<string, string>();
       const accepted: string[] = [];
@@ -225,7 +225,7 @@ describe('faults under load: the signer killed, the API killed', function () {
           const path = n % 2 === 0 ? '/api/v1/signin' : '/api/v1/wallets/createasync';
           const res = await operator.withToken(jwt).post(path, { key });
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-          if (res.status === 200) signedIn.set(email, res.body.walletAddress as string);
+          if (res.status === 200) signedIn.set(email, required('walletAddress' in res.body ? res.body.walletAddress : undefined, 'the wallet'));
           if (res.status === 202) accepted.push(email);
           if (res.status === 503 && !res.headers.get('retry-after')) withoutRetryAfter++;
         }
@@ -303,7 +303,7 @@ describe('faults under load: the signer killed, the API killed', function () {
       const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: iss.issuer });
       await operator.post(`/api/v1/project/${project.body.id}/webhooks`, { url: receiver.url, events: ['membership.issued'] });
       const client = operator;
-      const q = `?projectId=${project.body.id}`;
+      const q = `?projectId=${project.body.id}` as const;
 
       const committed: string[] = [];
       let stop = false;
@@ -316,7 +316,7 @@ describe('faults under load: the signer killed, the API killed', function () {
             await new Promise((r) => setTimeout(r, 50)); // the process is gone; it comes back
             continue;
           }
-          if (res.status === 201) committed.push(res.body.memberships[0].tokenId as string);
+          if (res.status === 201) committed.push(required(res.body.memberships[0]).tokenId);
           else expect([503]).to.include(res.status);
         }
       };

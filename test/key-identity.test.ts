@@ -43,11 +43,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     return { iss, project: await createProject(app.client, org.id, { issuer: iss.issuer }) };
   };
   const signIn = async (app: TestApp, t: { iss: TestIssuer; project: Project }, email: string) =>
-    app.client.post<{ walletId: number; walletAddress: string; isNew: boolean; code?: string }>(
-      '/api/v1/signin',
-      { key: t.project.projectKey },
-      { token: await t.iss.sign({ email }, { audience: AUDIENCE }) },
-    );
+    app.client.post('/api/v1/signin', { key: t.project.projectKey }, { token: await t.iss.sign({ email }, { audience: AUDIENCE }) });
 
   /** A deployment of its own (database, signer, API process) for `run`, removed afterwards. */
   async function withDeployment(
@@ -108,7 +104,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         // The same wallet row id in the other deployment: refused, nothing recorded.
         const b = await signIn(appB, tB, 'second@example.com');
         expect(b.status, b.text).to.equal(503);
-        expect(b.body.code).to.equal('key_conflict');
+        expect(b.problem.code).to.equal('key_conflict');
         expect(b.headers.get('retry-after')).to.match(/^\d+$/);
         const rows = (await second.db('wallets').whereNotNull('address')) as unknown[];
         expect(rows).to.have.length(0);
@@ -227,9 +223,9 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       // Someone else's key under that id (as a shared or restored store would hold it).
       const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(own.db));
       const foreign = await client.createKey(row.key_id, 'wallet:someone-else');
-      const res = await app.client.post<{ code: string }>('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
+      const res = await app.client.post('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
       expect(res.status, res.text).to.equal(503);
-      expect(res.body.code).to.equal('key_conflict');
+      expect(res.problem.code).to.equal('key_conflict');
       expect(res.text).not.to.include(foreign.address);
       const after = (await own.db('wallets').where({ id: row.id }).first()) as { address: string | null };
       expect(after.address).to.equal(null);
@@ -281,7 +277,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       const signer = await startSigner({}, { dataDir, token: 'p'.repeat(43) });
       const app = await appOn(own, signer);
       try {
-        const rotated = await app.client.post<{ projectKey: string }>(`/api/v1/project/${project?.id}/keys`, { graceSeconds: 0 });
+        const rotated = await app.client.post(`/api/v1/project/${project?.id}/keys`, { graceSeconds: 0 });
         expect(rotated.status, rotated.text).to.equal(200);
         const t = { iss, project: { id: project?.id ?? 0, organisationId: org?.id ?? 0, projectKey: rotated.body.projectKey } };
         for (const w of legacy) {

@@ -5,7 +5,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Client } from './support/http.js';
+import { Client, required } from './support/http.js';
 import { freePort, scratchDatabase, spawnService } from './support/process.js';
 
 /** A data directory the embedded PostgreSQL's `postgres` user can traverse (mkdtemp makes 0700). */
@@ -81,7 +81,7 @@ describe('the service as a process', function () {
       const org = await client.post('/api/v1/organisations', { name: 'Secretive' });
       expect(org.status).to.equal(201);
       const project = await client.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'p', issuer: 'https://idp.example.com' });
-      secrets.push(project.body.projectKey, project.body.walletWebhookSecret);
+      secrets.push(project.body.projectKey, required(project.body.walletWebhookSecret));
       const given = await client.post(`/api/v1/organisations/${org.body.id}/projects`, {
         name: 'q',
         issuer: 'https://idp.example.com',

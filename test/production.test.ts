@@ -44,10 +44,10 @@ describe('production means production end to end', function () {
   it('and /readyz fails while its signer reports the development key store', async () => {
     const app = await startApp(PRODUCTION);
     try {
-      const res = await app.client.get<{ code: string; detail: string }>('/readyz', { token: null });
+      const res = await app.client.get('/readyz', { token: null });
       expect(res.status).to.equal(503);
-      expect(res.body.code).to.equal('dependency_unavailable');
-      expect(res.body.detail).to.include('development key store');
+      expect(res.problem.code).to.equal('dependency_unavailable');
+      expect(res.problem.detail).to.include('development key store');
       expect(res.headers.get('retry-after')).to.match(/^\d+$/);
     } finally {
       await app.close();

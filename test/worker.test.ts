@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { Client } from './support/http.js';
+import { Client, required } from './support/http.js';
 import { freePort, spawnService } from './support/process.js';
 import { startSigner } from './support/signer.js';
 import { startStack } from './support/stack.js';
@@ -45,7 +45,7 @@ describe('roles: api, worker and keyvault as separate processes', function () {
       );
       expect(res.status).to.equal(202);
       const [delivery] = await receiver.waitFor(1, 30_000);
-      const payload = new Webhook(project.body.walletWebhookSecret).verify(delivery!.body, delivery!.headers as Record<string, string>) as {
+      const payload = new Webhook(required(project.body.walletWebhookSecret)).verify(delivery!.body, delivery!.headers as Record<string, string>) as {
         emailAddress: string;
       };
       expect(payload.emailAddress).to.equal('roles@example.com');

@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { startApp, type TestApp } from '../support/app.js';
 import { createTenant } from '../support/factories.js';
-import type { Json, Reply } from '../support/http.js';
+import { required, type Reply } from '../support/http.js';
 import { TestIdp } from '../support/idp.js';
 
 describe('audit log of management writes and key creations', () => {
@@ -29,8 +29,8 @@ describe('audit log of management writes and key creations', () => {
     const t = await createTenant(app.client);
     const org = t.org.id;
     const pid = t.project.id;
-    const done: Array<{ action: string; res: Reply<Json>; actor: string }> = [];
-    const write = async (actor: string, action: string, call: Promise<Reply<Json>>) => {
+    const done: Array<{ action: string; res: Reply<unknown>; actor: string }> = [];
+    const write = async <T>(actor: string, action: string, call: Promise<Reply<T>>): Promise<Reply<T>> => {
       const res = await call;
       expect(res.status, `${action}: ${res.text}`).to.be.below(300);
       done.push({ action, res, actor });
@@ -65,7 +65,7 @@ describe('audit log of management writes and key creations', () => {
     await write(
       projectAdmin,
       'POST /api/v1/membership/revoke',
-      t.projectAdmin.post('/api/v1/membership/revoke', { tokenId: issued.body.memberships[0].tokenId }),
+      t.projectAdmin.post('/api/v1/membership/revoke', { tokenId: issued.body.memberships[0]!.tokenId }),
     );
     const hook = await write(
       projectAdmin,
@@ -85,7 +85,7 @@ describe('audit log of management writes and key creations', () => {
 
     const log = await t.orgAdmin.get(`/api/v1/organisations/${org}/audit?limit=1000`);
     expect(log.status).to.equal(200);
-    const entries = log.body.entries as Json[];
+    const entries = log.body.entries;
     // The tenant's own setup (project and tokens by the operator) comes first.
     const mine = entries.slice(-done.length);
     expect(mine.map((e) => e.action)).to.deep.equal(done.map((d) => d.action));
@@ -99,7 +99,7 @@ describe('audit log of management writes and key creations', () => {
     expect(mine.find((e) => e.action === 'POST /api/v1/membership/issue')?.projectId).to.equal(pid);
     expect(mine.find((e) => e.action === 'POST /api/v1/organisations/:id/tokens')?.target).to.equal(String(token.body.id));
 
-    const everything = JSON.stringify((await app.db('audit_log')).map((r: Json) => r));
+    const everything = JSON.stringify((await app.db('audit_log')).map((r: unknown) => r));
     for (const secretValue of [
       t.project.projectKey,
       project.body.projectKey,
@@ -124,7 +124,7 @@ describe('audit log of management writes and key creations', () => {
     expect(res.status, res.text).to.equal(200);
     const again = await app.client.withToken(jwt).post('/api/v1/signin', { key: t.project.projectKey });
     expect(again.status).to.equal(200);
-    const entries = (await t.orgAdmin.get(`/api/v1/organisations/${t.org.id}/audit`)).body.entries as Json[];
+    const entries = (await t.orgAdmin.get(`/api/v1/organisations/${t.org.id}/audit`)).body.entries;
     const created = entries.filter((e) => e.action === 'wallet.key_created');
     expect(created).to.have.length(1);
     expect(created[0]).to.include({
@@ -133,12 +133,12 @@ describe('audit log of management writes and key creations', () => {
       requestId: res.headers.get('x-request-id'),
       target: `wallet:${res.body.walletId}`,
     });
-    expect(created[0].details).to.include({ walletAddress: res.body.walletAddress });
+    expect(created[0]?.details).to.include({ walletAddress: res.body.walletAddress });
   });
 
   it('is for the operator and organisation admins: read tokens 403, project tokens and other tenants 404', async () => {
     const [t, other] = await Promise.all([createTenant(app.client), createTenant(app.client)]);
-    const url = `/api/v1/organisations/${t.org.id}/audit`;
+    const url = `/api/v1/organisations/${t.org.id}/audit` as const;
     expect((await app.client.get(url)).status).to.equal(200);
     expect((await t.orgAdmin.get(url)).status).to.equal(200);
     expect((await t.orgRead.get(url)).status).to.equal(403);
@@ -147,7 +147,7 @@ describe('audit log of management writes and key creations', () => {
     const page = await app.client.get(`${url}?limit=2`);
     expect(page.body.entries).to.have.length(2);
     const next = await app.client.get(`${url}?limit=2&cursor=${page.body.nextCursor}`);
-    expect(next.body.entries[0].id).to.be.greaterThan(page.body.entries[1].id);
+    expect(next.body.entries[0]?.id).to.be.greaterThan(required(page.body.entries[1]).id);
     expect((await app.client.get(`${url}?cursor=forged`)).status).to.equal(400);
   });
 });

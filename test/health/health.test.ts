@@ -14,7 +14,7 @@ describe('health and dependency failures', () => {
       app.lifecycle.draining = true;
       const draining = await app.client.get('/readyz', { token: null });
       expect(draining.status).to.equal(503);
-      expect(draining.body.code).to.equal('service_draining');
+      expect(draining.problem.code).to.equal('service_draining');
       expect(draining.headers.get('retry-after')).to.equal('1');
     } finally {
       await app.close();
@@ -29,14 +29,14 @@ describe('health and dependency failures', () => {
       const ready = await app.client.get('/readyz', { token: null });
       expect(ready.status).to.equal(503);
       expect(ready.headers.get('retry-after')).to.match(/^\d+$/);
-      expect(ready.body.code).to.equal('dependency_unavailable');
+      expect(ready.problem.code).to.equal('dependency_unavailable');
 
       // The operator token is checked without the database; the request then needs it.
       const create = await app.client.post('/api/v1/organisations', { name: 'lost?' });
       expect(create.status).to.equal(503);
       expect(create.headers.get('retry-after')).to.match(/^\d+$/);
       expect(create.headers.get('content-type')).to.equal('application/problem+json');
-      expect(create.body.code).to.equal('dependency_unavailable');
+      expect(create.problem.code).to.equal('dependency_unavailable');
       expect(create.text).not.to.match(/ECONNREFUSED|127\.0\.0\.1|stack/);
 
       const withToken = await app.client.get('/api/v1/organisations', { token: 'sk_test_some_other_token' });

@@ -39,7 +39,7 @@ describe('Idempotency-Key on management POSTs (section 2b)', () => {
     expect((await app.client.post('/api/v1/organisations', { name: 'A' }, { headers })).status).to.equal(201);
     const otherBody = await app.client.post('/api/v1/organisations', { name: 'B' }, { headers });
     expect(otherBody.status).to.equal(422);
-    expect(otherBody.body.code).to.equal('idempotency_key_reused');
+    expect(otherBody.problem.code).to.equal('idempotency_key_reused');
     const org = await createOrganisation(app.client);
     const otherPath = await app.client.post(`/api/v1/organisations/${org.id}/tokens`, { name: 'A' }, { headers });
     expect(otherPath.status).to.equal(422);
@@ -76,7 +76,7 @@ describe('Idempotency-Key on management POSTs (section 2b)', () => {
       await tx.raw(`SELECT 1 FROM idempotency_keys WHERE key = 'slow-one' FOR UPDATE`);
       const second = await app.client.post(`/api/v1/organisations/${t.org.id}/tokens`, { name: 'n', role: 'read' }, { headers });
       expect(second.status).to.equal(409);
-      expect(second.body.code).to.equal('request_in_progress');
+      expect(second.problem.code).to.equal('request_in_progress');
     } finally {
       await tx.rollback();
     }

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { startApp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
+import { required } from '../support/http.js';
 
 describe('cursor pagination (section 10)', () => {
   let app: TestApp;
@@ -21,8 +22,8 @@ describe('cursor pagination (section 10)', () => {
       const res = await app.client.get(`/api/v1/organisations/${org.id}/projects?limit=3${q}`);
       expect(res.status).to.equal(200);
       expect(res.body.projects.length).to.be.at.most(3);
-      seen.push(...(res.body.projects as Array<{ id: number }>).map((p) => p.id));
-      cursor = res.body.nextCursor as string | null;
+      seen.push(...res.body.projects.map((p) => p.id));
+      cursor = res.body.nextCursor;
       pages++;
     } while (cursor !== null);
     expect(pages).to.equal(3);
@@ -43,11 +44,11 @@ describe('cursor pagination (section 10)', () => {
     await createProject(app.client, a.id);
     await createProject(app.client, a.id);
     const page = await app.client.get(`/api/v1/organisations/${a.id}/projects?limit=1`);
-    const cursor = page.body.nextCursor as string;
+    const cursor = required(page.body.nextCursor, 'a next page');
     expect(cursor).to.be.a('string');
     const elsewhere = await app.client.get(`/api/v1/organisations/${b.id}/projects?cursor=${encodeURIComponent(cursor)}`);
     expect(elsewhere.status).to.equal(400);
-    expect(elsewhere.body.errors[0].path).to.equal('/cursor');
+    expect(elsewhere.problem.errors?.[0]?.path).to.equal('/cursor');
     const otherFilter = await app.client.get(`/api/v1/organisations/${a.id}/projects?showDeleted=true&cursor=${encodeURIComponent(cursor)}`);
     expect(otherFilter.status).to.equal(400);
   });

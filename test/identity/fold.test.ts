@@ -63,11 +63,7 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
     });
 
     const signIn = async (email: string) => {
-      const res = await app.client.post<{ walletId: number; walletAddress: string }>(
-        '/api/v1/signin',
-        { key: project.projectKey },
-        { token: await iss.sign({ email }, { audience: AUDIENCE }) },
-      );
+      const res = await app.client.post('/api/v1/signin', { key: project.projectKey }, { token: await iss.sign({ email }, { audience: AUDIENCE }) });
       expect(res.status, `${email}: ${res.text}`).to.equal(200);
       return res.body;
     };
@@ -88,9 +84,7 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
         // ASCII case still folds, for both.
         expect((await signIn(plain.replace(/[a-z]/g, (c) => c.toUpperCase()))).walletId).to.equal(a.walletId);
         expect((await signIn(crafted.replace(/[a-z]/g, (c) => c.toUpperCase()))).walletId).to.equal(b.walletId);
-        const lookup = await app.client.get<{ wallets: Array<{ walletId: number }> }>(
-          `/api/v1/project/${project.id}/wallets?email=${encodeURIComponent(crafted)}`,
-        );
+        const lookup = await app.client.get(`/api/v1/project/${project.id}/wallets?email=${encodeURIComponent(crafted)}`);
         expect(lookup.status).to.equal(200);
         expect(lookup.body.wallets.map((w) => w.walletId)).to.deep.equal([b.walletId]);
       });
@@ -110,7 +104,7 @@ describe('identity folding: ASCII letters only, so no crafted claim reaches anot
         .where({ project_id: project.id })
         .whereRaw(`translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = 'grace.hopper@example.com'`);
       expect(rows).to.have.length(1);
-      const lookup = await app.client.get<{ wallets: Array<{ walletId: number }> }>(`/api/v1/project/${project.id}/wallets?email=gRACE.hOPPER@example.com`);
+      const lookup = await app.client.get(`/api/v1/project/${project.id}/wallets?email=gRACE.hOPPER@example.com`);
       expect(lookup.body.wallets.map((w) => w.walletId)).to.deep.equal([first.walletId]);
     });
   });

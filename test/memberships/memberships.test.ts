@@ -6,7 +6,7 @@ import { ExpiryScheduler } from '../../src/memberships/expiry-scheduler.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { expectUnchanged as expectUnchangedIn, snapshot } from '../support/db.js';
 import { createTenant } from '../support/factories.js';
-import type { Client, Json, Reply } from '../support/http.js';
+import { required, type Client, type Reply } from '../support/http.js';
 
 /** A random address in its EIP-55 form. */
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);
@@ -48,7 +48,7 @@ describe('Memberships', () => {
     return { ...t, admin: t.projectAdmin };
   }
 
-  async function issue(client: Client, items: unknown, query = ''): Promise<Reply<Json>> {
+  async function issue(client: Client, items: unknown, query: '' | `?${string}` = '') {
     return client.post(`/api/v1/membership/issue${query}`, items);
   }
 
@@ -60,7 +60,7 @@ describe('Memberships', () => {
 
   const ledgerOf = (projectId: number) => app.db('membership_transactions').where({ project_id: projectId }).orderBy('id');
 
-  const expectUnchanged = (call: () => Promise<Reply<Json>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
+  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
 
   describe('issue', () => {
     it('issues a batch (201, input order, EIP-55 addresses, decimal tokenIds) with a mint and the events of each item in the same transaction', async () => {
@@ -72,7 +72,7 @@ describe('Memberships', () => {
         { membershipType: 'gym:silver', walletAddress: `0x${b.slice(2).toUpperCase()}` },
       ]);
       expect(res.status, res.text).to.equal(201);
-      const [first, second] = res.body.memberships;
+      const [first, second] = [required(res.body.memberships[0]), required(res.body.memberships[1])];
       expect(first).to.include({ membershipType: 'gym:gold', walletAddress: a, expiration: exp, transferable: true, status: 'active', revokedAt: null });
       expect(second).to.include({ membershipType: 'gym:silver', walletAddress: b, expiration: 0, transferable: false, status: 'active' });
       expect(first).to.have.all.keys(
@@ -143,7 +143,7 @@ describe('Memberships', () => {
       for (const [body, path] of cases) {
         const res = await expectUnchanged(() => issue(t.admin, body), 400, 'validation_failed');
         expect(
-          res.body.errors.map((e: { path: string }) => e.path),
+          (res.problem.errors ?? []).map((e: { path: string }) => e.path),
           JSON.stringify(body).slice(0, 200),
         ).to.include(path);
       }
@@ -154,7 +154,7 @@ describe('Memberships', () => {
         { membershipType: 'gym:gold', walletAddress: '0x12' },
       ]);
       expect(res.status).to.equal(400);
-      expect(res.body.errors.map((e: { path: string }) => e.path)).to.have.members(['/1/membershipType', '/2/walletAddress']);
+      expect((res.problem.errors ?? []).map((e: { path: string }) => e.path)).to.have.members(['/1/membershipType', '/2/walletAddress']);
     });
 
     it('a conflicting batch changes nothing (409 already_member naming the item); override updates in place', async () => {
@@ -162,7 +162,7 @@ describe('Memberships', () => {
       const [a, b] = [address(), address()];
       const first = await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a, expiration: nowS() + 100 }]);
       expect(first.status).to.equal(201);
-      const tokenId = first.body.memberships[0].tokenId;
+      const tokenId = first.body.memberships[0]!.tokenId;
 
       const conflict = await expectUnchanged(
         () =>
@@ -173,9 +173,9 @@ describe('Memberships', () => {
         409,
         'already_member',
       );
-      expect(conflict.body.errors).to.have.length(1);
-      expect(conflict.body.errors[0].path).to.equal('/1');
-      expect(conflict.body.errors[0].message).to.include(tokenId);
+      expect(conflict.problem.errors).to.have.length(1);
+      expect(conflict.problem.errors?.[0]?.path).to.equal('/1');
+      expect(conflict.problem.errors?.[0]?.message).to.include(tokenId);
 
       // The same wallet may hold another type, and another wallet the same type.
       const other = await issue(t.admin, [
@@ -221,7 +221,7 @@ describe('Memberships', () => {
       const a = address();
       const exp = nowS() + 60;
       const res = await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a, expiration: exp, transferable: true }]);
-      const tokenId = res.body.memberships[0].tokenId;
+      const tokenId = res.body.memberships[0]!.tokenId;
       const view = (q = '') => t.admin.get(`/api/v1/membership/view?walletAddress=${a}${q}`);
       expect((await view()).body.memberships.map((m: { status: string }) => m.status)).to.deep.equal(['active']);
 
@@ -236,10 +236,10 @@ describe('Memberships', () => {
       // Expired: not transferable, and the wallet may be issued that type again.
       const transfer = await t.admin.post('/api/v1/membership/transfer', { from: a, to: address(), tokenId });
       expect(transfer.status).to.equal(409);
-      expect(transfer.body.code).to.equal('membership_inactive');
+      expect(transfer.problem.code).to.equal('membership_inactive');
       const again = await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a }]);
       expect(again.status, again.text).to.equal(201);
-      expect(again.body.memberships[0].tokenId).not.to.equal(tokenId);
+      expect(again.body.memberships[0]!.tokenId).not.to.equal(tokenId);
       const all = await view('&includeExpired=1');
       expect(all.body.memberships.map((m: { status: string }) => m.status)).to.deep.equal(['expired', 'active']);
     });
@@ -250,7 +250,7 @@ describe('Memberships', () => {
       const items = Array.from({ length: 30 }, () => ({ membershipType: 'gym:day', walletAddress: address(), expiration: exp }));
       expect((await issue(t.admin, items)).status).to.equal(201);
       const revoked = await issue(t.admin, [{ membershipType: 'gym:day', walletAddress: address(), expiration: exp }]);
-      await t.admin.post('/api/v1/membership/revoke', { tokenId: revoked.body.memberships[0].tokenId });
+      await t.admin.post('/api/v1/membership/revoke', { tokenId: revoked.body.memberships[0]!.tokenId });
       const log = createLogger('silent');
       const later = () => Date.now() + 31_000;
       const schedulers = [1, 2, 3].map(() => new ExpiryScheduler({ db: app.db, log, intervalMs: 60_000, now: later, batchSize: 7 }));
@@ -267,14 +267,14 @@ describe('Memberships', () => {
       expect(events).to.have.length(60);
       const expiredIds = events.filter((e) => e.type === 'membership.expired').map((e) => e.data['tokenId']);
       expect(new Set(expiredIds).size).to.equal(30);
-      expect(expiredIds).not.to.include(revoked.body.memberships[0].tokenId);
+      expect(expiredIds).not.to.include(revoked.body.memberships[0]!.tokenId);
       expect(events[0]?.data).to.include({ status: 'expired', expiration: exp });
     });
 
     it('the scheduler started on an interval finds expirations by itself', async () => {
       const t = await tenant();
       const res = await issue(t.admin, [{ membershipType: 'gym:hour', walletAddress: address(), expiration: nowS() + 30 }]);
-      const tokenId = res.body.memberships[0].tokenId;
+      const tokenId = res.body.memberships[0]!.tokenId;
       const scheduler = new ExpiryScheduler({ db: app.db, log: createLogger('silent'), intervalMs: 20, now: () => Date.now() + 31_000 });
       scheduler.start();
       try {
@@ -294,11 +294,11 @@ describe('Memberships', () => {
     it('soft revoke: 200 with the record, idempotent (nothing recorded twice), hidden unless includeRevoked, place freed', async () => {
       const t = await tenant();
       const a = address();
-      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a }])).body.memberships[0].tokenId;
+      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a }])).body.memberships[0]!.tokenId;
       const res = await t.admin.post('/api/v1/membership/revoke', { tokenId, hardDelete: false });
       expect(res.status, res.text).to.equal(200);
       expect(res.body).to.include({ tokenId, status: 'revoked' });
-      expect(res.body.revokedAt).to.be.a('string');
+      expect(res.body?.revokedAt).to.be.a('string');
 
       // The repeated request is audited (it is a management write); nothing else changes.
       const before = await snapshot(app.db, { except: ['audit_log'] });
@@ -322,7 +322,7 @@ describe('Memberships', () => {
     it('hard delete: 204, gone from every view, a delete transaction, then 404', async () => {
       const t = await tenant();
       const a = address();
-      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a }])).body.memberships[0].tokenId;
+      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a }])).body.memberships[0]!.tokenId;
       const res = await t.admin.post('/api/v1/membership/revoke', { tokenId, hardDelete: true });
       expect(res.status).to.equal(204);
       expect(res.text).to.equal('');
@@ -356,7 +356,7 @@ describe('Memberships', () => {
 
     it("another project's tokenId is 404", async () => {
       const [t, u] = await Promise.all([tenant(), tenant()]);
-      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: address() }])).body.memberships[0].tokenId;
+      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: address() }])).body.memberships[0]!.tokenId;
       await expectUnchanged(() => u.admin.post('/api/v1/membership/revoke', { tokenId }), 404, 'not_found');
       await expectUnchanged(() => u.admin.post('/api/v1/membership/transfer', { tokenId, from: address(), to: address() }), 404, 'not_found');
     });
@@ -367,7 +367,7 @@ describe('Memberships', () => {
       const holder = address();
       const res = await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: holder, transferable: true, ...item }]);
       expect(res.status, res.text).to.equal(201);
-      return { holder, tokenId: res.body.memberships[0].tokenId as string };
+      return { holder, tokenId: res.body.memberships[0]!.tokenId };
     }
     const transfer = (t: { admin: Client }, body: unknown) => () => t.admin.post('/api/v1/membership/transfer', body);
 
@@ -460,7 +460,7 @@ describe('Memberships', () => {
       ]) {
         const res = await t.admin.get(`/api/v1/membership/view?${q}`);
         expect(res.status, q).to.equal(400);
-        expect(res.body.code, q).to.equal('validation_failed');
+        expect(res.problem.code, q).to.equal('validation_failed');
       }
     });
   });
@@ -469,7 +469,7 @@ describe('Memberships', () => {
     it('project tokens act on their project; wider tokens name it with projectId; other tenants get 404; read tokens only GET', async () => {
       const [t, other] = await Promise.all([tenant(), tenant()]);
       const item = () => [{ membershipType: type(), walletAddress: address() }];
-      const q = `?projectId=${t.project.id}`;
+      const q = `?projectId=${t.project.id}` as const;
 
       expect((await issue(t.projectAdmin, item())).status).to.equal(201);
       expect((await issue(t.projectAdmin, item(), q)).status).to.equal(201);
@@ -500,13 +500,13 @@ describe('Memberships', () => {
     it('20 simultaneous transfers of one token to different addresses: exactly one succeeds, no 5xx', async () => {
       const t = await tenant();
       const holder = address();
-      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: holder, transferable: true }])).body.memberships[0].tokenId;
+      const tokenId = (await issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: holder, transferable: true }])).body.memberships[0]!.tokenId;
       const targets = Array.from({ length: 20 }, () => address());
       const results = await Promise.all(targets.map((to) => t.admin.post('/api/v1/membership/transfer', { from: holder, to, tokenId })));
       const statuses = results.map((r) => r.status);
       expect(statuses.filter((s) => s === 200)).to.have.length(1);
       expect(statuses.filter((s) => s === 409)).to.have.length(19);
-      expect(results.filter((r) => r.status === 409).map((r) => r.body.code)).to.satisfy((codes: string[]) => codes.every((c) => c === 'holder_mismatch'));
+      expect(results.filter((r) => r.status === 409).map((r) => r.problem.code)).to.satisfy((codes: string[]) => codes.every((c) => c === 'holder_mismatch'));
       const winner = results.find((r) => r.status === 200)?.body.walletAddress;
       const row = await app
         .db('memberships')
@@ -534,7 +534,7 @@ describe('Memberships', () => {
         Array.from({ length: 20 }, (_, i) => issue(t.admin, [{ membershipType: 'gym:gold', walletAddress: a, expiration: nowS() + 1000 + i, override: true }])),
       );
       expect(results.map((r) => r.status)).to.deep.equal(Array.from({ length: 20 }, () => 201));
-      expect(new Set(results.map((r) => r.body.memberships[0].tokenId)).size).to.equal(1);
+      expect(new Set(results.map((r) => r.body.memberships[0]!.tokenId)).size).to.equal(1);
       const ledger = await ledgerOf(t.project.id);
       expect(ledger.map((r) => r.type).sort()).to.deep.equal(['mint', ...Array.from({ length: 19 }, () => 'update')]);
     });

@@ -195,17 +195,17 @@ describe('egress: outbound requests reach public addresses only, in every enviro
         'https://localhost/',
       ];
       for (const target of targets) {
-        const project = await app.client.post<{ errors: Array<{ path: string; message: string }> }>(`/api/v1/organisations/${t.org.id}/projects`, {
+        const project = await app.client.post(`/api/v1/organisations/${t.org.id}/projects`, {
           name: 'p',
           issuer: target,
         });
         expect(project.status, `issuer ${target}`).to.equal(400);
-        expect(project.body.errors[0]?.path).to.equal('/issuer');
-        expect(project.body.errors[0]?.message).to.match(/not a public address/);
+        expect(project.problem.errors?.[0]?.path).to.equal('/issuer');
+        expect(project.problem.errors?.[0]?.message).to.match(/not a public address/);
         expect(project.text).not.to.match(/refused|open|closed|timeout|ECONN/i);
-        const hook = await app.client.put<{ errors: Array<{ path: string }> }>(`/api/v1/project/${t.project.id}`, { walletWebhookUrl: target });
+        const hook = await app.client.put(`/api/v1/project/${t.project.id}`, { walletWebhookUrl: target });
         expect(hook.status, `wallet webhook ${target}`).to.equal(400);
-        expect(hook.body.errors[0]?.path).to.equal('/walletWebhookUrl');
+        expect(hook.problem.errors?.[0]?.path).to.equal('/walletWebhookUrl');
         const sub = await t.projectAdmin.post(`/api/v1/project/${t.project.id}/webhooks`, { url: target, events: ['*'] });
         expect(sub.status, `subscription ${target}`).to.equal(400);
       }

@@ -37,15 +37,14 @@ describe('organisations', () => {
     const org = await createOrganisation(app.client);
     expect((await app.client.delete(`/api/v1/organisations/${org.id}`)).status).to.equal(204);
 
-    const ids = async (q: string) =>
-      ((await app.client.get(`/api/v1/organisations?limit=1000${q}`)).body.organisations as Array<{ id: number }>).map((o) => o.id);
+    const ids = async (q: string) => (await app.client.get(`/api/v1/organisations?limit=1000${q}`)).body.organisations.map((o) => o.id);
     expect(await ids('')).not.to.include(org.id);
     expect(await ids('&showDeleted=true')).to.include(org.id);
     expect(await ids('&showDeleted=false')).not.to.include(org.id);
 
     const put = await app.client.put(`/api/v1/organisations/${org.id}`, { name: 'x' });
     expect(put.status).to.equal(404);
-    expect(put.body.code).to.equal('not_found');
+    expect(put.problem.code).to.equal('not_found');
     expect((await app.client.delete(`/api/v1/organisations/${org.id}`)).status).to.equal(404);
     const seen = await app.client.get(`/api/v1/organisations/${org.id}`);
     expect(seen.status).to.equal(200);
@@ -58,7 +57,7 @@ describe('organisations', () => {
 
     const again = await app.client.post(`/api/v1/organisations/${org.id}/undelete`);
     expect(again.status).to.equal(409);
-    expect(again.body.code).to.equal('not_deleted');
+    expect(again.problem.code).to.equal('not_deleted');
   });
 
   it('answers 404 for an organisation that does not exist', async () => {
@@ -69,7 +68,7 @@ describe('organisations', () => {
       await app.client.post('/api/v1/organisations/999999999/undelete'),
     ]) {
       expect(res.status).to.equal(404);
-      expect(res.body.code).to.equal('not_found');
+      expect(res.problem.code).to.equal('not_found');
     }
   });
 
@@ -84,7 +83,7 @@ describe('organisations', () => {
     for (const client of [t.orgAdmin, t.orgRead, t.projectAdmin, t.projectRead]) {
       const res = await client.get(`/api/v1/project/${t.project.id}`);
       expect(res.status).to.equal(401);
-      expect(res.body.code).to.equal('unauthorized');
+      expect(res.problem.code).to.equal('unauthorized');
     }
     expect(await keyWorks()).to.equal(false);
     expect((await app.client.get(`/api/v1/project/${t.project.id}`)).status).to.equal(404);

@@ -60,7 +60,7 @@ describe('a soft-deleted organisation goes quiet, and resumes after undelete wit
     const expiration = Math.floor(Date.now() / 1000) + 3_600;
     const issued = await t.projectAdmin.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: address(), expiration }]);
     expect(issued.status, issued.text).to.equal(201);
-    const tokenId = (issued.body as { memberships: Array<{ tokenId: string }> }).memberships[0]?.tokenId;
+    const tokenId = issued.body.memberships[0]?.tokenId;
     expect((await app.client.delete(`/api/v1/organisations/${t.org.id}`)).status).to.be.oneOf([200, 204]);
     const later = expiration + 60;
     const mineOf = (rows: Array<{ project_id: number | string }>) => rows.filter((r) => Number(r.project_id) === t.project.id);

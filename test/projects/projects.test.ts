@@ -5,6 +5,7 @@ import type { ProjectRow } from '../../src/projects/repository.js';
 import { findProjectByKeyHash } from '../../src/tenancy/project-key.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
+import { required } from '../support/http.js';
 
 describe('projects', () => {
   let app: TestApp;
@@ -27,7 +28,7 @@ describe('projects', () => {
     expect(res.body).to.include({ organisationId: org.id, name: 'Shop', environment: 'testnet', requireVerifiedEmail: true });
     expect(res.body.projectKey).to.match(/^pk_test_[A-Za-z0-9_-]{43}$/);
     expect(res.body.walletWebhookSecret).to.match(/^whsec_[A-Za-z0-9+/]{43}=$/);
-    expect(Buffer.from(res.body.walletWebhookSecret.slice(6), 'base64')).to.have.length(32);
+    expect(Buffer.from(required(res.body.walletWebhookSecret).slice(6), 'base64')).to.have.length(32);
 
     const got = await app.client.get(`/api/v1/project/${res.body.id}`);
     expect(got.status).to.equal(200);
@@ -67,7 +68,7 @@ describe('projects', () => {
     for (const bad of ['short', 'has spaces in the secret!', 'whsec_notbase64!!!!!!!!!!!!!!!!', `whsec_${Buffer.alloc(8).toString('base64')}`]) {
       const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookSecret: bad });
       expect(r.status, bad).to.equal(400);
-      expect(r.body.code).to.equal('validation_failed');
+      expect(r.problem.code).to.equal('validation_failed');
     }
   });
 
@@ -82,7 +83,7 @@ describe('projects', () => {
     ]) {
       const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer });
       expect(r.status, issuer).to.equal(400);
-      expect(r.body.errors[0].path).to.equal('/issuer');
+      expect(r.problem.errors?.[0]?.path).to.equal('/issuer');
     }
     for (const walletWebhookUrl of ['ftp://hooks.example.com', 'not a url', `https://x.example.com/${'a'.repeat(2050)}`]) {
       const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookUrl });
@@ -129,8 +130,7 @@ describe('projects', () => {
     expect((await app.client.delete(`/api/v1/project/${other.id}`)).status).to.equal(404);
     expect(await keyProject(other.projectKey)).to.equal(undefined);
 
-    const listed = async (q: string) =>
-      ((await app.client.get(`/api/v1/organisations/${org.id}/projects${q}`)).body.projects as Array<{ id: number }>).map((x) => x.id);
+    const listed = async (q: '' | `?${string}`) => (await app.client.get(`/api/v1/organisations/${org.id}/projects${q}`)).body.projects.map((x) => x.id);
     expect(await listed('')).to.deep.equal([p.id]);
     expect(await listed('?showDeleted=1')).to.deep.equal([p.id, other.id]);
   });

@@ -37,7 +37,7 @@ for (const backend of ['postgresql', 'redis'] as const) {
       const over = await t.projectRead.get(path);
       expect(over.status).to.equal(429);
       expect(over.headers.get('content-type')).to.match(/^application\/problem\+json/);
-      expect(over.body.code).to.equal('rate_limited');
+      expect(over.problem.code).to.equal('rate_limited');
       expect(Number(over.headers.get('retry-after'))).to.be.within(1, 3600);
       expect(over.headers.get('ratelimit-remaining')).to.equal('0');
       // Another token of the same tenant has its own count; the operator's token is not limited.
@@ -58,7 +58,7 @@ for (const backend of ['postgresql', 'redis'] as const) {
       }
       const over = await call();
       expect(over.status).to.equal(429);
-      expect(over.body.code).to.equal('rate_limited');
+      expect(over.problem.code).to.equal('rate_limited');
       // A bad project key is refused (400) before anything is counted.
       const bad = await app.client.withToken('x').post('/api/v1/signin', { key: 'pk_test_unknown' });
       expect(bad.status).to.equal(400);
@@ -173,7 +173,7 @@ describe('failed authentication is limited per client address', () => {
       expect((await app.client.withToken('x').post('/api/v1/signin', { key: 'pk_test_guess-4' })).status).to.equal(429);
       const blocked = await t.orgRead.get('/api/v1/organisations');
       expect(blocked.status).to.equal(429);
-      expect(blocked.body.code).to.equal('rate_limited');
+      expect(blocked.problem.code).to.equal('rate_limited');
       expect(Number(blocked.headers.get('retry-after'))).to.be.greaterThan(0);
       const signin = await app.client.withToken('x').post('/api/v1/signin', { key: t.project.projectKey });
       expect(signin.status).to.equal(429);

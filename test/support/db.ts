@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import type { Json, Reply } from './http.js';
+import type { Reply } from './http.js';
 import pg from 'pg';
 import { createDb } from '../../src/db/knex.js';
 import { runNextMigration } from '../../src/db/migrate.js';
@@ -61,12 +61,12 @@ export async function snapshot(db: Knex, options: { except?: string[] } = {}): P
 }
 
 /** The call answers `status` with problem+json and `code`, and changes no row of any table. */
-export async function expectUnchanged(db: Knex, call: () => Promise<Reply<Json>>, status: number, code: string): Promise<Reply<Json>> {
+export async function expectUnchanged<T>(db: Knex, call: () => Promise<Reply<T>>, status: number, code: string): Promise<Reply<T>> {
   const before = await snapshot(db);
   const res = await call();
   expect(res.status, res.text).to.equal(status);
   expect(res.headers.get('content-type')).to.match(/^application\/problem\+json/);
-  expect(res.body.code).to.equal(code);
+  expect(res.problem.code).to.equal(code);
   expect(await snapshot(db)).to.deep.equal(before);
   return res;
 }

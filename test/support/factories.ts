@@ -21,13 +21,13 @@ const unique = (prefix: string) => `${prefix} ${randomUUID().slice(0, 8)}`;
 
 /** Each test makes its own tenants through the API instead of truncating tables. */
 export async function createOrganisation(operator: Client, name = unique('Org')): Promise<Org> {
-  const res = await operator.post<Org>('/api/v1/organisations', { name });
+  const res = await operator.post('/api/v1/organisations', { name });
   expect(res.status, res.text).to.equal(201);
   return res.body;
 }
 
 export async function createProject(client: Client, organisationId: number, body: Record<string, unknown> = {}): Promise<Project> {
-  const res = await client.post<Project>(`/api/v1/organisations/${organisationId}/projects`, {
+  const res = await client.post(`/api/v1/organisations/${organisationId}/projects`, {
     name: unique('Project'),
     issuer: 'https://idp.example.com',
     ...body,
@@ -37,7 +37,7 @@ export async function createProject(client: Client, organisationId: number, body
 }
 
 export async function createToken(client: Client, organisationId: number, role: 'admin' | 'read', projectId?: number): Promise<Token> {
-  const res = await client.post<Token>(`/api/v1/organisations/${organisationId}/tokens`, {
+  const res = await client.post(`/api/v1/organisations/${organisationId}/tokens`, {
     name: unique('token'),
     role,
     ...(projectId === undefined ? {} : { projectId }),

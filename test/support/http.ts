@@ -1,14 +1,16 @@
+import type { Problem } from '../../src/client/index.js';
 import { observeResponse } from './observed.js';
+import type { SuccessBody } from './operations.js';
 
-/** A reply body as JSON, read field by field: each test says which shape it expects. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Json = any;
+export type { Problem };
 
-export interface Reply<T = Record<string, unknown>> {
+export interface Reply<T = unknown> {
   status: number;
   headers: Headers;
-  /** Parsed JSON when the answer is JSON, else undefined. */
+  /** Parsed JSON when the answer is JSON, else undefined; typed as the operation's success. */
   body: T;
+  /** The same JSON read as a problem (CONTRACT.md section 2); only a 4xx or 5xx answer has one. */
+  readonly problem: Problem;
   text: string;
 }
 
@@ -22,7 +24,23 @@ export interface RequestOptions {
   headers?: Record<string, string>;
 }
 
-/** A small HTTP client for tests: real requests over the network, JSON in and out. */
+function replyOf<T>(status: number, headers: Headers, parsed: unknown, text: string): Reply<T> {
+  return {
+    status,
+    headers,
+    body: parsed as T,
+    text,
+    get problem(): Problem {
+      if (status < 400 || parsed === undefined) throw new Error(`a ${status} answer holds no problem: ${text.slice(0, 200)}`);
+      return parsed as Problem;
+    },
+  };
+}
+
+/**
+ * A small HTTP client for tests: real requests over the network, JSON in and out. Replies are
+ * typed by the path (support/operations.ts), so a test reads them as the typed client would.
+ */
 export class Client {
   constructor(
     readonly baseUrl: string,
@@ -33,9 +51,7 @@ export class Client {
     return new Client(this.baseUrl, token);
   }
 
-  // The reply is whatever JSON the service sent; tests say which shape they expect.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<Reply<T>> {
+  async request<M extends string, P extends string>(method: M, path: P, options: RequestOptions = {}): Promise<Reply<SuccessBody<M, P>>> {
     const headers: Record<string, string> = { ...options.headers };
     const token = options.token === undefined ? this.token : options.token;
     if (token !== null) headers['authorization'] = `Bearer ${token}`;
@@ -48,23 +64,25 @@ export class Client {
     const type = res.headers.get('content-type') ?? '';
     const parsed: unknown = /json/.test(type) && text !== '' ? JSON.parse(text) : undefined;
     observeResponse(method, `${this.baseUrl}${path}`, res, text);
-    return { status: res.status, headers: res.headers, body: parsed as T, text };
+    return replyOf(res.status, res.headers, parsed, text);
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  get<T = any>(path: string, options?: RequestOptions) {
-    return this.request<T>('GET', path, options);
+  get<P extends string>(path: P, options?: RequestOptions) {
+    return this.request('GET', path, options);
   }
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  post<T = any>(path: string, json?: unknown, options?: RequestOptions) {
-    return this.request<T>('POST', path, { ...options, json });
+  post<P extends string>(path: P, json?: unknown, options?: RequestOptions) {
+    return this.request('POST', path, { ...options, json });
   }
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  put<T = any>(path: string, json?: unknown, options?: RequestOptions) {
-    return this.request<T>('PUT', path, { ...options, json });
+  put<P extends string>(path: P, json?: unknown, options?: RequestOptions) {
+    return this.request('PUT', path, { ...options, json });
   }
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  delete<T = any>(path: string, options?: RequestOptions) {
-    return this.request<T>('DELETE', path, options);
+  delete<P extends string>(path: P, options?: RequestOptions) {
+    return this.request('DELETE', path, options);
   }
+}
+
+/** A value the contract says a reply holds (an optional field, an array's element): its absence fails the test here. */
+export function required<T>(value: T | null | undefined, what = 'a value the reply should hold'): T {
+  if (value === undefined || value === null) throw new Error(`missing: ${what}`);
+  return value;
 }

@@ -147,7 +147,7 @@ describe('project-key cache', function () {
       const jwt = await iss.sign({ email: `user-${p.id}@example.com` }, { audience: AUDIENCE });
       return { iss, project: p, org, jwt };
     }
-    const signIn = (app: TestApp, key: string, jwt: string) => app.client.post<{ walletId: number }>('/api/v1/signin', { key }, { token: jwt });
+    const signIn = (app: TestApp, key: string, jwt: string) => app.client.post('/api/v1/signin', { key }, { token: jwt });
     /** Sign-in through `app` until it answers `status`. */
     const untilStatus = (app: TestApp, key: string, jwt: string, status: number) =>
       until(`sign-in answering ${status}`, async () => (await signIn(app, key, jwt)).status === status, 10_000);
@@ -209,7 +209,7 @@ describe('project-key cache', function () {
     it('a key rotated with no grace stops at once; the new key works; an issuer change is followed', async () => {
       const { project: p, jwt } = await setup();
       await warm(b, p.projectKey, jwt);
-      const rotated = await a.client.post<{ projectKey: string }>(`/api/v1/project/${p.id}/keys`, { graceSeconds: 0 });
+      const rotated = await a.client.post(`/api/v1/project/${p.id}/keys`, { graceSeconds: 0 });
       expect(rotated.status, rotated.text).to.equal(200);
       expect((await signIn(a, p.projectKey, jwt)).status).to.equal(400);
       await untilStatus(b, p.projectKey, jwt, 400);
@@ -224,7 +224,7 @@ describe('project-key cache', function () {
 
     it('a key whose grace period ends is refused from the moment it ends, cached or not', async () => {
       const { project: p, jwt } = await setup();
-      const rotated = await a.client.post<{ projectKey: string; previousKeysExpireAt: string }>(`/api/v1/project/${p.id}/keys`, { graceSeconds: 2 });
+      const rotated = await a.client.post(`/api/v1/project/${p.id}/keys`, { graceSeconds: 2 });
       expect(rotated.status).to.equal(200);
       expect((await warm(b, p.projectKey, jwt)).id, 'the old key, cached during its grace period').to.equal(p.id);
       await until('the grace period over', () => Date.now() >= Date.parse(rotated.body.previousKeysExpireAt), 10_000);

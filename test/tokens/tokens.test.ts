@@ -64,7 +64,7 @@ describe('API tokens and management authorisation', () => {
     expect(after.status).to.equal(401);
     expect(after.headers.get('www-authenticate')).to.equal('Bearer');
     expect((await app.client.get(`/api/v1/organisations/${org.id}/tokens`)).body.tokens).to.have.length(0);
-    expect((await app.client.get(`/api/v1/organisations/${org.id}/tokens?showRevoked=true`)).body.tokens[0].revokedAt).to.be.a('string');
+    expect((await app.client.get(`/api/v1/organisations/${org.id}/tokens?showRevoked=true`)).body.tokens[0]?.revokedAt).to.be.a('string');
     expect((await app.client.delete(`/api/v1/organisations/${org.id}/tokens/999999999`)).status).to.equal(404);
   });
 
@@ -72,7 +72,7 @@ describe('API tokens and management authorisation', () => {
     for (const token of [null, '', 'sk_test_unknown', 'x'.repeat(600)]) {
       const res = await app.client.get('/api/v1/organisations', { token });
       expect(res.status).to.equal(401);
-      expect(res.body.code).to.equal('unauthorized');
+      expect(res.problem.code).to.equal('unauthorized');
     }
     const basic = await app.client.get('/api/v1/organisations', { token: null, headers: { authorization: 'Basic dXNlcjpwYXNz' } });
     expect(basic.status).to.equal(401);
@@ -86,7 +86,7 @@ describe('API tokens and management authorisation', () => {
         const before = await snapshot(app.db);
         const res = await send(client, call);
         expect(res.status, `${call.method} ${call.path}: ${res.text}`).to.equal(404);
-        expect(res.body.code).to.equal('not_found');
+        expect(res.problem.code).to.equal('not_found');
         expect(await snapshot(app.db)).to.deep.equal(before);
       }
     }
@@ -99,7 +99,7 @@ describe('API tokens and management authorisation', () => {
       const before = await snapshot(app.db);
       const res = await send(t.orgRead, call);
       expect(res.status, `${call.method} ${call.path}: ${res.text}`).to.equal(403);
-      expect(res.body.code).to.equal('forbidden');
+      expect(res.problem.code).to.equal('forbidden');
       expect(await snapshot(app.db)).to.deep.equal(before);
     }
     const projectWrites: Call[] = [

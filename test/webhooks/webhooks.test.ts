@@ -8,7 +8,7 @@ import { recordEvents } from '../../src/events/record.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { expectUnchanged as expectUnchangedIn } from '../support/db.js';
 import { createTenant } from '../support/factories.js';
-import { Client, type Json, type Reply } from '../support/http.js';
+import { Client, required, type Reply } from '../support/http.js';
 import { Receiver, type Received } from '../support/receiver.js';
 import { until } from '../support/wait.js';
 
@@ -31,11 +31,11 @@ describe('Project webhooks in production', () => {
     const strict = await startApp({ ...env, EGRESS_ALLOW_PRIVATE: '' }, undefined, { relay: true });
     try {
       const t = await createTenant(strict.client);
-      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      const hooks = `/api/v1/project/${t.project.id}/webhooks` as const;
       for (const url of ['http://hooks.example.com/in', 'https://127.0.0.1/in', 'https://localhost/in', 'https://[::1]/in', 'https://169.254.169.254/latest']) {
         const res = await t.projectAdmin.post(hooks, { url, events: ['*'] });
         expect(res.status, url).to.equal(400);
-        expect(res.body.errors[0].path).to.equal('/url');
+        expect(res.problem.errors?.[0]?.path).to.equal('/url');
       }
       const viaAllowing = new Client(allowing.url, t.tokens.projectAdmin.token);
       const sub = await viaAllowing.post(hooks, { url: 'https://127.0.0.1:9/in', events: ['webhook.test'] });
@@ -75,14 +75,14 @@ describe('Project webhooks', () => {
 
   async function tenant() {
     const t = await createTenant(app.client);
-    return { ...t, admin: t.projectAdmin, hooks: `/api/v1/project/${t.project.id}/webhooks` };
+    return { ...t, admin: t.projectAdmin, hooks: `/api/v1/project/${t.project.id}/webhooks` as const };
   }
   type Tenant = Awaited<ReturnType<typeof tenant>>;
 
   async function subscribe(t: Tenant, body: Record<string, unknown> = {}, target = receiver): Promise<{ id: number; secret: string }> {
     const res = await t.admin.post(t.hooks, { url: `${target.url}?t=${t.project.id}`, events: ['*'], ...body });
     expect(res.status, res.text).to.equal(201);
-    return { id: res.body.id as number, secret: (body['secret'] as string | undefined) ?? (res.body.secret as string) };
+    return { id: res.body.id, secret: (body['secret'] as string | undefined) ?? required(res.body.secret, 'the generated secret') };
   }
 
   const issue = (t: Tenant, n = 1) =>
@@ -94,7 +94,7 @@ describe('Project webhooks', () => {
   /** What this tenant's subscriptions received so far (the receiver is shared; the query string names the project). */
   const receivedBy = (t: Tenant, target = receiver) => target.received.filter((r) => JSON.parse(r.body).projectId === t.project.id);
 
-  const expectUnchanged = (call: () => Promise<Reply<Json>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
+  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
 
   describe('subscriptions', () => {
     it('create (secret shown once), list, get, update, rotate, delete (soft), showDeleted, and the event catalogue', async () => {
@@ -114,9 +114,9 @@ describe('Project webhooks', () => {
         'secret',
       );
       expect(created.body.secret).to.match(/^whsec_[A-Za-z0-9+/]{43}=$/);
-      const id = created.body.id as number;
+      const id = created.body.id;
       const stored = await app.db('webhook_subscriptions').where({ id }).first();
-      expect(JSON.stringify(stored)).not.to.include(created.body.secret.slice(6));
+      expect(JSON.stringify(stored)).not.to.include(required(created.body.secret).slice(6));
 
       const given = await t.admin.post(t.hooks, { url: 'http://hooks.example.com/b', events: ['*'], secret: 'a-secret-of-my-own-choosing' });
       expect(given.status).to.equal(201);
@@ -144,7 +144,7 @@ describe('Project webhooks', () => {
       expect((await t.admin.get(t.hooks)).body.webhooks.map((w: { id: number }) => w.id)).to.deep.equal([given.body.id]);
       const all = await t.admin.get(`${t.hooks}?showDeleted=true`);
       expect(all.body.webhooks).to.have.length(2);
-      expect(all.body.webhooks[0].deletedAt).to.be.a('string');
+      expect(all.body.webhooks[0]?.deletedAt).to.be.a('string');
       expect((await t.admin.get(`${t.hooks}/${id}`)).body.deletedAt).to.be.a('string');
       await expectUnchanged(() => t.admin.delete(`${t.hooks}/${id}`), 404, 'not_found');
       await expectUnchanged(() => t.admin.put(`${t.hooks}/${id}`, { url: 'https://x.example.com' }), 404, 'not_found');
@@ -187,7 +187,7 @@ describe('Project webhooks', () => {
       for (const [body, path] of bad) {
         const res = await expectUnchanged(() => t.admin.post(t.hooks, body), 400, 'validation_failed');
         expect(
-          res.body.errors.map((e: { path: string }) => e.path),
+          (res.problem.errors ?? []).map((e: { path: string }) => e.path),
           JSON.stringify(body).slice(0, 100),
         ).to.include(path);
       }
@@ -292,7 +292,7 @@ describe('Project webhooks', () => {
       const [got] = await until('the test delivery', () => (receivedBy(t).length > 0 ? receivedBy(t) : undefined));
       expect(got!.headers['webhook-id']).to.equal(test.body.webhookId);
       expect(String(got!.headers['webhook-signature']).split(' ')).to.have.length(2);
-      for (const secret of [sub.secret, rotated.body.secret as string]) {
+      for (const secret of [sub.secret, rotated.body.secret]) {
         const payload = new Webhook(secret).verify(got!.body, headersOf(got!)) as { type: string; data: unknown };
         expect(payload).to.include({ type: 'webhook.test' });
         expect(payload.data).to.deep.equal({});
@@ -305,7 +305,7 @@ describe('Project webhooks', () => {
       await t.admin.post(`${t.hooks}/${sub.id}/test`);
       const second = await until('the second test delivery', () => receivedBy(t)[1]);
       expect(String(second.headers['webhook-signature']).split(' ')).to.have.length(1);
-      new Webhook(rotated.body.secret as string).verify(second.body, headersOf(second));
+      new Webhook(rotated.body.secret).verify(second.body, headersOf(second));
       expect(() => new Webhook(sub.secret).verify(second.body, headersOf(second))).to.throw();
     });
   });
@@ -358,7 +358,7 @@ describe('Project webhooks', () => {
       const before = receivedBy(t).length;
       await t.admin.post(`${t.hooks}/failedDeliveries/${again.id}/retry`);
       const back = await until('failed again', async () => {
-        const list = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+        const list = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries;
         return list[0]?.attempts === 4 ? list[0] : undefined;
       });
       expect(back.lastStatus).to.equal(502);
@@ -394,7 +394,7 @@ describe('Project webhooks', () => {
         const list = await until(
           'two failed deliveries',
           async () => {
-            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries;
             return l.length === 2 ? l : undefined;
           },
           30_000,
@@ -443,7 +443,7 @@ describe('Project webhooks', () => {
         const subs: Record<string, number> = {};
         for (const kind of ['trickle', 'huge', 'redirect']) {
           const res = await t.admin.post(t.hooks, { url: `${base}?kind=${kind}`, events: ['webhook.test'] });
-          subs[kind] = res.body.id as number;
+          subs[kind] = res.body.id;
           await t.admin.post(`${t.hooks}/${res.body.id}/test`);
         }
         // The load: 50 memberships (150 events) to a healthy subscription while those attempts run.
@@ -458,15 +458,15 @@ describe('Project webhooks', () => {
         const list = await until(
           'three failed deliveries',
           async () => {
-            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries as Json[];
+            const l = (await t.admin.get(`${t.hooks}/failedDeliveries`)).body.failedDeliveries;
             return l.length === 3 ? l : undefined;
           },
           30_000,
         );
-        const of = (kind: string): Json => list.find((d) => d.webhookId === subs[kind]);
-        expect(of('trickle').lastError).to.equal('timeout');
+        const of = (kind: string) => list.find((d) => d.webhookId === subs[kind]);
+        expect(of('trickle')?.lastError).to.equal('timeout');
         expect(of('huge')).to.include({ lastError: 'http_status', lastStatus: 500 });
-        expect(of('huge').lastResponseBody).to.have.length(16 * 1024);
+        expect(of('huge')?.lastResponseBody).to.have.length(16 * 1024);
         expect(of('redirect')).to.include({ lastError: 'http_status', lastStatus: 307 });
       } finally {
         for (const s of sockets) s.destroy();

@@ -28,7 +28,7 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
     dead.respond = () => 'hang';
     try {
       const t = await createTenant(app.client);
-      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      const hooks = `/api/v1/project/${t.project.id}/webhooks` as const;
       const deadSub = await t.projectAdmin.post(hooks, { url: dead.url, events: ['*'] });
       expect((await t.projectAdmin.post(hooks, { url: healthy.url, events: ['*'] })).status).to.equal(201);
       expect((await t.projectAdmin.post('/api/v1/membership/issue', items(40))).status).to.equal(201);
@@ -124,7 +124,7 @@ describe('webhook deliveries: a hanging endpoint, several workers, a killed work
       const fast = { WEBHOOK_TIMEOUT_MS: '1000', KEYVAULT_TIMEOUT_MS: '1000', WEBHOOK_RETRY_SCHEDULE: '0' };
       const first = await startWorker(fast);
       const t = await createTenant(app.client);
-      const hooks = `/api/v1/project/${t.project.id}/webhooks`;
+      const hooks = `/api/v1/project/${t.project.id}/webhooks` as const;
       const sub = await t.projectAdmin.post(hooks, { url: receiver.url, events: ['webhook.test'] });
       const before = receiver.received.length;
       receiver.respond = () => 'hang';
