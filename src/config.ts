@@ -60,6 +60,8 @@ export interface Config {
   readonly webhookHostConcurrency: number;
   /** Live webhook subscriptions a project may have. */
   readonly webhookSubscriptionsPerProject: number;
+  /** Pending deliveries a subscription may have before its new events wait, compact, as deferred rows. */
+  readonly webhookBacklogPerSubscription: number;
   /** CIDRs allowed as outbound targets although not public (every environment). */
   readonly egressAllowPrivate: string[];
   /** Why: set by EGRESS_ALLOW_PRIVATE, or loopback by default for the embedded development start. */
@@ -294,6 +296,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookDisableAfterMs: int('WEBHOOK_DISABLE_AFTER_MS', 5 * 86_400_000, 0, 365 * 86_400_000),
     webhookHostConcurrency: int('WEBHOOK_HOST_CONCURRENCY', int('WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000), 1, 1_000),
     webhookSubscriptionsPerProject: int('WEBHOOK_SUBSCRIPTIONS_PER_PROJECT', 50, 1, 10_000),
+    webhookBacklogPerSubscription: int('WEBHOOK_BACKLOG_PER_SUBSCRIPTION', 1_000, 1, 1_000_000),
     egressAllowPrivate: egress.cidrs,
     egressAllowSource,
     relayInApi: bool('RELAY_IN_API', false),

@@ -20,7 +20,7 @@ export function registerWebhookJobs(
   lanes: { subscriptions: string; wallet: string },
 ): void {
   const delivery: DeliveryDeps = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now: deps.now, failures: new WarnOncePer(deps.log) };
-  registry.feed(eventFanOut(deps.db, lanes.subscriptions, deps.now));
+  registry.feed(eventFanOut(deps.db, lanes.subscriptions, deps.now, deps.config.webhookBacklogPerSubscription));
   registry.register({
     kind: 'delivery',
     deliveryKind: 'subscription',

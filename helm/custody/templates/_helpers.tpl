@@ -255,6 +255,8 @@ through NAME_FILE; with secretsAsFiles false, as environment variables from the 
   value: {{ .Values.config.webhookHostConcurrency | quote }}
 - name: WEBHOOK_SUBSCRIPTIONS_PER_PROJECT
   value: {{ .Values.config.webhookSubscriptionsPerProject | quote }}
+- name: WEBHOOK_BACKLOG_PER_SUBSCRIPTION
+  value: {{ .Values.config.webhookBacklogPerSubscription | quote }}
 - name: EGRESS_ALLOW_PRIVATE
   value: {{ join "," .Values.config.egressAllowPrivate | quote }}
 - name: RELAY_CONCURRENCY
