@@ -63,6 +63,18 @@ class Backlog {
   }
 }
 
+/** Of the subscriptions `where` selects, those whose owed share must wait: disabled, or at their bound. */
+async function holding(db: Executor, backlog: Backlog, where: string, bindings: Record<string, unknown> = {}): Promise<number[]> {
+  const { rows } = await db.raw<{ rows: Array<{ id: number; disabled: boolean; pending: number }> }>(
+    `SELECT s.id, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE ${where} AND s.deleted_at IS NULL`,
+    { ...bindings, backlog: backlog.bound },
+  );
+  return rows.filter((s) => s.disabled || backlog.full(s.id, s.pending)).map((s) => s.id);
+}
+
+/** Deliveries one claim may build (see claimEvents). */
+const FAN_OUT_BUDGET = 1_000;
+
 interface ClaimedEvents {
   recorded: number[];
   deliveries: EventDelivery[];
@@ -79,12 +91,8 @@ interface ClaimedEvents {
  */
 async function claimEvents(db: Executor, limit: number, leaseMs: number, busyProjects: readonly number[], backlog: Backlog): Promise<ClaimedEvents> {
   // Owed subscriptions that must wait: disabled, or still at their bound. Deleted ones never wait.
-  const { rows: owedSubs } = await db.raw<{ rows: Array<{ id: number; disabled: boolean; pending: number }> }>(
-    `SELECT s.id, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE s.id IN (${OWED}) AND s.deleted_at IS NULL`,
-    { backlog: backlog.bound },
-  );
-  const held = owedSubs.filter((s) => s.disabled || backlog.full(s.id, s.pending)).map((s) => s.id);
-  const { rows: claiming } = await db.raw<{ rows: Array<{ id: number; project_id: number; owed_to: string[] | null }> }>(
+  const held = await holding(db, backlog, `s.id IN (${OWED})`);
+  const { rows: claiming } = await db.raw<{ rows: Array<{ id: number; project_id: number; owed_to: string[] | null; events: number }> }>(
     `UPDATE outbox SET locked_until = now() + make_interval(secs => :leaseS)
       WHERE id IN (
         SELECT id FROM outbox
@@ -93,7 +101,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
            AND ${TENANT_ACTIVE}
            AND (owed_to IS NULL OR NOT owed_to <@ :held::bigint[])
          ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED)
-      RETURNING id, project_id, owed_to`,
+      RETURNING id, project_id, owed_to, json_array_length(payload::json) AS events`,
     { leaseS: leaseMs / 1000, busy: pgArray([...busyProjects]), limit, held: pgArray(held) },
   );
   // bigint[] comes back as text.
@@ -110,22 +118,35 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
             WHERE s.project_id = ANY(:projects::bigint[]) AND s.deleted_at IS NULL AND s.disabled_at IS NULL`,
           { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]), backlog: backlog.bound },
         );
-  const deferring = candidates.filter((s) => s.owed || backlog.full(s.id, s.pending));
-  // Where each row goes: a new one, to every active subscription of its project but those deferred
-  // (which it then owes); an owed one, to those it owes that may be served now (it still owes the rest).
-  const heldSet = new Set(held);
+  const deferring = new Set(candidates.filter((s) => s.owed || backlog.full(s.id, s.pending)).map((s) => s.id));
+  // Where each row goes now: a new one, to the active subscriptions of its project not deferred; an
+  // owed one, to those it owes that may be served. At most FAN_OUT_BUDGET deliveries a claim: a
+  // row of thousands of events goes to a few subscriptions at a time, owing the others, so one
+  // turn of the event loop never builds tens of thousands of jobs.
+  // Asked again after the claim: a row whose fan-out committed between the first look and the
+  // claim may owe a subscription that first look did not know was owed.
+  const owedNow = [...new Set(claimed.flatMap((r) => r.owed_to ?? []))];
+  const heldSet = new Set(owedNow.length === 0 ? [] : await holding(db, backlog, 's.id = ANY(:ids::bigint[])', { ids: pgArray(owedNow) }));
   const targets = claimed.map((r) => {
-    if (r.owed_to === null) {
-      const deferred = deferring.filter((d) => d.project_id === r.project_id).map((d) => d.id);
-      return { id: r.id, serve: null, skip: deferred, owes: deferred };
-    }
-    return { id: r.id, serve: r.owed_to.filter((id) => !heldSet.has(id)), skip: [], owes: r.owed_to.filter((id) => heldSet.has(id)) };
+    const servable =
+      r.owed_to === null
+        ? candidates
+            .filter((c) => c.project_id === r.project_id)
+            .map((c) => c.id)
+            .filter((id) => !deferring.has(id))
+        : r.owed_to.filter((id) => !heldSet.has(id));
+    const waiting =
+      r.owed_to === null
+        ? candidates.filter((c) => c.project_id === r.project_id && deferring.has(c.id)).map((c) => c.id)
+        : r.owed_to.filter((id) => heldSet.has(id));
+    const serve = servable.slice(0, Math.max(1, Math.floor(FAN_OUT_BUDGET / Math.max(1, r.events))));
+    return { id: r.id, serve, owes: [...waiting, ...servable.slice(serve.length)] };
   });
   const { rows } = await db.raw<{
     rows: Array<{ recorded: number; ord: number; project_id: number; event_id: string; type: string; body: string; subscription_id: number }>;
   }>(
     // MATERIALIZED: each recorded row's JSON is split once, not once per subscription joined.
-    `WITH t AS (SELECT * FROM json_to_recordset(:targets::json) AS t(id bigint, serve bigint[], skip bigint[])),
+    `WITH t AS (SELECT * FROM json_to_recordset(:targets::json) AS t(id bigint, serve bigint[])),
      e AS MATERIALIZED (
        SELECT o.id AS recorded, o.project_id, x.ord::int AS ord, x.envelope->>'id' AS event_id, x.envelope->>'type' AS type, x.envelope::text AS body
          FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS x(envelope, ord)
@@ -136,7 +157,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
        JOIN webhook_subscriptions s
          ON s.project_id = e.project_id AND s.deleted_at IS NULL AND s.disabled_at IS NULL
         AND (s.events @> ARRAY[e.type] OR s.events @> ARRAY['*'])
-        AND (CASE WHEN t.serve IS NULL THEN s.id <> ALL(t.skip) ELSE s.id = ANY(t.serve) END)
+        AND s.id = ANY(t.serve)
       ORDER BY e.recorded, e.ord, s.id`,
     { recorded: pgArray(recorded), targets: JSON.stringify(targets) },
   );

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import { eventsFannedOut } from '../../src/metrics.js';
 import { deliveryMessageId } from '../../src/webhooks/fanout.js';
 import { startAppWithIdp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
@@ -120,4 +121,33 @@ describe("webhooks: a subscription's backlog is bounded", function () {
     await until('nothing owed', async () => (await t.owing(t.failing.id)).length === 0);
     expect(forDead()).to.have.length(sent);
   });
+
+  it('fans a change of more events than one claim may build out to a few subscriptions at a time, each event to each subscription once', async () => {
+    const org = await createOrganisation(app.client);
+    const project = await createProject(app.client, org.id);
+    const subs: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await app.client.post(`/api/v1/project/${project.id}/webhooks`, { url: `${env.receiver.url}/wide-${i}`, events: ['*'] });
+      expect(res.status, res.text).to.equal(201);
+      subs.push(res.body.id);
+    }
+    const owedBefore = await owedCount();
+    const items = Array.from({ length: 400 }, () => ({ membershipType: 'gym:gold', walletAddress: `0x${randomBytes(20).toString('hex')}` }));
+    expect((await app.client.post(`/api/v1/membership/issue?projectId=${project.id}`, items)).status).to.equal(201);
+    // 1,200 events (three per membership) to each of three subscriptions.
+    const mine = () => env.receiver.received.filter((r) => projectOf(r) === project.id);
+    await until('3,600 deliveries', () => mine().length >= 3_600, 60_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const ids = mine().map((r) => String(r.headers['webhook-id']));
+    expect(ids).to.have.length(3_600);
+    expect(new Set(ids).size).to.equal(3_600);
+    for (const sub of subs) expect(mine().filter((r) => r.headers['webhook-id'] === deliveryMessageId(eventOf(r), sub))).to.have.length(1_200);
+    // More than one claim's budget: the row owed the subscriptions not served in its first claim.
+    expect((await owedCount()) - owedBefore).to.be.greaterThan(0);
+    expect((await app.db('outbox').where({ kind: 'event', project_id: project.id })).map((r) => r.status)).to.deep.equal(['done']);
+  });
+
+  async function owedCount(): Promise<number> {
+    return (await eventsFannedOut.get()).values.find((v) => v.labels['what'] === 'deferred')?.value ?? 0;
+  }
 });
