@@ -1,6 +1,7 @@
 import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
 // The signer's contract, as types only: no code crosses the process boundary.
 import type { BindRequest, CreateKeyRequest, CreatedKey, Health, KeyLookup, SignerProblem, StoreUnavailableCode } from '../../keyvault/contract.js';
@@ -59,12 +60,13 @@ export class SignerClient {
   ) {
     this.#base = url.startsWith('unix:') ? { socketPath: url.slice(5) } : { url: new URL(url) };
     if ('url' in this.#base && this.#base.url.protocol === 'https:') {
-      this.#agent = new HttpsAgent({
-        keepAlive: true,
+      // One context for every connection (given as options, each new connection would parse them again).
+      const secureContext = createSecureContext({
         minVersion: 'TLSv1.2',
         ...(tls.ca ? { ca: tls.ca } : {}),
         ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
       });
+      this.#agent = new HttpsAgent({ keepAlive: true, minVersion: 'TLSv1.2', secureContext });
     }
   }
 
