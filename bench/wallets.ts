@@ -175,7 +175,7 @@ try {
     `Koa + router + koa-body, same work @64: ${koaRun.perSecond.toFixed(0)} req/s, p99 ${koaRun.p99Ms.toFixed(1)} ms  ratio ${(koaRun.perSecond / bareRun.perSecond).toFixed(2)}${cpu(koaRun)}`,
   );
   console.log(
-    `service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.6)${cpu(service)}`,
+    `service, existing-user signin @64: ${service.perSecond.toFixed(0)} req/s, p99 ${service.p99Ms.toFixed(1)} ms  ratio ${ratio.toFixed(2)} (goal >= 0.65)${cpu(service)}`,
   );
   const compared = svcB ? total.compare.run() : undefined;
   if (compared) {
@@ -232,7 +232,7 @@ try {
       koaOnlyRatio: koaRun.perSecond / bareRun.perSecond,
       service,
       ratio,
-      goal: 0.6,
+      goal: 0.65,
       rounds: ROUNDS,
       requestsPerServer: SATURATION_REQUESTS,
       warmUp: WARM_UP,

@@ -62,8 +62,8 @@ add(newest('wallets'), 'wallets', (r) => [
   {
     what: 'existing-user signin at saturation vs bare server (default rate limits on)',
     figure: `${n(num(r, 'saturation.service.perSecond'))} req/s = ${n(num(r, 'saturation.ratio'), 2)}×`,
-    goal: '≥ 0.6×',
-    met: num(r, 'saturation.ratio') >= 0.6,
+    goal: '≥ 0.65× (issue 18)',
+    met: num(r, 'saturation.ratio') >= 0.65,
   },
   ...(Number.isNaN(num(r, 'saturation.compared.serviceOverCompared'))
     ? []
