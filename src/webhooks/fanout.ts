@@ -36,8 +36,6 @@ interface EventDelivery {
  * too, so that they keep their turn. A disabled subscription's share waits until it is enabled; a
  * deleted one's ends with no delivery.
  */
-const OWED = `SELECT unnest(w.owed_to) FROM outbox w WHERE w.kind = 'event' AND w.status = 'pending' AND w.owed_to IS NOT NULL`;
-
 /** A subscription's pending deliveries, counted up to the bound (on their own index). */
 const PENDING = `(SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n)::int AS pending`;
 
@@ -81,6 +79,8 @@ interface ClaimedEvents {
   subscriptions: Map<number, SubscriptionRow>;
   /** Each claimed row's subscriptions still owed after this fan-out (none: the row is done). */
   owed: Map<number, number[]>;
+  /** What each claimed row owed before it (to keep `webhook_subscriptions.owed` counted). */
+  owedBefore: Map<number, number[]>;
 }
 
 /**
@@ -90,31 +90,44 @@ interface ClaimedEvents {
  * row owes), with the subscriptions, and what each row still owes.
  */
 async function claimEvents(db: Executor, limit: number, leaseMs: number, busyProjects: readonly number[], backlog: Backlog): Promise<ClaimedEvents> {
-  // Owed subscriptions that must wait: disabled, or still at their bound. Deleted ones never wait.
-  const held = await holding(db, backlog, `s.id IN (${OWED})`);
-  const { rows: claiming } = await db.raw<{ rows: Array<{ id: number; project_id: number; owed_to: string[] | null; events: number }> }>(
-    `UPDATE outbox SET locked_until = now() + make_interval(secs => :leaseS)
-      WHERE id IN (
-        SELECT id FROM outbox
-         WHERE kind = 'event' AND status = 'pending' AND (locked_until IS NULL OR locked_until < now())
-           AND project_id <> ALL(:busy::bigint[])
-           AND ${TENANT_ACTIVE}
-           AND (owed_to IS NULL OR NOT owed_to <@ :held::bigint[])
-         ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED)
-      RETURNING id, project_id, owed_to, json_array_length(payload::json) AS events`,
-    { leaseS: leaseMs / 1000, busy: pgArray([...busyProjects]), limit, held: pgArray(held) },
+  // Owed subscriptions: those that must wait (disabled, or still at their bound) and those whose
+  // rows may be fanned out now (deleted ones too: their share ends with nothing sent).
+  const { rows: owedSubs } = await db.raw<{ rows: Array<{ id: number; deleted: boolean; disabled: boolean; pending: number }> }>(
+    `SELECT s.id, s.deleted_at IS NOT NULL AS deleted, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE s.owed > 0`,
+    { backlog: backlog.bound },
   );
+  const servableNow = owedSubs.filter((s) => s.deleted || !(s.disabled || backlog.full(s.id, s.pending))).map((s) => s.id);
+  // Owed rows a subscription may be served now first (they are older), then new ones, each on its own index.
+  const lease = async (which: string, n: number, bindings: Record<string, unknown> = {}) =>
+    n <= 0
+      ? []
+      : (
+          await db.raw<{ rows: Array<{ id: number; project_id: number; owed_to: string[] | null; events: number }> }>(
+            `UPDATE outbox SET locked_until = now() + make_interval(secs => :leaseS)
+              WHERE id IN (
+                SELECT id FROM outbox
+                 WHERE kind = 'event' AND status = 'pending' AND ${which} AND (locked_until IS NULL OR locked_until < now())
+                   AND project_id <> ALL(:busy::bigint[])
+                   AND ${TENANT_ACTIVE}
+                 ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED)
+              RETURNING id, project_id, owed_to, json_array_length(payload::json) AS events`,
+            { ...bindings, leaseS: leaseMs / 1000, busy: pgArray([...busyProjects]), n },
+          )
+        ).rows;
+  const owedRows =
+    servableNow.length === 0 ? [] : await lease('owed_to IS NOT NULL AND owed_to && :servable::bigint[]', limit, { servable: pgArray(servableNow) });
+  const claiming = [...owedRows, ...(await lease('owed_to IS NULL', limit - owedRows.length))];
   // bigint[] comes back as text.
   const claimed = claiming.map((r) => ({ ...r, owed_to: r.owed_to === null ? null : r.owed_to.map(Number) }));
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
-  if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map() };
+  if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map(), owedBefore: new Map() };
   // A new row's share is deferred for the active subscriptions of its project at their bound or owed older rows.
   const fresh = claimed.filter((r) => r.owed_to === null);
   const { rows: candidates } =
     fresh.length === 0
       ? { rows: [] }
       : await db.raw<{ rows: Array<{ id: number; project_id: number; owed: boolean; pending: number }> }>(
-          `SELECT s.id, s.project_id, s.id IN (${OWED}) AS owed, ${PENDING} FROM webhook_subscriptions s
+          `SELECT s.id, s.project_id, s.owed > 0 AS owed, ${PENDING} FROM webhook_subscriptions s
             WHERE s.project_id = ANY(:projects::bigint[]) AND s.deleted_at IS NULL AND s.disabled_at IS NULL`,
           { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]), backlog: backlog.bound },
         );
@@ -187,6 +200,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
     })),
     subscriptions: new Map(subs.map((s) => [s.id, s])),
     owed: new Map(targets.map((t) => [t.id, t.owes])),
+    owedBefore: new Map(claimed.map((r) => [r.id, r.owed_to ?? []])),
   };
 }
 
@@ -202,6 +216,7 @@ async function finishEvents(
   recorded: readonly number[],
   rest: ReadonlyArray<{ delivery: EventDelivery; url: string; outcome: Outcome | undefined }>,
   owed: ReadonlyMap<number, readonly number[]>,
+  owedBefore: ReadonlyMap<number, readonly number[]>,
 ): Promise<void> {
   await db.transaction(async (tx) => {
     if (rest.length > 0) {
@@ -250,6 +265,21 @@ async function finishEvents(
          FROM json_to_recordset(?::json) AS u(id bigint, owed bigint[]) WHERE o.id = u.id`,
       [JSON.stringify(recorded.map((id, i) => ({ id, owed: owing[i]?.length ? owing[i] : null })))],
     );
+    // How many rows owe each subscription, changed with the rows themselves.
+    const delta = new Map<number, number>();
+    for (const id of recorded) {
+      const before = new Set(owedBefore.get(id) ?? []);
+      const after = new Set(owed.get(id) ?? []);
+      for (const s of after) if (!before.has(s)) delta.set(s, (delta.get(s) ?? 0) + 1);
+      for (const s of before) if (!after.has(s)) delta.set(s, (delta.get(s) ?? 0) - 1);
+    }
+    const changed = [...delta].filter(([, d]) => d !== 0).map(([id, d]) => ({ id, d }));
+    if (changed.length > 0) {
+      await tx.raw(
+        `UPDATE webhook_subscriptions s SET owed = greatest(0, s.owed + c.d) FROM json_to_recordset(?::json) AS c(id bigint, d int) WHERE s.id = c.id`,
+        [JSON.stringify(changed)],
+      );
+    }
   });
 }
 
@@ -308,7 +338,7 @@ export function eventFanOut(db: Knex, lane: string, now: () => number, bound: nu
           const rest = pairs
             .map(({ delivery, job }) => ({ delivery, url: job.url ?? '', outcome: outcomes.get(job) }))
             .filter((r) => r.outcome === undefined || r.outcome.status !== 'done');
-          return finishEvents(db, claimed.recorded, rest, claimed.owed).finally(() => backlog.lease(leased, -1));
+          return finishEvents(db, claimed.recorded, rest, claimed.owed, claimed.owedBefore).finally(() => backlog.lease(leased, -1));
         },
       };
     },

@@ -75,6 +75,8 @@ describe("webhooks: a subscription's backlog is bounded", function () {
       [t.project.id, [t.failing.id]],
     ]);
     expect(await app.db('outbox').where({ kind: 'event', project_id: t.project.id })).to.have.length(3);
+    // The subscription's count of rows owing it is kept with them.
+    expect(await app.db('webhook_subscriptions').where({ id: t.failing.id }).first('owed')).to.deep.equal({ owed: 2 });
     // Each is the change's own recorded row (three events per membership); the subscription takes its five.
     for (const r of deferred) expect((JSON.parse(r.payload) as Array<{ type: string }>).filter((e) => e.type === 'membership.issued')).to.have.length(5);
 
@@ -88,6 +90,7 @@ describe("webhooks: a subscription's backlog is bounded", function () {
     // A deferred delivery carries the webhook-id it would have had without the wait.
     for (const r of forDead()) expect(r.headers['webhook-id']).to.equal(deliveryMessageId(eventOf(r), t.failing.id));
     await until('nothing owed any more', async () => (await t.owing(t.failing.id)).length === 0);
+    expect(await app.db('webhook_subscriptions').where({ id: t.failing.id }).first('owed')).to.deep.equal({ owed: 0 });
     expect(await t.pending(t.failing.id)).to.equal(0);
     expect((await app.db('outbox').where({ kind: 'event', project_id: t.project.id })).map((r) => r.status)).to.deep.equal(['done', 'done', 'done']);
   });
