@@ -70,6 +70,9 @@ async function holding(db: Executor, backlog: Backlog, where: string, bindings: 
   return rows.filter((s) => s.disabled || backlog.full(s.id, s.pending)).map((s) => s.id);
 }
 
+/** Leftover delivery rows written per statement (see finishEvents). */
+const LEFTOVER_CHUNK = 500;
+
 /** Deliveries one claim may build (see claimEvents). */
 const FAN_OUT_BUDGET = 1_000;
 
@@ -219,8 +222,11 @@ async function finishEvents(
   owedBefore: ReadonlyMap<number, readonly number[]>,
 ): Promise<void> {
   await db.transaction(async (tx) => {
-    if (rest.length > 0) {
-      const col = <T extends string | number | boolean | null>(f: (r: (typeof rest)[number]) => T) => pgArray(rest.map(f));
+    // In statements of LEFTOVER_CHUNK rows: building the parameters of thousands at once was one
+    // long turn of the event loop; between statements others run.
+    for (let from = 0; from < rest.length; from += LEFTOVER_CHUNK) {
+      const chunk = rest.slice(from, from + LEFTOVER_CHUNK);
+      const col = <T extends string | number | boolean | null>(f: (r: (typeof chunk)[number]) => T) => pgArray(chunk.map(f));
       await tx.raw(
         // MATERIALIZED: each recorded row's JSON is split once, whatever join the planner picks
         // (an inner side re-evaluated per delivery parsed a 1,000-item row thousands of times).
@@ -240,7 +246,7 @@ async function finishEvents(
            JOIN e ON e.recorded = r.recorded
          ON CONFLICT DO NOTHING`,
         [
-          pgArray([...new Set(rest.map((r) => r.delivery.recordedId))]),
+          pgArray([...new Set(chunk.map((r) => r.delivery.recordedId))]),
           col((r) => r.delivery.recordedId),
           col((r) => r.delivery.ord),
           col((r) => r.delivery.subscriptionId),
@@ -256,8 +262,8 @@ async function finishEvents(
           col((r) => r.outcome?.lastResponseBody ?? null),
         ],
       );
-      await notifyOutbox(tx);
     }
+    if (rest.length > 0) await notifyOutbox(tx);
     // Done, or still pending for the subscriptions it owes.
     const owing = recorded.map((id) => owed.get(id) ?? []);
     await tx.raw(

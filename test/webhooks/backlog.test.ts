@@ -137,6 +137,10 @@ describe("webhooks: a subscription's backlog is bounded", function () {
       expect(res.status, res.text).to.equal(201);
       subs.push(res.body.id);
     }
+    // And one whose endpoint fails: its 1,200 deliveries become rows, written in several statements.
+    dead.status = 500;
+    const failing = await app.client.post(`/api/v1/project/${project.id}/webhooks`, { url: `${dead.url}/wide-dead`, events: ['*'] });
+    expect(failing.status, failing.text).to.equal(201);
     const owedBefore = await owedCount();
     const items = Array.from({ length: 400 }, () => ({ membershipType: 'gym:gold', walletAddress: `0x${randomBytes(20).toString('hex')}` }));
     expect((await app.client.post(`/api/v1/membership/issue?projectId=${project.id}`, items)).status).to.equal(201);
@@ -148,6 +152,16 @@ describe("webhooks: a subscription's backlog is bounded", function () {
     expect(ids).to.have.length(3_600);
     expect(new Set(ids).size).to.equal(3_600);
     for (const sub of subs) expect(mine().filter((r) => r.headers['webhook-id'] === deliveryMessageId(eventOf(r), sub))).to.have.length(1_200);
+    await until('1,200 failed deliveries written as rows', async () => {
+      const n = await app.db('outbox').where({ subscription_id: failing.body.id, kind: 'delivery', status: 'pending' }).count({ n: '*' }).first();
+      return Number(n?.n) === 1_200;
+    });
+    const rows = await app.db('outbox').where({ subscription_id: failing.body.id, kind: 'delivery' }).select('message_id', 'payload', 'event_id');
+    expect(new Set(rows.map((r) => r.message_id)).size).to.equal(1_200);
+    for (const r of rows) {
+      expect(r.message_id).to.equal(deliveryMessageId(r.event_id, failing.body.id));
+      expect((JSON.parse(r.payload) as { id: string }).id).to.equal(r.event_id);
+    }
     // More than one claim's budget: the row owed the subscriptions not served in its first claim.
     expect((await owedCount()) - owedBefore).to.be.greaterThan(0);
     expect((await app.db('outbox').where({ kind: 'event', project_id: project.id })).map((r) => r.status)).to.deep.equal(['done']);
