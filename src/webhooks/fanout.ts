@@ -26,6 +26,9 @@ interface EventDelivery {
   messageId: string;
 }
 
+/** A subscription's pending deliveries, counted up to the bound (on their own index). */
+const PENDING = `(SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n)::int AS pending`;
+
 /**
  * A subscription's backlog is bounded: once it has `backlog` pending deliveries (an endpoint that
  * is down, or slower than its events come), its share of newer recorded rows is not turned into
@@ -35,13 +38,10 @@ interface EventDelivery {
  * done when it owes nobody. A subscription that is owed rows has its share of newer rows deferred
  * too, so that they keep their turn. A disabled subscription's share waits until it is enabled; a
  * deleted one's ends with no delivery.
- */
-/** A subscription's pending deliveries, counted up to the bound (on their own index). */
-const PENDING = `(SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n)::int AS pending`;
-
-/**
- * A subscription's backlog: its pending delivery rows, and the deliveries this relay has leased
- * for it that have no row yet (an inline batch writes its rows only when its last attempt ends).
+ *
+ * The backlog counted: a subscription's pending delivery rows, and the deliveries this relay has
+ * leased for it that have no row yet (an inline batch writes its rows only when its last attempt
+ * ends). `webhook_subscriptions.owed` counts the rows owing it.
  */
 class Backlog {
   readonly #leased = new Map<number, number>();
