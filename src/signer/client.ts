@@ -66,7 +66,7 @@ export class SignerClient {
         ...(tls.ca ? { ca: tls.ca } : {}),
         ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
       });
-      this.#agent = new HttpsAgent({ keepAlive: true, minVersion: 'TLSv1.2', secureContext });
+      this.#agent = new HttpsAgent({ keepAlive: true, secureContext });
     }
   }
 

@@ -61,13 +61,17 @@ class Backlog {
   }
 }
 
-/** Of the subscriptions `where` selects, those whose owed share must wait: disabled, or at their bound. */
-async function holding(db: Executor, backlog: Backlog, where: string, bindings: Record<string, unknown> = {}): Promise<number[]> {
-  const { rows } = await db.raw<{ rows: Array<{ id: number; disabled: boolean; pending: number }> }>(
-    `SELECT s.id, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE ${where} AND s.deleted_at IS NULL`,
+/**
+ * Of the subscriptions `where` selects, those whose owed share must wait: disabled, or at their
+ * bound. A deleted one never waits (its share ends with nothing sent).
+ */
+async function mustWait(db: Executor, backlog: Backlog, where: string, bindings: Record<string, unknown> = {}): Promise<{ wait: number[]; go: number[] }> {
+  const { rows } = await db.raw<{ rows: Array<{ id: number; deleted: boolean; disabled: boolean; pending: number }> }>(
+    `SELECT s.id, s.deleted_at IS NOT NULL AS deleted, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE ${where}`,
     { ...bindings, backlog: backlog.bound },
   );
-  return rows.filter((s) => s.disabled || backlog.full(s.id, s.pending)).map((s) => s.id);
+  const waits = (r: (typeof rows)[number]) => !r.deleted && (r.disabled || backlog.full(r.id, r.pending));
+  return { wait: rows.filter(waits).map((r) => r.id), go: rows.filter((r) => !waits(r)).map((r) => r.id) };
 }
 
 /** Leftover delivery rows written per statement (see finishEvents). */
@@ -80,10 +84,13 @@ interface ClaimedEvents {
   recorded: number[];
   deliveries: EventDelivery[];
   subscriptions: Map<number, SubscriptionRow>;
-  /** Each claimed row's subscriptions still owed after this fan-out (none: the row is done). */
-  owed: Map<number, number[]>;
-  /** What each claimed row owed before it (to keep `webhook_subscriptions.owed` counted). */
-  owedBefore: Map<number, number[]>;
+  /** What each claimed row owed before this fan-out, and still owes after it (none: the row is done). */
+  owed: Map<number, Owing>;
+}
+
+interface Owing {
+  before: readonly number[];
+  after: readonly number[];
 }
 
 /**
@@ -93,13 +100,8 @@ interface ClaimedEvents {
  * row owes), with the subscriptions, and what each row still owes.
  */
 async function claimEvents(db: Executor, limit: number, leaseMs: number, busyProjects: readonly number[], backlog: Backlog): Promise<ClaimedEvents> {
-  // Owed subscriptions: those that must wait (disabled, or still at their bound) and those whose
-  // rows may be fanned out now (deleted ones too: their share ends with nothing sent).
-  const { rows: owedSubs } = await db.raw<{ rows: Array<{ id: number; deleted: boolean; disabled: boolean; pending: number }> }>(
-    `SELECT s.id, s.deleted_at IS NOT NULL AS deleted, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE s.owed > 0`,
-    { backlog: backlog.bound },
-  );
-  const servableNow = owedSubs.filter((s) => s.deleted || !(s.disabled || backlog.full(s.id, s.pending))).map((s) => s.id);
+  // Owed subscriptions whose rows may be fanned out now.
+  const servableNow = (await mustWait(db, backlog, 's.owed > 0')).go;
   // Owed rows a subscription may be served now first (they are older), then new ones, each on its own index.
   const lease = async (which: string, n: number, bindings: Record<string, unknown> = {}) =>
     n <= 0
@@ -123,7 +125,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
   // bigint[] comes back as text.
   const claimed = claiming.map((r) => ({ ...r, owed_to: r.owed_to === null ? null : r.owed_to.map(Number) }));
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
-  if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map(), owedBefore: new Map() };
+  if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map() };
   // A new row's share is deferred for the active subscriptions of its project at their bound or owed older rows.
   const fresh = claimed.filter((r) => r.owed_to === null);
   const { rows: candidates } =
@@ -142,7 +144,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
   // Asked again after the claim: a row whose fan-out committed between the first look and the
   // claim may owe a subscription that first look did not know was owed.
   const owedNow = [...new Set(claimed.flatMap((r) => r.owed_to ?? []))];
-  const heldSet = new Set(owedNow.length === 0 ? [] : await holding(db, backlog, 's.id = ANY(:ids::bigint[])', { ids: pgArray(owedNow) }));
+  const heldSet = new Set(owedNow.length === 0 ? [] : (await mustWait(db, backlog, 's.id = ANY(:ids::bigint[])', { ids: pgArray(owedNow) })).wait);
   const targets = claimed.map((r) => {
     const servable =
       r.owed_to === null
@@ -156,7 +158,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
         ? candidates.filter((c) => c.project_id === r.project_id && deferring.has(c.id)).map((c) => c.id)
         : r.owed_to.filter((id) => heldSet.has(id));
     const serve = servable.slice(0, Math.max(1, Math.floor(FAN_OUT_BUDGET / Math.max(1, r.events))));
-    return { id: r.id, serve, owes: [...waiting, ...servable.slice(serve.length)] };
+    return { id: r.id, serve, before: r.owed_to ?? [], after: [...waiting, ...servable.slice(serve.length)] };
   });
   const { rows } = await db.raw<{
     rows: Array<{
@@ -202,8 +204,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
       messageId: r.message_id,
     })),
     subscriptions: new Map(subs.map((s) => [s.id, s])),
-    owed: new Map(targets.map((t) => [t.id, t.owes])),
-    owedBefore: new Map(claimed.map((r) => [r.id, r.owed_to ?? []])),
+    owed: new Map(targets.map((t) => [t.id, { before: t.before, after: t.after }])),
   };
 }
 
@@ -217,9 +218,8 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
 async function finishEvents(
   db: Knex,
   recorded: readonly number[],
-  rest: ReadonlyArray<{ delivery: EventDelivery; url: string; outcome: Outcome | undefined }>,
-  owed: ReadonlyMap<number, readonly number[]>,
-  owedBefore: ReadonlyMap<number, readonly number[]>,
+  rest: ReadonlyArray<{ delivery: EventDelivery; url: string; destination: string | null; outcome: Outcome | undefined }>,
+  owed: ReadonlyMap<number, Owing>,
 ): Promise<void> {
   await db.transaction(async (tx) => {
     // In statements of LEFTOVER_CHUNK rows: building the parameters of thousands at once was one
@@ -253,7 +253,8 @@ async function finishEvents(
           col((r) => r.delivery.eventId),
           col((r) => r.outcome?.url ?? r.url),
           col((r) => r.delivery.messageId),
-          col((r) => hostOf(r.outcome?.url ?? r.url) ?? null),
+          // The host of the URL the attempt used, when it was not the subscription's at the claim.
+          col((r) => (r.outcome?.url && r.outcome.url !== r.url ? (hostOf(r.outcome.url) ?? null) : r.destination)),
           col((r) => r.outcome?.status ?? 'pending'),
           col((r) => (r.outcome?.attempted ? 1 : 0)),
           col((r) => (r.outcome ? (r.outcome.retryInMs === null ? null : Math.round(r.outcome.retryInMs)) : 0)),
@@ -265,7 +266,7 @@ async function finishEvents(
     }
     if (rest.length > 0) await notifyOutbox(tx);
     // Done, or still pending for the subscriptions it owes.
-    const owing = recorded.map((id) => owed.get(id) ?? []);
+    const owing = recorded.map((id) => owed.get(id)?.after ?? []);
     await tx.raw(
       `UPDATE outbox o SET status = CASE WHEN u.owed IS NULL THEN 'done' ELSE 'pending' END, owed_to = u.owed, locked_until = NULL
          FROM json_to_recordset(?::json) AS u(id bigint, owed bigint[]) WHERE o.id = u.id`,
@@ -274,8 +275,8 @@ async function finishEvents(
     // How many rows owe each subscription, changed with the rows themselves.
     const delta = new Map<number, number>();
     for (const id of recorded) {
-      const before = new Set(owedBefore.get(id) ?? []);
-      const after = new Set(owed.get(id) ?? []);
+      const before = new Set(owed.get(id)?.before ?? []);
+      const after = new Set(owed.get(id)?.after ?? []);
       for (const s of after) if (!before.has(s)) delta.set(s, (delta.get(s) ?? 0) + 1);
       for (const s of before) if (!after.has(s)) delta.set(s, (delta.get(s) ?? 0) - 1);
     }
@@ -290,7 +291,7 @@ async function finishEvents(
 }
 
 /** A delivery of a recorded event as a job of the relay: a row that exists only in memory until it needs one. */
-function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, at: Date): ClaimedRow {
+function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, destination: string | null, at: Date): ClaimedRow {
   return {
     id: 0,
     project_id: d.projectId,
@@ -311,7 +312,7 @@ function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, at: Date): Cl
     last_response_body: null,
     last_attempt_at: null,
     manual_retry: false,
-    destination: hostOf(sub?.url) ?? null,
+    destination,
     created_at: at,
     context: sub ?? null,
   };
@@ -333,18 +334,23 @@ export function eventFanOut(db: Knex, lane: string, now: () => number, bound: nu
       eventsFannedOut.inc({ what: 'deliveries' }, claimed.deliveries.length);
       eventsFannedOut.inc(
         { what: 'deferred' },
-        [...claimed.owed.values()].reduce((n, o) => n + o.length, 0),
+        [...claimed.owed.values()].reduce((n, o) => n + o.after.length, 0),
       );
       const at = new Date(now());
-      const pairs = claimed.deliveries.map((d) => ({ delivery: d, job: jobOf(d, claimed.subscriptions.get(d.subscriptionId), at) }));
+      // Each subscription's host once, not once per delivery (thousands of URL parses a claim).
+      const hosts = new Map([...claimed.subscriptions].map(([id, sub]) => [id, hostOf(sub.url) ?? null]));
+      const pairs = claimed.deliveries.map((d) => ({
+        delivery: d,
+        job: jobOf(d, claimed.subscriptions.get(d.subscriptionId), hosts.get(d.subscriptionId) ?? null, at),
+      }));
       return {
         leased: claimed.recorded.length,
         jobs: pairs.map((p) => p.job),
         finish: (outcomes) => {
           const rest = pairs
-            .map(({ delivery, job }) => ({ delivery, url: job.url ?? '', outcome: outcomes.get(job) }))
+            .map(({ delivery, job }) => ({ delivery, url: job.url ?? '', destination: job.destination, outcome: outcomes.get(job) }))
             .filter((r) => r.outcome === undefined || r.outcome.status !== 'done');
-          return finishEvents(db, claimed.recorded, rest, claimed.owed, claimed.owedBefore).finally(() => backlog.lease(leased, -1));
+          return finishEvents(db, claimed.recorded, rest, claimed.owed).finally(() => backlog.lease(leased, -1));
         },
       };
     },
