@@ -36,13 +36,17 @@ export interface Place {
 
 /**
  * The ids of the current holders of a list of places (bindings: wallets, types, project): one
- * probe of the partial unique index per place, whatever the size of the table. (A plain
- * `(wallet, type) IN (unnest …)`, or this without `LIMIT 1`, lets the planner hash-join a
- * sequential scan; the LIMIT, harmless under the unique index, keeps the subquery a per-place probe.)
+ * probe per place by wallet, whatever the size of the table or the age of its statistics. The
+ * type is compared outside the lateral subquery, which `OFFSET 0` keeps from being merged or
+ * given that condition: with it inside, the planner could probe the by-type index instead and
+ * read every membership of the type for each place (a 1,000-item issue of one type into a
+ * project of 8,000 took 1.5 s before its statistics caught up; test/memberships/plans.test.ts).
+ * A wallet holds one place per type, so a probe reads only that wallet's active memberships.
  */
 const HOLDER_IDS = `SELECT h.id FROM unnest(?::text[], ?::text[]) AS p(wallet_lower, membership_type)
-  CROSS JOIN LATERAL (SELECT m.id FROM memberships m WHERE m.project_id = ? AND m.holds_slot
-                        AND m.wallet_lower = p.wallet_lower AND m.membership_type = p.membership_type LIMIT 1) AS h`;
+  CROSS JOIN LATERAL (SELECT m.id, m.membership_type FROM memberships m
+                       WHERE m.project_id = ? AND m.holds_slot AND m.wallet_lower = p.wallet_lower OFFSET 0) AS h
+  WHERE h.membership_type = p.membership_type`;
 
 const placeArrays = (places: readonly Place[]) => [pgArray(places.map((p) => p.walletLower)), pgArray(places.map((p) => p.membershipType))];
 
