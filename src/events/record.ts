@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Executor } from '../db/knex.js';
 import { notifyOutbox } from '../outbox/repository.js';
+import { mapInTurns } from '../turns.js';
 import type { EventType } from './catalogue.js';
 
 export interface NewEvent {
@@ -21,7 +22,7 @@ export const newEventId = (): string => `evt_${randomUUID().replace(/-/g, '')}`;
 export async function recordEvents(tx: Executor, projectId: number, events: readonly NewEvent[], at: Date): Promise<void> {
   if (events.length === 0) return;
   const createdAt = at.toISOString();
-  const envelopes = events.map((e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));
+  const envelopes = await mapInTurns(events, (e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));
   const single = events.length === 1 ? events[0] : undefined;
   await tx.raw(`INSERT INTO outbox (project_id, kind, event, payload, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, NULL)`, [
     projectId,

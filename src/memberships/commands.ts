@@ -6,6 +6,7 @@ import type { NewEvent } from '../events/record.js';
 import { recordEvents } from '../events/record.js';
 import type { Page } from '../http/pagination.js';
 import type { ProjectRow } from '../projects/repository.js';
+import { mapInTurns } from '../turns.js';
 import { presentMembership, presentTransaction, statusOf } from './presenter.js';
 import {
   appendTransactions,
@@ -90,7 +91,7 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
   const nowS = Math.floor(nowMs / 1000);
   const problems: FieldProblem[] = [];
   const seen = new Map<string, number>();
-  const items: IssueItem[] = input.map((raw, i) => {
+  const items: IssueItem[] = await mapInTurns(input, (raw, i) => {
     const walletAddress = parseAddress(raw.walletAddress, `/${i}/walletAddress`, problems);
     const expiration = raw.expiration ?? 0;
     if (expiration !== 0 && expiration <= nowS) problems.push({ in: 'body', path: `/${i}/expiration`, message: 'is in the past (use 0 for never)' });
@@ -167,14 +168,14 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
         to: m.wallet_address,
       })),
     );
-    const events = rows.flatMap((m, i) => {
+    const events = await mapInTurns(rows, (m, i) => {
       const record = presentMembership(m, nowS);
       const t = ledger[i] as TransactionRow;
       return minted.has(m.id)
         ? [...membershipEvents(record, 'issued', [{ type: 'membership.issued', data: record }]), transactionEvent(t)]
         : [...membershipEvents(record, 'overridden'), transactionEvent(t)];
     });
-    await recordEvents(tx, project.id, events, new Date(nowMs));
+    await recordEvents(tx, project.id, events.flat(), new Date(nowMs));
     return rows;
   });
 }

@@ -3,6 +3,7 @@ import { queryBool } from '../http/schemas.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import { issueMemberships, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
 import { presentMembership } from './presenter.js';
+import { mapInTurns } from '../turns.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
@@ -44,7 +45,7 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
         const at = now();
         const rows = await issueMemberships(ctx.state.db, project, body, at);
         ctx.status = 201;
-        ctx.body = { memberships: rows.map((m) => presentMembership(m, seconds(at))) };
+        ctx.body = { memberships: await mapInTurns(rows, (m) => presentMembership(m, seconds(at))) };
       },
     ),
 
