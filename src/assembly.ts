@@ -14,7 +14,7 @@ import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { pruneOutbox } from './outbox/prune.js';
 import { OutboxRegistry } from './outbox/registry.js';
 import { OutboxRelay } from './outbox/relay.js';
-import { TENANT_ACTIVE } from './tenancy/quiet.js';
+import { tenantActive } from './tenancy/quiet.js';
 import { registerWalletJobs } from './wallets/jobs.js';
 import { registerWebhookJobs } from './webhooks/jobs.js';
 
@@ -113,7 +113,7 @@ export function assembleBackground(input: {
     hostConcurrency: config.webhookHostConcurrency,
     pollMs: config.relayPollMs,
     leaseMs: config.relayLeaseMs,
-    claimable: TENANT_ACTIVE,
+    claimable: tenantActive,
     now,
   });
   const scheduler = new ExpiryScheduler({ db, log, intervalMs: config.schedulerIntervalMs });

@@ -17,8 +17,8 @@ export interface LaneOptions {
   hostConcurrency: number;
   /** How long a claimed row stays ours; longer than any attempt can take. */
   leaseMs: number;
-  /** The tenancy's condition on claimable rows (a deleted organisation's work waits). */
-  claimable: string;
+  /** The tenancy's condition on a claimable row's project id column (a deleted organisation's work waits). */
+  claimable: (projectId: string) => string;
   /** Recorded rows leased per feeder claim. */
   eventBatch: number;
   /** A fed job not started this long after its claim is not tried inline: it gets a row. */
@@ -124,12 +124,32 @@ export class Lane {
     });
   }
 
-  #busyProjects(): number[] {
-    return [...this.#projects].filter(([, n]) => n >= this.options.projectConcurrency).map(([p]) => p);
+  /**
+   * Attempts in flight plus buffered work, per project and per host: one whose bound this already
+   * covers needs no more rows. Counting only attempts in flight, each claim leased a dead endpoint
+   * more rows as soon as one of its attempts timed out, to buffer and give back unstarted. Buffered
+   * work counts toward one bound only when the other lets it start (a project's rows held by a
+   * dead host must not keep its rows for other hosts from being claimed, nor the reverse).
+   */
+  #load(): { projects: Map<number, number>; hosts: Map<string, number> } {
+    const projects = new Map(this.#projects);
+    const hosts = new Map(this.#hosts);
+    for (const [project, byHost] of this.#buffer) {
+      const projectFree = this.#projectFree(project);
+      for (const [host, queue] of byHost) {
+        if (this.#hostFree(host)) bump(projects, project, queue.length);
+        if (host !== '' && projectFree) bump(hosts, host, queue.length);
+      }
+    }
+    return { projects, hosts };
   }
 
-  #busyHosts(): string[] {
-    return [...this.#hosts].filter(([, n]) => n >= this.options.hostConcurrency).map(([h]) => h);
+  #busy(): { projects: number[]; hosts: string[] } {
+    const { projects, hosts } = this.#load();
+    return {
+      projects: [...projects].filter(([, n]) => n >= this.options.projectConcurrency).map(([p]) => p),
+      hosts: [...hosts].filter(([, n]) => n >= this.options.hostConcurrency).map(([h]) => h),
+    };
   }
 
   #projectFree(project: number): boolean {
@@ -167,7 +187,7 @@ export class Lane {
     for (const feeder of this.feeders) {
       while (this.#news && !this.#stopping && this.#buffered < ahead) {
         try {
-          const fed = await feeder.claim(eventBatch, this.options.leaseMs, this.#busyProjects());
+          const fed = await feeder.claim(eventBatch, this.options.leaseMs, this.#busy().projects);
           this.#news = fed.leased === eventBatch;
           if (fed.leased > 0) this.#inline(fed);
         } catch (err) {
@@ -190,12 +210,14 @@ export class Lane {
       this.#rowsMayWait = false;
       let rows: ClaimedRow[];
       try {
+        const busy = this.#busy();
         const claim = {
           kinds: this.#kindKeys,
           limit: want,
+          perGroup: this.options.projectConcurrency,
           leaseMs: this.options.leaseMs,
-          busyProjects: this.#busyProjects(),
-          busyHosts: this.#busyHosts(),
+          busyProjects: busy.projects,
+          busyHosts: busy.hosts,
           claimable: this.options.claimable,
         };
         rows = await claimDue(this.options.db, claim);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { pgArray, type Executor } from '../db/knex.js';
+import { pgArray, type Executor, type Knex } from '../db/knex.js';
 
 export const OUTBOX_CHANNEL = 'custody_outbox';
 
@@ -69,40 +69,76 @@ export interface KindKey {
   deliveryKind: string;
 }
 
+export interface Claim {
+  kinds: readonly KindKey[];
+  limit: number;
+  /** Rows taken from one group (one host and project) at most: what it may have in flight. */
+  perGroup: number;
+  leaseMs: number;
+  busyProjects: readonly number[];
+  busyHosts: readonly string[];
+  /** The tenancy's condition on a project id column (src/tenancy/quiet.ts). */
+  claimable: (projectId: string) => string;
+}
+
+/** The conditions of the index outbox_due_by_group (rows with work left), on table alias `t`. */
+const withWork = (t: string) => `${t}.status IN ('pending', 'failed') AND ${t}.next_attempt_at IS NOT NULL AND ${t}.kind <> 'event'`;
+
 /**
- * Takes up to `limit` due rows of the given kinds (a lane's) for this relay, in one statement
- * (recorded `event` rows are fed, not claimed; the index outbox_due_by_kind reads only these
- * kinds' due rows): SKIP LOCKED so relays side by side never take the same row, and a lease so
- * that a row whose relay died is taken again once the lease runs out. Rows of `busyProjects` and
- * `busyHosts` (at their bound in this lane) are left for later; `claimable` is the tenancy's
- * condition on the row.
+ * The claim's statement and bindings (exported for its plan's test). The due rows of a lane's
+ * kinds are grouped by destination host and project (index outbox_due_by_group): the groups that
+ * have work are found one index probe each (a loose index scan), a busy host's or project's group
+ * or a quiet tenant's is skipped whole, and each other group gives its oldest due rows. So a
+ * claim reads about one entry per group plus the rows it takes, however many rows wait behind a
+ * busy host (a dead endpoint's backlog was read and filtered out row by row by every claim).
+ * The oldest due rows across groups are then locked (SKIP LOCKED: relays side by side never take
+ * the same row; one that lost a race takes fewer) and leased, each found by its id (`= ANY(ARRAY(…))`:
+ * an `IN (…)` let the planner hash-join a scan of the whole table; the lock step rechecks only the
+ * status and the lease, since the due index's own conditions there made it AND that whole index in).
  */
-export async function claimDue(
-  db: Executor,
-  claim: { kinds: readonly KindKey[]; limit: number; leaseMs: number; busyProjects: readonly number[]; busyHosts: readonly string[]; claimable: string },
-): Promise<ClaimedRow[]> {
-  const { rows } = await db.raw<{ rows: OutboxRow[] }>(
-    `UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
-      WHERE id IN (
-        SELECT id FROM outbox
-         WHERE (kind, coalesce(delivery_kind, '')) IN (SELECT * FROM unnest(?::text[], ?::text[]))
-           AND status IN ('pending', 'failed') AND next_attempt_at <= now() AND next_attempt_at IS NOT NULL AND kind <> 'event'
-           AND (locked_until IS NULL OR locked_until < now())
-           AND project_id <> ALL(?::bigint[])
-           AND coalesce(destination, '') <> ALL(?::text[])
-           AND ${claim.claimable}
-         ORDER BY next_attempt_at, id
-         LIMIT ? FOR UPDATE SKIP LOCKED)
-      RETURNING *`,
-    [
-      claim.leaseMs / 1000,
+export function claimDueStatement(claim: Claim): { sql: string; bindings: unknown[] } {
+  const next = (from: string, after: string) => `SELECT o.kind, coalesce(o.delivery_kind, '') AS dkind, coalesce(o.destination, '') AS host, o.project_id
+        FROM outbox o
+       WHERE o.kind = ${from}.kind AND coalesce(o.delivery_kind, '') = ${from}.dkind AND ${withWork('o')} ${after}
+       ORDER BY coalesce(o.destination, ''), o.project_id LIMIT 1`;
+  const sql = `WITH RECURSIVE lane AS (SELECT * FROM unnest(?::text[], ?::text[]) AS l(kind, dkind)),
+     groups AS (
+       SELECT f.* FROM lane l CROSS JOIN LATERAL (${next('l', '')}) f
+       UNION ALL
+       SELECT n.* FROM groups g CROSS JOIN LATERAL (${next('g', "AND (coalesce(o.destination, ''), o.project_id) > (g.host, g.project_id)")}) n
+     )
+     UPDATE outbox SET locked_until = now() + make_interval(secs => ?)
+      WHERE id = ANY(ARRAY(
+        SELECT t.id FROM outbox t
+         WHERE t.id = ANY(ARRAY(
+           SELECT c.id FROM groups g CROSS JOIN LATERAL (
+             SELECT d.id, d.next_attempt_at FROM outbox d
+              WHERE d.kind = g.kind AND coalesce(d.delivery_kind, '') = g.dkind AND coalesce(d.destination, '') = g.host AND d.project_id = g.project_id
+                AND ${withWork('d')} AND d.next_attempt_at <= now() AND (d.locked_until IS NULL OR d.locked_until < now())
+              ORDER BY d.next_attempt_at, d.id LIMIT ?) c
+            WHERE g.host <> ALL(?::text[]) AND g.project_id <> ALL(?::bigint[]) AND ${claim.claimable('g.project_id')}
+            ORDER BY c.next_attempt_at, c.id LIMIT ?))
+           AND t.status IN ('pending', 'failed') AND (t.locked_until IS NULL OR t.locked_until < now())
+         FOR UPDATE SKIP LOCKED))
+      RETURNING *`;
+  return {
+    sql,
+    bindings: [
       pgArray(claim.kinds.map((k) => k.kind)),
       pgArray(claim.kinds.map((k) => k.deliveryKind)),
-      pgArray([...claim.busyProjects]),
+      claim.leaseMs / 1000,
+      Math.min(claim.perGroup, claim.limit),
       pgArray([...claim.busyHosts]),
+      pgArray([...claim.busyProjects]),
       claim.limit,
     ],
-  );
+  };
+}
+
+/** Takes up to `limit` due rows of the given kinds (a lane's) for this relay and leases them (claimDueStatement). */
+export async function claimDue(db: Executor, claim: Claim): Promise<ClaimedRow[]> {
+  const { sql, bindings } = claimDueStatement(claim);
+  const { rows } = await db.raw<{ rows: OutboxRow[] }>(sql, bindings as readonly Knex.RawBinding[]);
   return rows.sort((x, y) => x.id - y.id);
 }
 
