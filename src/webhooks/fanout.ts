@@ -27,7 +27,9 @@ interface EventDelivery {
 }
 
 /** A subscription's pending deliveries, counted up to the bound (on their own index). */
-const PENDING = `(SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n)::int AS pending`;
+// A subscription counted at its bound a moment ago is taken as still there, uncounted (Backlog.counted).
+const PENDING = `(CASE WHEN s.id = ANY(:knownFull::bigint[]) THEN :backlog
+  ELSE (SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n) END)::int AS pending`;
 
 /**
  * A subscription's backlog is bounded: once it has `backlog` pending deliveries (an endpoint that
@@ -45,11 +47,40 @@ const PENDING = `(SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscript
  */
 class Backlog {
   readonly #leased = new Map<number, number>();
+  /** When each subscription was last counted at its bound. */
+  readonly #fullAt = new Map<number, number>();
 
-  constructor(readonly bound: number) {}
+  /**
+   * `recountMs`: how long a count at the bound stands. Counting reads up to `bound` index entries
+   * per subscription, and the fan-out asks on every claim: a dead endpoint's 1,000 pending rows
+   * were read several times per claim. A subscription that drains below its bound is served again
+   * at most this much later.
+   */
+  constructor(
+    readonly bound: number,
+    private readonly now: () => number,
+    private readonly recountMs: number,
+  ) {}
 
   full(subscription: number, pendingRows: number): boolean {
     return pendingRows + (this.#leased.get(subscription) ?? 0) >= this.bound;
+  }
+
+  /** The bindings of PENDING: the bound, and the subscriptions whose count at it still stands. */
+  bindings(): { backlog: number; knownFull: Knex.Value } {
+    const since = this.now() - this.recountMs;
+    const known: number[] = [];
+    for (const [id, at] of this.#fullAt) {
+      if (at >= since) known.push(id);
+      else this.#fullAt.delete(id);
+    }
+    return { backlog: this.bound, knownFull: pgArray(known) };
+  }
+
+  /** Records what a PENDING column said: a count at the bound stands for `recountMs`. */
+  counted(rows: ReadonlyArray<{ id: number; pending: number }>): void {
+    const at = this.now();
+    for (const r of rows) if (r.pending >= this.bound && !this.#fullAt.has(r.id)) this.#fullAt.set(r.id, at);
   }
 
   lease(subscriptions: readonly number[], by: 1 | -1): void {
@@ -68,8 +99,9 @@ class Backlog {
 async function mustWait(db: Executor, backlog: Backlog, where: string, bindings: Record<string, unknown> = {}): Promise<{ wait: number[]; go: number[] }> {
   const { rows } = await db.raw<{ rows: Array<{ id: number; deleted: boolean; disabled: boolean; pending: number }> }>(
     `SELECT s.id, s.deleted_at IS NOT NULL AS deleted, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE ${where}`,
-    { ...bindings, backlog: backlog.bound },
+    { ...bindings, ...backlog.bindings() },
   );
+  backlog.counted(rows);
   const waits = (r: (typeof rows)[number]) => !r.deleted && (r.disabled || backlog.full(r.id, r.pending));
   return { wait: rows.filter(waits).map((r) => r.id), go: rows.filter((r) => !waits(r)).map((r) => r.id) };
 }
@@ -134,8 +166,9 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
       : await db.raw<{ rows: Array<{ id: number; project_id: number; owed: boolean; pending: number }> }>(
           `SELECT s.id, s.project_id, s.owed > 0 AS owed, ${PENDING} FROM webhook_subscriptions s
             WHERE s.project_id = ANY(:projects::bigint[]) AND s.deleted_at IS NULL AND s.disabled_at IS NULL`,
-          { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]), backlog: backlog.bound },
+          { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]), ...backlog.bindings() },
         );
+  backlog.counted(candidates);
   const deferring = new Set(candidates.filter((s) => s.owed || backlog.full(s.id, s.pending)).map((s) => s.id));
   // Where each row goes now: a new one, to the active subscriptions of its project not deferred; an
   // owed one, to those it owes that may be served. At most FAN_OUT_BUDGET deliveries a claim: a
@@ -322,8 +355,8 @@ function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, destination: 
  * The fan-out (CONTRACT.md section 9): recorded events become one delivery per subscription
  * naming them, tried at once; only those that do not succeed get rows of their own.
  */
-export function eventFanOut(db: Knex, lane: string, now: () => number, bound: number): Feeder {
-  const backlog = new Backlog(bound);
+export function eventFanOut(db: Knex, lane: string, now: () => number, bound: number, recountMs = 1_000): Feeder {
+  const backlog = new Backlog(bound, now, recountMs);
   return {
     lane,
     async claim(limit, leaseMs, busyProjects): Promise<FedBatch> {
