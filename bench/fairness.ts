@@ -2,6 +2,7 @@ import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { setPriority } from 'node:os';
 import { Client } from '../test/support/http.js';
 import { freePort, spawnService } from '../test/support/process.js';
 import { startStack } from '../test/support/stack.js';
@@ -17,6 +18,17 @@ import type { FromA, ToA } from './tenant-a.js';
  * runs as users run it (ROLE=all, default settings); the goal is B's p99 beside A within 2× alone.
  */
 const AUDIENCE = 'urn:custody:testnet';
+
+/** The nice value set, or null where the OS refused (an unprivileged user cannot raise priority). */
+function setPriorityIfAllowed(pid: number | undefined, nice: number): number | null {
+  try {
+    if (pid === undefined) return null;
+    setPriority(pid, nice);
+    return nice;
+  } catch {
+    return null;
+  }
+}
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const RATE = Number(process.env['BENCH_RATE'] ?? 20);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 2);
@@ -30,6 +42,17 @@ const port = await freePort();
 const svc = spawnService({ ...stack.serviceEnv(port), DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64') }, undefined, BENCH_NODE_ARGS);
 const load = new LoadClient(`http://127.0.0.1:${port}`);
 const tenantA = fork(fileURLToPath(new URL('./tenant-a.js', import.meta.url)));
+/**
+ * On this shared machine the measuring process (B's client and receiver) is given a higher
+ * priority and tenant A's load generator a lower one, where the OS allows it: B's timestamps
+ * should not wait for the scheduler, and A's client, which a real tenant runs on its own
+ * machines, should not take CPU from the service. The service and PostgreSQL keep theirs. A's
+ * issued count is reported, so a starved generator would show. BENCH_PRIORITIES=0: a variant without.
+ */
+const PRIORITIES = process.env['BENCH_PRIORITIES'] !== '0';
+const priorities = PRIORITIES
+  ? { measurer: setPriorityIfAllowed(process.pid, -10), tenantA: setPriorityIfAllowed(tenantA.pid, 10) }
+  : { measurer: null, tenantA: null };
 const fromA = (want: (m: FromA) => boolean) =>
   new Promise<FromA>((resolve, reject) => {
     const onExit = (code: number | null) => reject(new Error(`tenant A exited (${code})`));
@@ -126,7 +149,7 @@ try {
   console.log(`p99 beside / alone: ${ratio.toFixed(2)} (goal <= 2)`);
   // Another tenant A than the default, or Node flags for the service (a profiler, GC settings), is
   // a variant: written beside the benchmark's figure, never as it.
-  const variant = A_SUBSCRIPTIONS !== 5 || A_PERIOD_MS !== 1_000 || BENCH_NODE_ARGS.length > 0;
+  const variant = A_SUBSCRIPTIONS !== 5 || A_PERIOD_MS !== 1_000 || BENCH_NODE_ARGS.length > 0 || !PRIORITIES;
   const file = writeResult(variant ? 'fairness-variant' : 'fairness', {
     rate: RATE,
     seconds: SECONDS,
@@ -137,6 +160,7 @@ try {
     goal: 2,
     tenantA: { subscriptions: A_SUBSCRIPTIONS, periodMs: A_PERIOD_MS, issued: aIssued, wallets: aQueued, hanging, process: 'own' },
     measurerStallMs: { alone: aloneStallMs, beside: measurerStallMs },
+    priorities,
   });
   console.log(`results: ${file}`);
 } finally {
