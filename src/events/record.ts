@@ -24,12 +24,16 @@ export async function recordEvents(tx: Executor, projectId: number, events: read
   const createdAt = at.toISOString();
   const envelopes = await mapInTurns(events, (e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));
   const single = events.length === 1 ? events[0] : undefined;
-  await tx.raw(`INSERT INTO outbox (project_id, kind, event, payload, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, NULL)`, [
-    projectId,
-    single ? single.type : 'bundle',
-    `[${envelopes.join(',')}]`,
-    `evb_${randomUUID().replace(/-/g, '')}`,
-    single?.walletId ?? null,
-  ]);
+  await tx.raw(
+    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, ?, NULL)`,
+    [
+      projectId,
+      single ? single.type : 'bundle',
+      `[${envelopes.join(',')}]`,
+      envelopes.length,
+      `evb_${randomUUID().replace(/-/g, '')}`,
+      single?.walletId ?? null,
+    ],
+  );
   await notifyOutbox(tx);
 }

@@ -145,7 +145,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
                    AND project_id <> ALL(:busy::bigint[])
                    AND ${TENANT_ACTIVE}
                  ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED)
-              RETURNING id, project_id, owed_to, json_array_length(payload::json) AS events`,
+              RETURNING id, project_id, owed_to, coalesce(event_count, json_array_length(payload::json)) AS events`,
             { ...bindings, leaseS: leaseMs / 1000, busy: pgArray([...busyProjects]), n },
           )
         ).rows;
