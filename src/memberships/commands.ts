@@ -11,7 +11,6 @@ import { presentMembership, presentTransaction, statusOf } from './presenter.js'
 import {
   appendTransactions,
   deleteMembership,
-  freeExpiredPlaces,
   insertMemberships,
   lockHolders,
   lockMembership,
@@ -116,8 +115,7 @@ export async function issueMemberships(db: Executor, project: ProjectRow, input:
 
   return withRetries(db, async (tx) => {
     const places = items.map((i) => ({ walletLower: i.walletLower, membershipType: i.membershipType }));
-    await freeExpiredPlaces(tx, project.id, places, nowS);
-    const holders = new Map((await lockHolders(tx, project.id, places)).map((h) => [placeKey(h.wallet_lower, h.membership_type), h]));
+    const holders = new Map((await lockHolders(tx, project.id, places, nowS)).map((h) => [placeKey(h.wallet_lower, h.membership_type), h]));
     const conflicts: FieldProblem[] = [];
     items.forEach((item, i) => {
       const holder = holders.get(placeKey(item.walletLower, item.membershipType));
@@ -254,9 +252,8 @@ export async function transferMembership(
     if (!row.transferable) throw new ConflictError(`Membership ${body.tokenId} is not transferable.`, 'not_transferable');
 
     const place = { walletLower: to.toLowerCase(), membershipType: row.membership_type };
-    await freeExpiredPlaces(tx, project.id, [place], nowS);
     const taken = () => new ConflictError(`${to} already holds an active ${row.membership_type} membership.`, 'already_member');
-    if ((await lockHolders(tx, project.id, [place])).length > 0) throw taken();
+    if ((await lockHolders(tx, project.id, [place], nowS)).length > 0) throw taken();
     let moved: MembershipRow;
     try {
       moved = await moveMembership(tx, row.id, to);

@@ -81,7 +81,7 @@ describe('Membership place lookups: plans', () => {
       const read = membershipRowsRead(plan);
       // One probe per place and the held rows fetched and locked: a few rows per place at most.
       expect(read, `${state}: memberships rows read for ${PLACES} places`).to.be.at.most(3 * PLACES);
-      const holders = await lockHolders(tx, projectId, asked);
+      const holders = await lockHolders(tx, projectId, asked, Math.floor(Date.now() / 1000));
       expect(holders.map((h) => h.wallet_lower).sort(), state).to.deep.equal(
         asked
           .slice(0, PLACES / 2)
