@@ -136,14 +136,18 @@ try {
 
   const stats = (l: number[]) => {
     const sorted = [...l].sort((x, y) => x - y);
-    return { received: sorted.length, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) };
+    return { received: sorted.length, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), worstMs: sorted.slice(-8) };
   };
   const aloneStats = stats(alone);
   const besideStats = stats(beside);
   const ratio = besideStats.p99Ms / aloneStats.p99Ms;
   const sent = RATE * SECONDS * ROUNDS;
-  console.log(`B alone:    ${aloneStats.received}/${sent} webhooks, p50 ${aloneStats.p50Ms} ms, p99 ${aloneStats.p99Ms} ms`);
-  console.log(`B beside A: ${besideStats.received}/${sent} webhooks, p50 ${besideStats.p50Ms} ms, p99 ${besideStats.p99Ms} ms`);
+  console.log(
+    `B alone:    ${aloneStats.received}/${sent} webhooks, p50 ${aloneStats.p50Ms} ms, p99 ${aloneStats.p99Ms} ms (worst ${aloneStats.worstMs.join(', ')} ms)`,
+  );
+  console.log(
+    `B beside A: ${besideStats.received}/${sent} webhooks, p50 ${besideStats.p50Ms} ms, p99 ${besideStats.p99Ms} ms (worst ${besideStats.worstMs.join(', ')} ms)`,
+  );
   console.log(`A meanwhile: ${aIssued} memberships issued, ${aQueued} wallets queued, ${hanging} attempts hanging at the end`);
   console.log(`measuring process's longest stall: alone ${aloneStallMs.toFixed(1)} ms, beside A ${measurerStallMs.toFixed(1)} ms`);
   console.log(`p99 beside / alone: ${ratio.toFixed(2)} (goal <= 2)`);
