@@ -81,7 +81,7 @@ export interface Claim {
   claimable: (projectId: string) => string;
 }
 
-/** The conditions of the index outbox_due_by_group (rows with work left), on table alias `t`. */
+/** The conditions of the index outbox_due_by_group (rows with work left), on the given table alias. */
 const withWork = (t: string) => `${t}.status IN ('pending', 'failed') AND ${t}.next_attempt_at IS NOT NULL AND ${t}.kind <> 'event'`;
 
 /**
@@ -96,7 +96,7 @@ const withWork = (t: string) => `${t}.status IN ('pending', 'failed') AND ${t}.n
  * an `IN (…)` let the planner hash-join a scan of the whole table; the lock step rechecks only the
  * status and the lease, since the due index's own conditions there made it AND that whole index in).
  */
-export function claimDueStatement(claim: Claim): { sql: string; bindings: unknown[] } {
+export function claimDueStatement(claim: Claim): { sql: string; bindings: Knex.RawBinding[] } {
   const next = (from: string, after: string) => `SELECT o.kind, coalesce(o.delivery_kind, '') AS dkind, coalesce(o.destination, '') AS host, o.project_id
         FROM outbox o
        WHERE o.kind = ${from}.kind AND coalesce(o.delivery_kind, '') = ${from}.dkind AND ${withWork('o')} ${after}
@@ -138,7 +138,7 @@ export function claimDueStatement(claim: Claim): { sql: string; bindings: unknow
 /** Takes up to `limit` due rows of the given kinds (a lane's) for this relay and leases them (claimDueStatement). */
 export async function claimDue(db: Executor, claim: Claim): Promise<ClaimedRow[]> {
   const { sql, bindings } = claimDueStatement(claim);
-  const { rows } = await db.raw<{ rows: OutboxRow[] }>(sql, bindings as readonly Knex.RawBinding[]);
+  const { rows } = await db.raw<{ rows: OutboxRow[] }>(sql, bindings);
   return rows.sort((x, y) => x.id - y.id);
 }
 

@@ -82,10 +82,7 @@ describe('Outbox claim: due rows behind a busy host, project or quiet tenant', (
     let read = 0;
     const done = db.transaction(async (tx) => {
       const { sql, bindings } = claimDueStatement(claim());
-      const { rows } = await tx.raw<{ rows: Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }> }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`,
-        bindings as readonly Knex.RawBinding[],
-      );
+      const { rows } = await tx.raw<{ rows: Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, bindings);
       const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
       if (!plan) throw new Error('no plan');
       read = outboxRowsRead(plan);
