@@ -27,8 +27,10 @@ interface EventDelivery {
   messageId: string;
 }
 
-/** A subscription's pending deliveries, counted up to the bound (on their own index). */
-// A subscription counted at its bound a moment ago is taken as still there, uncounted (Backlog.counted).
+/**
+ * A subscription's pending deliveries, counted up to the bound (on their own index); one counted
+ * at its bound a moment ago is taken as still there, uncounted (Backlog.select).
+ */
 const PENDING = `(CASE WHEN s.id = ANY(:knownFull::bigint[]) THEN :backlog
   ELSE (SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n) END)::int AS pending`;
 
@@ -67,21 +69,17 @@ class Backlog {
     return pendingRows + (this.#leased.get(subscription) ?? 0) >= this.bound;
   }
 
-  /** The bindings of PENDING: the bound, and the subscriptions whose count at it still stands. */
-  bindings(): { backlog: number; knownFull: Knex.Value } {
-    const since = this.now() - this.recountMs;
+  /** Runs a statement with a PENDING column (`s` the subscription) and keeps what it counted at the bound for `recountMs`. */
+  async select<R extends { id: number; pending: number }>(db: Executor, sql: string, bindings: Record<string, unknown>): Promise<R[]> {
+    const at = this.now();
     const known: number[] = [];
-    for (const [id, at] of this.#fullAt) {
-      if (at >= since) known.push(id);
+    for (const [id, since] of this.#fullAt) {
+      if (since >= at - this.recountMs) known.push(id);
       else this.#fullAt.delete(id);
     }
-    return { backlog: this.bound, knownFull: pgArray(known) };
-  }
-
-  /** Records what a PENDING column said: a count at the bound stands for `recountMs`. */
-  counted(rows: ReadonlyArray<{ id: number; pending: number }>): void {
-    const at = this.now();
+    const { rows } = await db.raw<{ rows: R[] }>(sql, { ...bindings, backlog: this.bound, knownFull: pgArray(known) });
     for (const r of rows) if (r.pending >= this.bound && !this.#fullAt.has(r.id)) this.#fullAt.set(r.id, at);
+    return rows;
   }
 
   lease(subscriptions: readonly number[], by: 1 | -1): void {
@@ -98,11 +96,11 @@ class Backlog {
  * bound. A deleted one never waits (its share ends with nothing sent).
  */
 async function mustWait(db: Executor, backlog: Backlog, where: string, bindings: Record<string, unknown> = {}): Promise<{ wait: number[]; go: number[] }> {
-  const { rows } = await db.raw<{ rows: Array<{ id: number; deleted: boolean; disabled: boolean; pending: number }> }>(
+  const rows = await backlog.select<{ id: number; deleted: boolean; disabled: boolean; pending: number }>(
+    db,
     `SELECT s.id, s.deleted_at IS NOT NULL AS deleted, s.disabled_at IS NOT NULL AS disabled, ${PENDING} FROM webhook_subscriptions s WHERE ${where}`,
-    { ...bindings, ...backlog.bindings() },
+    bindings,
   );
-  backlog.counted(rows);
   const waits = (r: (typeof rows)[number]) => !r.deleted && (r.disabled || backlog.full(r.id, r.pending));
   return { wait: rows.filter(waits).map((r) => r.id), go: rows.filter((r) => !waits(r)).map((r) => r.id) };
 }
@@ -158,15 +156,15 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
   if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map() };
   // A new row's share is deferred for the active subscriptions of its project at their bound or owed older rows.
   const fresh = claimed.filter((r) => r.owed_to === null);
-  const { rows: candidates } =
+  const candidates =
     fresh.length === 0
-      ? { rows: [] }
-      : await db.raw<{ rows: Array<{ id: number; project_id: number; owed: boolean; pending: number }> }>(
+      ? []
+      : await backlog.select<{ id: number; project_id: number; owed: boolean; pending: number }>(
+          db,
           `SELECT s.id, s.project_id, s.owed > 0 AS owed, ${PENDING} FROM webhook_subscriptions s
             WHERE s.project_id = ANY(:projects::bigint[]) AND s.deleted_at IS NULL AND s.disabled_at IS NULL`,
-          { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]), ...backlog.bindings() },
+          { projects: pgArray([...new Set(fresh.map((r) => r.project_id))]) },
         );
-  backlog.counted(candidates);
   const deferring = new Set(candidates.filter((s) => s.owed || backlog.full(s.id, s.pending)).map((s) => s.id));
   // Where each row goes now: a new one, to the active subscriptions of its project not deferred; an
   // owed one, to those it owes that may be served. At most FAN_OUT_BUDGET deliveries a claim: a
