@@ -4,18 +4,20 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { setPriority } from 'node:os';
 import { Client } from '../test/support/http.js';
-import { freePort, spawnService } from '../test/support/process.js';
+import { freePort } from '../test/support/process.js';
 import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
 import { createAsyncToWebhook } from './wallet-webhooks.js';
 import { BENCH_NODE_ARGS, percentile, writeResult } from './stats.js';
 import type { FromA, ToA } from './tenant-a.js';
+import { startService, topologyFromEnv } from './topology.js';
 
 /**
  * Fairness between tenants (issue 18): tenant B's createasync → wallet-webhook latency alone, then
  * beside tenant A, whose endpoints never answer (its wallet webhook and five subscriptions to every
  * event) and who issues 1,000-item membership batches and queues wallets all the while. The service
- * runs as users run it (ROLE=all, default settings); the goal is B's p99 beside A within 2× alone.
+ * runs as `npm start` runs it (ROLE=all, default settings; BENCH_TOPOLOGY=chart, the chart's
+ * components as processes, is a variant). The goal: B's p99 beside A within 2× alone.
  */
 const AUDIENCE = 'urn:custody:testnet';
 
@@ -36,10 +38,10 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 2);
 const A_SUBSCRIPTIONS = Number(process.env['BENCH_A_SUBSCRIPTIONS'] ?? 5);
 const A_PERIOD_MS = Number(process.env['BENCH_A_PERIOD_MS'] ?? 1_000);
 
+const TOPOLOGY = topologyFromEnv();
 const stack = await startStack('bench-fairness');
 const { idp, receiver, operatorToken } = stack;
 const port = await freePort();
-const svc = spawnService({ ...stack.serviceEnv(port), DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64') }, undefined, BENCH_NODE_ARGS);
 const load = new LoadClient(`http://127.0.0.1:${port}`);
 const tenantA = fork(fileURLToPath(new URL('./tenant-a.js', import.meta.url)));
 /**
@@ -64,13 +66,13 @@ const fromA = (want: (m: FromA) => boolean) =>
     tenantA.on('message', onMessage).once('exit', onExit);
   });
 const toA = (m: ToA) => tenantA.send(m);
+const aReady = fromA((m) => 'ready' in m);
+const svc = await startService(TOPOLOGY, stack, port, BENCH_NODE_ARGS).catch(async (err: unknown) => {
+  tenantA.kill('SIGTERM');
+  await stack.teardown();
+  throw err;
+});
 try {
-  const aReady = fromA((m) => 'ready' in m);
-  await svc.waitFor(/listening on http/, 60_000);
-  for (const stream of [svc.proc.stdout, svc.proc.stderr]) {
-    stream?.removeAllListeners('data');
-    stream?.resume();
-  }
   const blackHole = (await aReady) as Extract<FromA, { ready: true }>;
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
   const org = await api.post('/api/v1/organisations', { name: 'Fairness' });
@@ -142,6 +144,7 @@ try {
   const besideStats = stats(beside);
   const ratio = besideStats.p99Ms / aloneStats.p99Ms;
   const sent = RATE * SECONDS * ROUNDS;
+  console.log(`service: ${TOPOLOGY === 'chart' ? "the chart's components as processes (signer, api, worker)" : 'one ROLE=all process'}`);
   console.log(
     `B alone:    ${aloneStats.received}/${sent} webhooks, p50 ${aloneStats.p50Ms} ms, p99 ${aloneStats.p99Ms} ms (worst ${aloneStats.worstMs.join(', ')} ms)`,
   );
@@ -153,11 +156,12 @@ try {
   console.log(`p99 beside / alone: ${ratio.toFixed(2)} (goal <= 2)`);
   // Another tenant A than the default, or Node flags for the service (a profiler, GC settings), is
   // a variant: written beside the benchmark's figure, never as it.
-  const variant = A_SUBSCRIPTIONS !== 5 || A_PERIOD_MS !== 1_000 || BENCH_NODE_ARGS.length > 0 || !PRIORITIES;
+  const variant = A_SUBSCRIPTIONS !== 5 || A_PERIOD_MS !== 1_000 || BENCH_NODE_ARGS.length > 0 || !PRIORITIES || TOPOLOGY !== 'all';
   const file = writeResult(variant ? 'fairness-variant' : 'fairness', {
     rate: RATE,
     seconds: SECONDS,
     rounds: ROUNDS,
+    topology: TOPOLOGY,
     alone: aloneStats,
     beside: besideStats,
     ratio,
@@ -170,7 +174,6 @@ try {
 } finally {
   if (tenantA.connected) tenantA.kill('SIGTERM');
   load.close();
-  svc.proc.kill('SIGTERM');
-  await svc.exited;
+  await svc.stop();
   await stack.teardown();
 }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -87,10 +87,24 @@ export class Slices {
 export const machine = () => ({ cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version });
 
 /** Writes bench/results/<name>-<timestamp>.json and bench/results/<name>-latest.json. */
+/**
+ * The code measured: the checkout's commit, and whether files other than results differed from
+ * it (BENCHMARKS.md counts the runs of one commit); undefined outside a git checkout.
+ */
+function code(): { commit: string; dirty: boolean } | undefined {
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: fileURLToPath(new URL('../../', import.meta.url)), encoding: 'utf8' }).trim();
+    const changed = git('status', '--porcelain', '--', '.', ':(exclude)bench/results');
+    return { commit: git('rev-parse', '--short=7', 'HEAD'), dirty: changed !== '' };
+  } catch {
+    return undefined;
+  }
+}
+
 export function writeResult(name: string, result: unknown): string {
   const dir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
   mkdirSync(dir, { recursive: true });
-  const body = JSON.stringify({ name, at: new Date().toISOString(), machine: machine(), ...(result as object) }, null, 2);
+  const body = JSON.stringify({ name, at: new Date().toISOString(), machine: machine(), code: code(), ...(result as object) }, null, 2);
   const file = `${dir}${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
   writeFileSync(file, body);
   writeFileSync(`${dir}${name}-latest.json`, body);

@@ -20,13 +20,14 @@ function num(r: Result, dotted: string): number {
 }
 const str = (r: Result, key: string): string => (typeof r[key] === 'string' ? r[key] : '');
 
-function newest(name: string): Result | undefined {
-  const files = readdirSync(RESULTS)
+/** A benchmark's result files, oldest first (its variants, `<name>-variant-…`, are not among them). */
+function results(name: string): Result[] {
+  return readdirSync(RESULTS)
     .filter((f) => f.startsWith(`${name}-`) && /^\d{4}-\d\d-\d\dT/.test(f.slice(name.length + 1)))
-    .sort();
-  const file = files.at(-1);
-  return file ? (JSON.parse(readFileSync(`${RESULTS}${file}`, 'utf8')) as Result) : undefined;
+    .sort()
+    .map((f) => JSON.parse(readFileSync(`${RESULTS}${f}`, 'utf8')) as Result);
 }
+const newest = (name: string): Result | undefined => results(name).at(-1);
 
 interface Row {
   bench: string;
@@ -34,17 +35,38 @@ interface Row {
   figure: string;
   goal: string;
   met: boolean;
+  /** Of the runs at the newest run's commit, how many met the goal: one run on a noisy machine is not a result. */
+  sameCode: { met: number; runs: number } | undefined;
   at: string;
 }
 
+type Figure = Omit<Row, 'bench' | 'at' | 'sameCode'>;
 const n = (x: number, digits = 0) => x.toLocaleString('en-GB', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const rows: Row[] = [];
-const add = (r: Result | undefined, bench: string, make: (r: Result) => Array<Omit<Row, 'bench' | 'at'>>) => {
-  if (!r) return;
-  for (const row of make(r)) rows.push({ ...row, bench, at: str(r, 'at').slice(0, 16).replace('T', ' ') });
+/** The commit a result measured (`code.commit`, written by bench/stats.ts since 2026-11-24), if recorded. */
+const commitOf = (r: Result): string | undefined => {
+  const c = (r['code'] as { commit?: unknown } | undefined)?.commit;
+  return typeof c === 'string' ? c : undefined;
+};
+/** The newest run's figures, each with how many runs of that commit met its goal. */
+const add = (name: string, make: (r: Result) => Figure[]) => {
+  const all = results(name);
+  const last = all.at(-1);
+  if (!last) return;
+  const commit = commitOf(last);
+  const sameCode = commit === undefined ? undefined : all.filter((r) => commitOf(r) === commit).map(make);
+  make(last).forEach((row, i) => {
+    const met = sameCode?.filter((figures) => figures[i]?.met === true).length ?? 0;
+    rows.push({
+      ...row,
+      bench: name,
+      sameCode: sameCode ? { met, runs: sameCode.length } : undefined,
+      at: str(last, 'at').slice(0, 16).replace('T', ' '),
+    });
+  });
 };
 
-add(newest('keyvault'), 'keyvault', (r) => [
+add('keyvault', (r) => [
   {
     what: 'keys/s, local store, vs bare key generation',
     figure: `${n(num(r, 'local.perSecond'))} keys/s = ${n(num(r, 'local.ratio'), 2)}×`,
@@ -58,7 +80,7 @@ add(newest('keyvault'), 'keyvault', (r) => [
     met: num(r, 'vault.ratio') >= num(r, 'vault.goal'),
   },
 ]);
-add(newest('wallets'), 'wallets', (r) => [
+add('wallets', (r) => [
   {
     what: 'existing-user signin at saturation vs bare server (default rate limits on)',
     figure: `${n(num(r, 'saturation.service.perSecond'))} req/s = ${n(num(r, 'saturation.ratio'), 2)}×`,
@@ -89,11 +111,11 @@ add(newest('wallets'), 'wallets', (r) => [
     met: num(r, 'createasyncToWebhook50.p99Ms') <= 1000,
   },
 ]);
-add(newest('memberships'), 'memberships', (r) => [
+add('memberships', (r) => [
   { what: 'issue 1,000 items in one call, p50', figure: `${n(num(r, 'issue1000.p50Ms'), 1)} ms`, goal: '≤ 150 ms', met: num(r, 'issue1000.p50Ms') <= 150 },
   { what: 'view by wallet, 1M memberships, p99', figure: `${n(num(r, 'viewByWallet.p99Ms'), 2)} ms`, goal: '≤ 10 ms', met: num(r, 'viewByWallet.p99Ms') <= 10 },
 ]);
-add(newest('webhooks'), 'webhooks', (r) => [
+add('webhooks', (r) => [
   {
     what: 'deliveries/s, one relay, vs bare loop',
     figure: `${n(num(r, 'relay.perSecond'))}/s = ${n(num(r, 'ratio'), 2)}×`,
@@ -103,7 +125,7 @@ add(newest('webhooks'), 'webhooks', (r) => [
   { what: 'commit → receipt at 200 events/s, p99', figure: `${n(num(r, 'steady200.p99Ms'))} ms`, goal: '≤ 250 ms', met: num(r, 'steady200.p99Ms') <= 250 },
 ]);
 
-add(newest('hostile'), 'hostile', (r) => [
+add('hostile', (r) => [
   {
     what: 'longest event-loop stall, any unauthenticated request',
     figure: `${n(num(r, 'worstMs'), 1)} ms (baseline ${n(num(r, 'baselineMs'), 1)} ms)`,
@@ -112,7 +134,7 @@ add(newest('hostile'), 'hostile', (r) => [
   },
 ]);
 
-add(newest('fairness'), 'fairness', (r) => [
+add('fairness', (r) => [
   {
     what: `a tenant's createasync → webhook p99 beside a tenant with dead endpoints and 1,000-item issues, vs alone`,
     figure: `${n(num(r, 'beside.p99Ms'))} ms vs ${n(num(r, 'alone.p99Ms'))} ms = ${n(num(r, 'ratio'), 1)}×`,
@@ -121,7 +143,7 @@ add(newest('fairness'), 'fairness', (r) => [
   },
 ]);
 
-add(newest('signer-memory'), 'signer-memory', (r) => [
+add('signer-memory', (r) => [
   {
     what: `signer peak memory, ${num(r, 'concurrency')} concurrent key creations (Vault, chart settings), vs the chart's limit`,
     figure: `${n(num(r, 'peakMiB'), 1)} MiB = ${n(num(r, 'ratio') * 100, 1)}% of ${n(num(r, 'limitMiB'))} MiB`,
@@ -139,13 +161,14 @@ const machine = (() => {
 const md = `# Benchmarks
 
 Generated by \`npm run bench\` (every benchmark, then \`scripts/benchmarks-md.ts\`) from the newest
-result file of each benchmark in \`bench/results/\`. How each is measured, and the history of
+result file of each benchmark in \`bench/results/\`, with how many runs of the same commit met
+each goal (variants, \`<name>-variant-…\`, are not counted; older files did not record their commit). How each is measured, and the history of
 its figures, is in [bench/README.md](bench/README.md). Machine: ${machine}; these machines are
 noisy (±25% between runs), so ratios are taken against a ceiling measured in the same run.
 
-| Benchmark | Run with | What | Figure | Goal | Met | Measured (UTC) |
-|---|---|---|---|---|---|---|
-${rows.map((r) => `| ${r.bench} | \`npm run bench:${r.bench}\` | ${r.what} | ${r.figure} | ${r.goal} | ${r.met ? 'yes' : 'no'} | ${r.at} |`).join('\n')}
+| Benchmark | Run with | What | Figure | Goal | Met | Runs of that commit meeting it | Measured (UTC) |
+|---|---|---|---|---|---|---|---|
+${rows.map((r) => `| ${r.bench} | \`npm run bench:${r.bench}\` | ${r.what} | ${r.figure} | ${r.goal} | ${r.met ? 'yes' : 'no'} | ${r.sameCode ? `${r.sameCode.met} of ${r.sameCode.runs}` : 'not recorded'} | ${r.at} |`).join('\n')}
 
 ## Fault tests
 
