@@ -5,6 +5,11 @@ export type SignerErrorCode =
   | 'auth_failed'
   | 'misconfigured'
   | 'invalid_request'
+  | 'invalid_operation'
+  | 'invalid_policy'
+  | 'policy_conflict'
+  | 'policy_denied'
+  | 'wrong_project'
   | 'unauthorized'
   | 'not_found'
   | 'key_conflict'
@@ -17,6 +22,15 @@ const STATUS: Record<SignerErrorCode, number> = {
   auth_failed: 502,
   misconfigured: 500,
   invalid_request: 400,
+  // A signing operation the signer cannot read as its method defines it (the message names the field).
+  invalid_operation: 400,
+  invalid_policy: 400,
+  // A policy written over a base version that is no longer the newest.
+  policy_conflict: 409,
+  // The project's policy does not allow the operation (the answer names the rule, or none).
+  policy_denied: 403,
+  // The key is bound to another project than the request names.
+  wrong_project: 403,
   unauthorized: 401,
   not_found: 404,
   // The key id already holds a key of another request: never an address to hand out.

@@ -1,0 +1,127 @@
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import type { Signature } from './ecdsa.js';
+import { address, hexBytes, object, quantity, refuse, UINT256_MAX, UINT64_MAX } from './input.js';
+import { integerBytes, rlpEncode, type RlpItem } from './rlp.js';
+
+/** Calldata (and init code) up to 128 KiB: above EIP-3860's 48 KiB init-code limit, below the signer's body limit. */
+export const DATA_MAX_BYTES = 128 * 1024;
+const ACCESS_LIST_MAX = 256;
+
+export interface AccessListEntry {
+  address: string;
+  storageKeys: Uint8Array[];
+}
+
+/** A transaction as signed: type 0 (legacy, always with EIP-155), 1 (EIP-2930) or 2 (EIP-1559). */
+export interface Transaction {
+  type: 0 | 1 | 2;
+  chainId: bigint;
+  nonce: bigint;
+  gas: bigint;
+  /** Types 0 and 1. */
+  gasPrice?: bigint;
+  /** Type 2. */
+  maxFeePerGas?: bigint;
+  maxPriorityFeePerGas?: bigint;
+  /** Absent: contract creation. EIP-55. */
+  to?: string;
+  value: bigint;
+  data: Uint8Array;
+  accessList: AccessListEntry[];
+  /** When the caller named the sender, it must be the signing wallet. */
+  from?: string;
+}
+
+const FIELDS: Record<0 | 1 | 2, string[]> = {
+  0: ['type', 'chainId', 'nonce', 'gas', 'gasPrice', 'to', 'value', 'data', 'from'],
+  1: ['type', 'chainId', 'nonce', 'gas', 'gasPrice', 'to', 'value', 'data', 'accessList', 'from'],
+  2: ['type', 'chainId', 'nonce', 'gas', 'maxFeePerGas', 'maxPriorityFeePerGas', 'to', 'value', 'data', 'accessList', 'from'],
+};
+const ANY_FIELD = [...new Set([...FIELDS[0], ...FIELDS[1], ...FIELDS[2]])];
+const REQUIRED: Record<0 | 1 | 2, string[]> = {
+  0: ['chainId', 'nonce', 'gas', 'gasPrice'],
+  1: ['chainId', 'nonce', 'gas', 'gasPrice'],
+  2: ['chainId', 'nonce', 'gas', 'maxFeePerGas', 'maxPriorityFeePerGas'],
+};
+
+function accessList(v: unknown, path: string): AccessListEntry[] {
+  if (!Array.isArray(v)) return refuse(path, 'must be an array of { address, storageKeys }');
+  if (v.length > ACCESS_LIST_MAX) refuse(path, `has more than ${ACCESS_LIST_MAX} entries`);
+  return v.map((e, i) => {
+    const o = object(e, `${path}/${i}`, ['address', 'storageKeys'], ['address', 'storageKeys']);
+    const keys = o['storageKeys'];
+    if (!Array.isArray(keys)) return refuse(`${path}/${i}/storageKeys`, 'must be an array of 32-byte hex keys');
+    if (keys.length > ACCESS_LIST_MAX) refuse(`${path}/${i}/storageKeys`, `has more than ${ACCESS_LIST_MAX} keys`);
+    return {
+      address: address(o['address'], `${path}/${i}/address`),
+      storageKeys: keys.map((k, j) => {
+        const b = hexBytes(k, `${path}/${i}/storageKeys/${j}`, 32);
+        if (b.length !== 32) refuse(`${path}/${i}/storageKeys/${j}`, 'must be 32 bytes');
+        return b;
+      }),
+    };
+  });
+}
+
+/** `{ transaction }`: type 2 unless `type` says 0 or 1; `chainId` ≥ 1, the nonce, gas and fees required. */
+export function parseTransaction(params: unknown): Transaction {
+  const p = object(params, '/params', ['transaction'], ['transaction']);
+  const raw = p['transaction'];
+  const path = '/params/transaction';
+  const typeField = object(raw, path, ANY_FIELD)['type'];
+  const type = typeField === undefined ? 2n : quantity(typeField, `${path}/type`, 255n);
+  if (type !== 0n && type !== 1n && type !== 2n) return refuse(`${path}/type`, 'must be 0 (legacy with EIP-155), 1 (EIP-2930) or 2 (EIP-1559)');
+  const t = Number(type) as 0 | 1 | 2;
+  const o = object(raw, path, FIELDS[t], REQUIRED[t]);
+  const chainId = quantity(o['chainId'], `${path}/chainId`, UINT64_MAX);
+  if (chainId === 0n) refuse(`${path}/chainId`, 'must be at least 1 (a transaction is signed for one chain)');
+  const tx: Transaction = {
+    type: t,
+    chainId,
+    nonce: quantity(o['nonce'], `${path}/nonce`, UINT64_MAX),
+    gas: quantity(o['gas'], `${path}/gas`, UINT64_MAX),
+    value: o['value'] === undefined ? 0n : quantity(o['value'], `${path}/value`, UINT256_MAX),
+    data: o['data'] === undefined ? new Uint8Array(0) : hexBytes(o['data'], `${path}/data`, DATA_MAX_BYTES),
+    accessList: o['accessList'] === undefined ? [] : accessList(o['accessList'], `${path}/accessList`),
+  };
+  if (o['to'] !== undefined && o['to'] !== null) tx.to = address(o['to'], `${path}/to`);
+  if (o['from'] !== undefined) tx.from = address(o['from'], `${path}/from`);
+  if (t === 2) {
+    tx.maxFeePerGas = quantity(o['maxFeePerGas'], `${path}/maxFeePerGas`);
+    tx.maxPriorityFeePerGas = quantity(o['maxPriorityFeePerGas'], `${path}/maxPriorityFeePerGas`);
+    if (tx.maxPriorityFeePerGas > tx.maxFeePerGas) refuse(`${path}/maxPriorityFeePerGas`, 'must not exceed maxFeePerGas');
+  } else {
+    tx.gasPrice = quantity(o['gasPrice'], `${path}/gasPrice`);
+  }
+  return tx;
+}
+
+const int = integerBytes;
+const addr = (a: string | undefined): Uint8Array => (a === undefined ? new Uint8Array(0) : Uint8Array.from(Buffer.from(a.slice(2), 'hex')));
+const accessItems = (list: AccessListEntry[]): RlpItem => list.map((e) => [addr(e.address), e.storageKeys]);
+
+/** The fields each type lists before its signature, in the order of its EIP. */
+function body(tx: Transaction): RlpItem[] {
+  const common = [int(tx.gas), addr(tx.to), int(tx.value), tx.data];
+  if (tx.type === 0) return [int(tx.nonce), int(tx.gasPrice ?? 0n), ...common];
+  if (tx.type === 1) return [int(tx.chainId), int(tx.nonce), int(tx.gasPrice ?? 0n), ...common, accessItems(tx.accessList)];
+  return [int(tx.chainId), int(tx.nonce), int(tx.maxPriorityFeePerGas ?? 0n), int(tx.maxFeePerGas ?? 0n), ...common, accessItems(tx.accessList)];
+}
+
+const typed = (type: number, payload: Uint8Array): Uint8Array => Buffer.concat([Uint8Array.of(type), payload]);
+
+/** What is signed: EIP-155's nine fields for type 0, the type byte and the RLP list for 1 and 2. */
+export function transactionDigest(tx: Transaction): Uint8Array {
+  if (tx.type === 0) return keccak_256(rlpEncode([...body(tx), int(tx.chainId), int(0n), int(0n)]));
+  return keccak_256(typed(tx.type, rlpEncode(body(tx))));
+}
+
+/** The signed transaction as broadcast, and its hash. */
+export function serializeSigned(tx: Transaction, sig: Signature): { signedTransaction: Uint8Array; hash: Uint8Array } {
+  const rs = [int(sig.r), int(sig.s)];
+  const signedTransaction =
+    tx.type === 0
+      ? rlpEncode([...body(tx), int(tx.chainId * 2n + 35n + BigInt(sig.yParity)), ...rs])
+      : typed(tx.type, rlpEncode([...body(tx), int(BigInt(sig.yParity)), ...rs]));
+  return { signedTransaction, hash: keccak_256(signedTransaction) };
+}

@@ -1,0 +1,242 @@
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import { word } from './ecdsa.js';
+import { address, hexBytes, object, quantity, refuse, type Json } from './input.js';
+
+/**
+ * EIP-712 (`eth_signTypedData_v4`), written from the specification: the type grammar is checked
+ * before anything is hashed, every value is checked against its declared type (no coercion, no
+ * missing or unknown fields), and the work one request may ask for is bounded.
+ */
+export interface TypedField {
+  name: string;
+  type: string;
+}
+
+export interface TypedData {
+  /** Every struct type but EIP712Domain. */
+  types: Map<string, TypedField[]>;
+  domainType: TypedField[];
+  domain: Json;
+  primaryType: string;
+  message: Json;
+}
+
+const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/;
+const FIELD_TYPE = /^([A-Za-z_$][A-Za-z0-9_$]{0,63})((?:\[[0-9]{0,4}\])*)$/;
+const MAX_TYPES = 64;
+const MAX_FIELDS = 64;
+const MAX_ARRAY = 1024;
+const MAX_DEPTH = 16;
+/** Values encoded per request at most: a bound on the hashing one request can cause. */
+const MAX_VALUES = 20_000;
+
+/** The domain's fields in the order EIP-712 gives them, with their types. */
+const DOMAIN_FIELDS: TypedField[] = [
+  { name: 'name', type: 'string' },
+  { name: 'version', type: 'string' },
+  { name: 'chainId', type: 'uint256' },
+  { name: 'verifyingContract', type: 'address' },
+  { name: 'salt', type: 'bytes32' },
+];
+
+const atomicOrDynamic = (base: string): boolean => {
+  if (base === 'address' || base === 'bool' || base === 'string' || base === 'bytes') return true;
+  const sized = /^(u?int)([0-9]{1,3})$/.exec(base);
+  if (sized) {
+    const bits = Number(sized[2]);
+    return bits >= 8 && bits <= 256 && bits % 8 === 0 && String(bits) === sized[2];
+  }
+  const bytes = /^bytes([0-9]{1,2})$/.exec(base);
+  return bytes !== null && Number(bytes[1]) >= 1 && Number(bytes[1]) <= 32 && String(Number(bytes[1])) === bytes[1];
+};
+
+function parseFields(v: unknown, path: string): TypedField[] {
+  if (!Array.isArray(v)) return refuse(path, 'must be an array of { name, type }');
+  if (v.length > MAX_FIELDS) refuse(path, `has more than ${MAX_FIELDS} fields`);
+  const seen = new Set<string>();
+  return v.map((f, i) => {
+    const o = object(f, `${path}/${i}`, ['name', 'type'], ['name', 'type']);
+    const { name, type } = o;
+    if (typeof name !== 'string' || !IDENT.test(name)) return refuse(`${path}/${i}/name`, 'must be an identifier');
+    if (typeof type !== 'string' || !FIELD_TYPE.test(type)) return refuse(`${path}/${i}/type`, 'must be a type name, optionally with array suffixes');
+    if (seen.has(name)) refuse(`${path}/${i}/name`, `repeats the field ${name}`);
+    seen.add(name);
+    return { name, type };
+  });
+}
+
+/** `{ typedData: { domain, types, primaryType, message } }`, checked, with its digest. */
+export function parseTypedData(params: unknown): TypedData & { digest: Uint8Array } {
+  const p = object(params, '/params', ['typedData'], ['typedData']);
+  const path = '/params/typedData';
+  const td = object(p['typedData'], path, ['domain', 'types', 'primaryType', 'message'], ['domain', 'types', 'primaryType', 'message']);
+  const declared = td['types'];
+  const rawTypes = object(declared, `${path}/types`, typeof declared === 'object' && declared !== null ? Object.keys(declared) : []);
+  const names = Object.keys(rawTypes);
+  if (names.length > MAX_TYPES + 1) refuse(`${path}/types`, `has more than ${MAX_TYPES} types`);
+  const types = new Map<string, TypedField[]>();
+  let declaredDomain: TypedField[] | undefined;
+  for (const name of names) {
+    if (!IDENT.test(name) || atomicOrDynamic(name)) refuse(`${path}/types/${name}`, 'is not a valid struct name');
+    const fields = parseFields(rawTypes[name], `${path}/types/${name}`);
+    if (name === 'EIP712Domain') declaredDomain = fields;
+    else types.set(name, fields);
+  }
+  for (const [name, fields] of types)
+    fields.forEach((f, i) => {
+      const base = FIELD_TYPE.exec(f.type)?.[1] ?? '';
+      if (!atomicOrDynamic(base) && !types.has(base)) refuse(`${path}/types/${name}/${i}/type`, `names an unknown type ${base}`);
+    });
+
+  const domain = object(
+    td['domain'],
+    `${path}/domain`,
+    DOMAIN_FIELDS.map((f) => f.name),
+  );
+  let domainType: TypedField[];
+  if (declaredDomain) {
+    for (const [i, f] of declaredDomain.entries()) {
+      const standard = DOMAIN_FIELDS.find((d) => d.name === f.name);
+      if (!standard || standard.type !== f.type) refuse(`${path}/types/EIP712Domain/${i}`, `must be one of EIP-712's domain fields with its type`);
+      if (domain[f.name] === undefined) refuse(`${path}/domain/${f.name}`, 'is declared in EIP712Domain but missing');
+    }
+    for (const k of Object.keys(domain)) if (!declaredDomain.some((f) => f.name === k)) refuse(`${path}/domain/${k}`, 'is not declared in EIP712Domain');
+    domainType = declaredDomain;
+  } else {
+    domainType = DOMAIN_FIELDS.filter((f) => domain[f.name] !== undefined);
+  }
+  const primaryType = td['primaryType'];
+  if (typeof primaryType !== 'string' || !types.has(primaryType)) return refuse(`${path}/primaryType`, 'must name one of the types (not EIP712Domain)');
+  const message = object(
+    td['message'],
+    `${path}/message`,
+    (types.get(primaryType) ?? []).map((f) => f.name),
+  );
+  const data = { types, domainType, domain, primaryType, message };
+  // Every value is checked as it is hashed, here: an invalid one is refused before any key is touched.
+  return { ...data, digest: typedDataDigest(data) };
+}
+
+function dependencies(types: Map<string, TypedField[]>, primary: string, found = new Set<string>()): Set<string> {
+  if (found.has(primary) || !types.has(primary)) return found;
+  found.add(primary);
+  for (const f of types.get(primary) ?? []) dependencies(types, FIELD_TYPE.exec(f.type)?.[1] ?? '', found);
+  return found;
+}
+
+/** `Primary(type name,…)` followed by the types it references, sorted by name. */
+export function encodeType(types: Map<string, TypedField[]>, primary: string): string {
+  const deps = [...dependencies(types, primary)].filter((t) => t !== primary).sort();
+  return [primary, ...deps].map((t) => `${t}(${(types.get(t) ?? []).map((f) => `${f.type} ${f.name}`).join(',')})`).join('');
+}
+
+class Encoder {
+  private values = 0;
+  private readonly typeHashes = new Map<string, Uint8Array>();
+
+  constructor(private readonly types: Map<string, TypedField[]>) {}
+
+  hashStruct(typeName: string, fields: TypedField[], value: unknown, path: string, depth: number): Uint8Array {
+    if (depth > MAX_DEPTH) refuse(path, `nests structs deeper than ${MAX_DEPTH}`);
+    const o = object(
+      value,
+      path,
+      fields.map((f) => f.name),
+      fields.map((f) => f.name),
+    );
+    let typeHash = this.typeHashes.get(typeName);
+    if (!typeHash) {
+      typeHash = keccak_256(
+        new TextEncoder().encode(
+          typeName === 'EIP712Domain' ? `EIP712Domain(${fields.map((f) => `${f.type} ${f.name}`).join(',')})` : encodeType(this.types, typeName),
+        ),
+      );
+      this.typeHashes.set(typeName, typeHash);
+    }
+    const parts = [typeHash, ...fields.map((f) => this.encodeValue(f.type, o[f.name], `${path}/${f.name}`, depth))];
+    return keccak_256(Buffer.concat(parts));
+  }
+
+  private encodeValue(type: string, value: unknown, path: string, depth: number): Uint8Array {
+    if (++this.values > MAX_VALUES) refuse(path, `is past ${MAX_VALUES} values in one request`);
+    const array = /^(.*)\[([0-9]*)\]$/.exec(type);
+    if (array) {
+      const [, inner = '', size = ''] = array;
+      if (!Array.isArray(value)) return refuse(path, `must be an array (${type})`);
+      if (value.length > MAX_ARRAY) refuse(path, `has more than ${MAX_ARRAY} elements`);
+      if (size !== '' && value.length !== Number(size)) refuse(path, `must have exactly ${size} elements`);
+      return keccak_256(Buffer.concat(value.map((v, i) => this.encodeValue(inner, v, `${path}/${i}`, depth + 1))));
+    }
+    const struct = this.types.get(type);
+    if (struct) return this.hashStruct(type, struct, value, path, depth + 1);
+    return encodeAtomic(type, value, path);
+  }
+}
+
+function encodeAtomic(type: string, value: unknown, path: string): Uint8Array {
+  switch (type) {
+    case 'string':
+      if (typeof value !== 'string') return refuse(path, 'must be a string');
+      return keccak_256(new TextEncoder().encode(value));
+    case 'bytes':
+      return keccak_256(hexBytes(value, path, 1 << 20));
+    case 'bool':
+      if (typeof value !== 'boolean') return refuse(path, 'must be true or false');
+      return word(value ? 1n : 0n);
+    case 'address':
+      return word(BigInt(address(value, path)));
+  }
+  const bytesN = /^bytes([0-9]+)$/.exec(type);
+  if (bytesN) {
+    const n = Number(bytesN[1]);
+    const b = hexBytes(value, path, n);
+    if (b.length !== n) refuse(path, `must be exactly ${n} bytes`);
+    const out = new Uint8Array(32);
+    out.set(b);
+    return out;
+  }
+  const sized = /^(u?int)([0-9]+)$/.exec(type);
+  const bits = BigInt(sized?.[2] ?? '256');
+  if (sized?.[1] === 'uint') return word(quantity(value, path, (1n << bits) - 1n));
+  // intN: two's complement in 256 bits; a decimal string may carry a minus sign.
+  const negative = (typeof value === 'string' && value.startsWith('-')) || (typeof value === 'number' && value < 0);
+  const magnitude = negative ? quantity(typeof value === 'string' ? value.slice(1) : -value, path) : quantity(value, path);
+  if (negative && magnitude === 0n) refuse(path, 'must not be negative zero');
+  const n = negative ? -magnitude : magnitude;
+  if (n < -(1n << (bits - 1n)) || n >= 1n << (bits - 1n)) refuse(path, `is out of range for int${bits}`);
+  return word(BigInt.asUintN(256, n));
+}
+
+export function domainSeparator(td: TypedData): Uint8Array {
+  return new Encoder(td.types).hashStruct('EIP712Domain', td.domainType, td.domain, '/params/typedData/domain', 0);
+}
+
+export function hashMessage(td: TypedData): Uint8Array {
+  return new Encoder(td.types).hashStruct(td.primaryType, td.types.get(td.primaryType) ?? [], td.message, '/params/typedData/message', 0);
+}
+
+/** keccak-256(0x19 ‖ 0x01 ‖ domainSeparator ‖ hashStruct(message)). */
+export function typedDataDigest(td: TypedData): Uint8Array {
+  return keccak_256(Buffer.concat([Uint8Array.of(0x19, 0x01), domainSeparator(td), hashMessage(td)]));
+}
+
+/** A leaf of the message by its path (`a.b.0`), with its declared type; undefined when there is none. */
+export function typedLeaf(td: Pick<TypedData, 'types' | 'primaryType' | 'message'>, path: readonly string[]): { type: string; value: unknown } | undefined {
+  let type = td.primaryType;
+  let value: unknown = td.message;
+  for (const segment of path) {
+    const array = /^(.*)\[[0-9]*\]$/.exec(type);
+    if (array) {
+      if (!/^[0-9]+$/.test(segment) || !Array.isArray(value)) return undefined;
+      value = (value as unknown[])[Number(segment)];
+      type = array[1] ?? '';
+    } else {
+      const field = td.types.get(type)?.find((f) => f.name === segment);
+      if (!field || typeof value !== 'object' || value === null) return undefined;
+      value = (value as Json)[segment];
+      type = field.type;
+    }
+    if (value === undefined) return undefined;
+  }
+  return td.types.has(type) || /\]$/.test(type) ? undefined : { type, value };
+}
