@@ -1,0 +1,63 @@
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import { toChecksumAddress } from '../eth.js';
+
+/**
+ * A function signature such as `transfer(address,uint256)` and the decoding of a call's static
+ * arguments by it. Only static types (address, bool, uintN, intN, bytesN): their words sit at
+ * fixed offsets, so a condition on argument n reads exactly one word, and nothing of a dynamic
+ * encoding (offsets, lengths) has to be trusted.
+ */
+export type ArgValue =
+  { kind: 'address'; value: string } | { kind: 'quantity'; value: bigint } | { kind: 'boolean'; value: boolean } | { kind: 'hex'; value: string };
+
+export interface FunctionAbi {
+  signature: string;
+  selector: string;
+  args: string[];
+}
+
+const STATIC =
+  /^(address|bool|u?int(8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256)|bytes([1-9]|[12][0-9]|3[0-2]))$/;
+
+/** Parses `name(type,…)`; undefined when it is not a signature of static arguments. */
+export function parseFunctionAbi(signature: string): FunctionAbi | undefined {
+  const m = /^([A-Za-z_$][A-Za-z0-9_$]{0,63})\(([^()]*)\)$/.exec(signature);
+  if (!m) return undefined;
+  const args = m[2] === '' ? [] : (m[2] ?? '').split(',');
+  if (args.length > 32 || !args.every((a) => STATIC.test(a))) return undefined;
+  const selector = `0x${Buffer.from(keccak_256(new TextEncoder().encode(signature)).subarray(0, 4)).toString('hex')}`;
+  return { signature, selector, args };
+}
+
+/** The call's arguments, or undefined when `data` is not a well-formed call of this function. */
+export function decodeCall(abi: FunctionAbi, data: Uint8Array): ArgValue[] | undefined {
+  if (data.length !== 4 + 32 * abi.args.length) return undefined;
+  if (`0x${Buffer.from(data.subarray(0, 4)).toString('hex')}` !== abi.selector) return undefined;
+  const out: ArgValue[] = [];
+  for (const [i, type] of abi.args.entries()) {
+    const w = data.subarray(4 + 32 * i, 36 + 32 * i);
+    const n = BigInt(`0x${Buffer.from(w).toString('hex')}`);
+    if (type === 'address') {
+      if (n >> 160n !== 0n) return undefined;
+      out.push({ kind: 'address', value: toChecksumAddress(n.toString(16).padStart(40, '0')) });
+    } else if (type === 'bool') {
+      if (n > 1n) return undefined;
+      out.push({ kind: 'boolean', value: n === 1n });
+    } else if (type.startsWith('bytes')) {
+      const size = Number(type.slice(5));
+      if (w.subarray(size).some((b) => b !== 0)) return undefined;
+      out.push({ kind: 'hex', value: `0x${Buffer.from(w.subarray(0, size)).toString('hex')}` });
+    } else {
+      const bits = BigInt(type.replace(/^u?int/, ''));
+      if (type.startsWith('uint')) {
+        if (n >> bits !== 0n) return undefined;
+        out.push({ kind: 'quantity', value: n });
+      } else {
+        const v = BigInt.asIntN(256, n);
+        if (v !== BigInt.asIntN(Number(bits), v)) return undefined;
+        out.push({ kind: 'quantity', value: v });
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,175 @@
+import { SignerError } from '../errors.js';
+import { address as readAddress, object, quantity } from '../sign/input.js';
+import { METHODS, type Method } from '../sign/operation.js';
+import { parseFunctionAbi, type FunctionAbi } from './calldata.js';
+import { CALLDATA_ARG_FIELD, CATALOGUE, OPERATORS, OPERATORS_FOR, TYPED_MESSAGE_FIELD, type FieldKind, type Operator } from './catalogue.js';
+
+/**
+ * A project's policy (SIGNING.md): rules that allow or deny an operation by its method, its
+ * caller and conditions on the catalogue's fields, and rolling-window limits (evaluated by the
+ * API, which keeps the counters). Read strictly: a policy that names an unknown field, an
+ * operator its field cannot take or a value of the wrong kind is refused when it is written.
+ */
+export type Caller = 'user' | 'server';
+/** A value as a condition holds it, normalised: quantities as bigint, addresses and hex lower-case. */
+export type ConditionValue = bigint | string | boolean;
+
+export interface Condition {
+  field: string;
+  /** The field's kind; `any` for a typed message's leaf, whose kind is its declared type. */
+  kind: FieldKind | 'any';
+  op: Operator;
+  values: ConditionValue[];
+  /** The values as written, for presenting the policy back. */
+  raw: unknown;
+}
+
+export interface Rule {
+  name: string;
+  action: 'allow' | 'deny';
+  method: Method;
+  callers: Caller[] | undefined;
+  abi: FunctionAbi | undefined;
+  conditions: Condition[];
+}
+
+export interface Limit {
+  method: Method;
+  per: 'wallet' | 'project';
+  windowSeconds: number;
+  count: number;
+}
+
+export interface Policy {
+  rules: Rule[];
+  limits: Limit[];
+}
+
+const MAX_RULES = 100;
+const MAX_CONDITIONS = 16;
+const MAX_VALUES = 1000;
+const WINDOWS: Record<string, number> = { '1m': 60, '1h': 3600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 };
+
+const refuse = (path: string, message: string): never => {
+  throw new SignerError('invalid_policy', `${path} ${message}`);
+};
+
+/** A value of `kind`, normalised, or a refusal naming `path`. */
+function valueOf(kind: FieldKind | 'any', v: unknown, path: string): ConditionValue {
+  switch (kind) {
+    case 'quantity':
+      if (typeof v === 'string' && /^-[1-9][0-9]{0,77}$/.test(v)) return BigInt(v);
+      return quantity(v, path);
+    case 'address':
+      return readAddress(v, path).toLowerCase();
+    case 'hex':
+      if (typeof v !== 'string' || !/^0x([0-9a-fA-F]{2}){0,64}$/.test(v)) return refuse(path, 'must be 0x hex of whole bytes');
+      return v.toLowerCase();
+    case 'boolean':
+      if (typeof v !== 'boolean') return refuse(path, 'must be true or false');
+      return v;
+    case 'string':
+      if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string of at most 1,024 characters');
+      return v;
+    case 'any':
+      if (typeof v === 'boolean') return v;
+      if (typeof v === 'number') return quantity(v, path);
+      if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string, number or boolean');
+      return v;
+  }
+}
+
+function kindOf(method: Method, field: string, abi: FunctionAbi | undefined, path: string): FieldKind | 'any' {
+  const fixed = CATALOGUE[method][field];
+  if (fixed) return fixed;
+  if (method === 'eth_signTypedData_v4' && TYPED_MESSAGE_FIELD.test(field)) return 'any';
+  const arg = CALLDATA_ARG_FIELD.exec(field);
+  if (method === 'eth_signTransaction' && arg) {
+    if (!abi) return refuse(path, 'names a call argument: the rule needs an "abi" (a function signature)');
+    const type = abi.args[Number(arg[1])];
+    if (type === undefined) return refuse(path, `names argument ${arg[1]}, but ${abi.signature} has ${abi.args.length}`);
+    return type === 'address' ? 'address' : type === 'bool' ? 'boolean' : type.startsWith('bytes') ? 'hex' : 'quantity';
+  }
+  return refuse(path, `is not a field of ${method} (see the field catalogue)`);
+}
+
+function parseCondition(method: Method, abi: FunctionAbi | undefined, v: unknown, path: string): Condition {
+  const c = object(v, path, ['field', 'op', 'value'], ['field', 'op', 'value']);
+  const field = c['field'];
+  if (typeof field !== 'string') return refuse(`${path}/field`, 'must be a string');
+  const kind = kindOf(method, field, abi, `${path}/field`);
+  const op = c['op'];
+  if (typeof op !== 'string' || !(OPERATORS as readonly string[]).includes(op)) return refuse(`${path}/op`, `must be one of ${OPERATORS.join(', ')}`);
+  const allowed = kind === 'any' ? OPERATORS : OPERATORS_FOR[kind];
+  if (!allowed.includes(op as Operator)) return refuse(`${path}/op`, `does not apply to ${field} (${kind}): use ${allowed.join(', ')}`);
+  const raw = c['value'];
+  const many = op === 'in' || op === 'not_in';
+  if (many && (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_VALUES))
+    return refuse(`${path}/value`, `must be a list of 1 to ${MAX_VALUES} values`);
+  if (!many && Array.isArray(raw)) return refuse(`${path}/value`, `must be one value for ${op}`);
+  const values = (many ? (raw as unknown[]) : [raw]).map((x, i) => valueOf(kind, x, many ? `${path}/value/${i}` : `${path}/value`));
+  if (op === 'prefix' && typeof values[0] !== 'string') return refuse(`${path}/value`, 'must be a string for prefix');
+  return { field, kind, op: op as Operator, values, raw };
+}
+
+function parseRule(v: unknown, path: string): Rule {
+  const r = object(v, path, ['name', 'action', 'method', 'caller', 'abi', 'conditions'], ['name', 'action', 'method']);
+  const name = r['name'];
+  if (typeof name !== 'string' || !/^[\x20-\x7e]{1,100}$/.test(name)) return refuse(`${path}/name`, 'must be 1-100 printable characters');
+  const action = r['action'];
+  if (action !== 'allow' && action !== 'deny') return refuse(`${path}/action`, 'must be "allow" or "deny"');
+  const method = r['method'];
+  if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse(`${path}/method`, `must be one of ${METHODS.join(', ')}`);
+  const caller = r['caller'];
+  let callers: Caller[] | undefined;
+  if (caller !== undefined) {
+    if (!Array.isArray(caller) || caller.length === 0 || !caller.every((c) => c === 'user' || c === 'server'))
+      return refuse(`${path}/caller`, 'must be a list of "user" and "server"');
+    callers = [...new Set(caller as Caller[])];
+  }
+  let abi: FunctionAbi | undefined;
+  if (r['abi'] !== undefined) {
+    if (method !== 'eth_signTransaction') return refuse(`${path}/abi`, 'applies to eth_signTransaction only');
+    abi = typeof r['abi'] === 'string' ? parseFunctionAbi(r['abi']) : undefined;
+    if (!abi) return refuse(`${path}/abi`, 'must be a function signature of static arguments, such as transfer(address,uint256)');
+  }
+  const raw = r['conditions'] ?? [];
+  if (!Array.isArray(raw) || raw.length > MAX_CONDITIONS) return refuse(`${path}/conditions`, `must be a list of at most ${MAX_CONDITIONS} conditions`);
+  const conditions = raw.map((c, i) => parseCondition(method as Method, abi, c, `${path}/conditions/${i}`));
+  return { name, action, method: method as Method, callers, abi, conditions };
+}
+
+function parseLimit(v: unknown, path: string): Limit {
+  const l = object(v, path, ['method', 'per', 'window', 'count'], ['method', 'per', 'window', 'count']);
+  const method = l['method'];
+  if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse(`${path}/method`, `must be one of ${METHODS.join(', ')}`);
+  if (l['per'] !== 'wallet' && l['per'] !== 'project') return refuse(`${path}/per`, 'must be "wallet" or "project"');
+  const windowSeconds = typeof l['window'] === 'string' ? WINDOWS[l['window']] : undefined;
+  if (windowSeconds === undefined) return refuse(`${path}/window`, `must be one of ${Object.keys(WINDOWS).join(', ')}`);
+  const count = l['count'];
+  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1 || count > 1_000_000_000)
+    return refuse(`${path}/count`, 'must be an integer from 1');
+  return { method: method as Method, per: l['per'], windowSeconds, count };
+}
+
+/** `{ rules, limits? }` → a policy, or SignerError('invalid_policy') naming the first problem. */
+export function parsePolicy(body: unknown): Policy {
+  try {
+    const p = object(body, '', ['rules', 'limits'], ['rules']);
+    const rules = p['rules'];
+    if (!Array.isArray(rules) || rules.length > MAX_RULES) return refuse('/rules', `must be a list of at most ${MAX_RULES} rules`);
+    const parsed = rules.map((r, i) => parseRule(r, `/rules/${i}`));
+    const names = new Set<string>();
+    parsed.forEach((r, i) => {
+      if (names.has(r.name)) refuse(`/rules/${i}/name`, `repeats the rule name ${r.name}`);
+      names.add(r.name);
+    });
+    const limits = p['limits'] ?? [];
+    if (!Array.isArray(limits) || limits.length > 16) return refuse('/limits', 'must be a list of at most 16 limits');
+    return { rules: parsed, limits: limits.map((l, i) => parseLimit(l, `/limits/${i}`)) };
+  } catch (err) {
+    // The shared readers (objects, quantities, addresses) name the path the same way for policies.
+    if (err instanceof SignerError && err.code === 'invalid_operation') throw new SignerError('invalid_policy', err.message);
+    throw err;
+  }
+}
