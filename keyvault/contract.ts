@@ -29,6 +29,8 @@ export interface CreateKeyRequest {
   requestId: string;
   purpose: 'wallet';
   deploymentId: string;
+  /** The project the key will sign for, stored with it (write-once); keys created without one are bound at first use. */
+  projectId?: string;
 }
 export interface CreatedKey {
   keyId: string;
@@ -46,6 +48,51 @@ export interface KeyLookup {
 
 /** `GET /v1/health`: 200 when the store is usable, 503 (with the same body) when not. */
 export type Health = StoreHealth;
+
+/** `POST /v1/keys/{keyId}/sign`: a structured operation (SIGNING.md), never a hash. */
+export interface SignRequestBody {
+  projectId: string;
+  caller: 'user' | 'server';
+  operation: { method: string; params: unknown };
+}
+/** 200: the method's answer (`signature`, `signedTransaction` and `hash`, or `authorization`), with what decided it. */
+export interface SignAnswer {
+  digest: string;
+  policyVersion: number;
+  rule: string;
+  result: Record<string, unknown>;
+}
+/** 403 `policy_denied`: the problem, with the rule (null: no rule allows this), the version and the digest. */
+export interface PolicyDeniedProblem extends SignerProblem {
+  rule: string | null;
+  policyVersion: number;
+  digest: string;
+}
+
+/** `PUT /v1/projects/{projectId}/policy`: the next version over `baseVersion` (0 for the first); 409 `policy_conflict` otherwise. */
+export interface PutPolicyRequest {
+  baseVersion: number;
+  policy: unknown;
+}
+/** A stored version, as `GET /v1/projects/{projectId}/policy` (the newest; 404 when none) and `…/versions/{n}` answer. */
+export interface PolicyVersionAnswer {
+  projectId: string;
+  version: number;
+  policy: unknown;
+  createdAt: string;
+}
+
+/** `POST /v1/projects/{projectId}/policy/evaluate`: the decision on an operation, nothing signed. */
+export interface EvaluateRequest {
+  caller: 'user' | 'server';
+  operation: { method: string; params: unknown };
+}
+export interface EvaluateAnswer {
+  allowed: boolean;
+  rule: string | null;
+  policyVersion: number;
+  digest: string;
+}
 
 /** The error codes that say the key store cannot serve now while the signer itself can. */
 export type StoreUnavailableCode = Extract<SignerErrorCode, 'vault_sealed' | 'vault_unavailable'>;

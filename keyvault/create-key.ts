@@ -51,19 +51,19 @@ export class KeyCreator {
   }
 
   /** The key for `keyId`, made for `requestId`; the same pair again is the same key, another request id a conflict. */
-  async create(keyId: string, requestId: string, deploymentId: string): Promise<CreatedKey> {
+  async create(keyId: string, requestId: string, deploymentId: string, projectId?: string): Promise<CreatedKey> {
     await this.bind(deploymentId);
     const running = this.#inFlight.get(keyId);
     if (running) {
       if (running.requestId !== requestId) throw conflict(keyId);
       return running.work.then((k) => ({ ...k, created: false }));
     }
-    const work = this.#create(keyId, requestId).finally(() => this.#inFlight.delete(keyId));
+    const work = this.#create(keyId, requestId, projectId).finally(() => this.#inFlight.delete(keyId));
     this.#inFlight.set(keyId, { requestId, work });
     return work;
   }
 
-  async #create(keyId: string, requestId: string): Promise<CreatedKey> {
+  async #create(keyId: string, requestId: string, projectId: string | undefined): Promise<CreatedKey> {
     // No read first: a retried request id is rare, and the write-once store answers `exists` for
     // it (then its stored key is the answer), which saves a storage round trip on every new key.
     const key = await this.generate();
@@ -84,6 +84,7 @@ export class KeyCreator {
         context,
         createdAt: new Date().toISOString(),
         requestId,
+        ...(projectId === undefined ? {} : { projectId }),
       };
       if ((await this.store.putOnce(record)) === 'created') return present(record, true);
       // Stored already: a retry of the same request (another signer won the race, or an earlier

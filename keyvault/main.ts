@@ -2,6 +2,8 @@ import { chmodSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { loadSignerConfig, SignerConfigError, type SignerConfig } from './config.js';
 import { KeyCreator } from './create-key.js';
+import { PolicyStore } from './policy/store.js';
+import { Signer } from './signing.js';
 import { KeygenPool } from './keygen-pool.js';
 import { SignerError } from './errors.js';
 import { createSignerLog } from './log.js';
@@ -41,7 +43,9 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
     process.stderr.write(`keyvault: refusing to start: ${message}\n`);
     process.exit(1);
   }
-  const server = createSignerServer({ token: config.token, creator, store, log, tls: config.tls });
+  const policies = new PolicyStore(store);
+  const signer = new Signer(store, policies);
+  const server = createSignerServer({ token: config.token, creator, store, signer, policies, log, tls: config.tls });
   const where =
     'socketPath' in config.listen
       ? `unix:${config.listen.socketPath}`

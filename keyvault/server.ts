@@ -1,4 +1,15 @@
-import type { BindAnswer, CreatedKey, CreateKeyRequest, Health, KeyLookup, SignerProblem } from './contract.js';
+import type {
+  BindAnswer,
+  CreatedKey,
+  CreateKeyRequest,
+  EvaluateAnswer,
+  Health,
+  KeyLookup,
+  PolicyDeniedProblem,
+  PolicyVersionAnswer,
+  SignAnswer,
+  SignerProblem,
+} from './contract.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -7,9 +18,15 @@ import type { KeyCreator } from './create-key.js';
 import { SignerError } from './errors.js';
 import { DEPLOYMENT_ID, KEY_ID, NEW_KEY_ID } from './key-id.js';
 import type { SignerLog } from './log.js';
+import type { Caller } from './policy/document.js';
+import { projectIdOf, type PolicyStore, type PolicyVersion } from './policy/store.js';
+import { parseOperation } from './sign/operation.js';
+import { PolicyDenied, type Signer } from './signing.js';
 import type { KeyStore } from './stores/types.js';
 
 const BODY_LIMIT = 4096;
+/** Signing and policy bodies carry operations (calldata up to 128 KiB as hex) and policies. */
+const OPERATION_BODY_LIMIT = 320 * 1024;
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -19,15 +36,15 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
 }
 
 function sendError(res: ServerResponse, err: SignerError): void {
-  send(
-    res,
-    err.status,
-    { code: err.code, message: err.message, retryable: err.retryable } satisfies SignerProblem,
-    err.retryable ? { 'retry-after': '2' } : {},
-  );
+  const problem: SignerProblem = { code: err.code, message: err.message, retryable: err.retryable };
+  const body =
+    err instanceof PolicyDenied
+      ? ({ ...problem, rule: err.decision.rule, policyVersion: err.policyVersion, digest: err.digest } satisfies PolicyDeniedProblem)
+      : problem;
+  send(res, err.status, body, err.retryable ? { 'retry-after': '2' } : {});
 }
 
-function readJson(req: IncomingMessage): Promise<unknown> {
+function readJson(req: IncomingMessage, limit = BODY_LIMIT): Promise<unknown> {
   if (!/^application\/json\b/.test(req.headers['content-type'] ?? ''))
     return Promise.reject(new SignerError('invalid_request', 'Content-Type must be application/json'));
   // Events rather than an async iterator: this runs once per key and the iterator's set-up cost
@@ -39,9 +56,9 @@ function readJson(req: IncomingMessage): Promise<unknown> {
     req.on('data', (chunk: Buffer) => {
       if (failed) return;
       size += chunk.length;
-      if (size > BODY_LIMIT) {
+      if (size > limit) {
         failed = true;
-        reject(new SignerError('invalid_request', `body over ${BODY_LIMIT} bytes`));
+        reject(new SignerError('invalid_request', `body over ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
@@ -72,14 +89,27 @@ function deploymentOf(b: Record<string, unknown>): string {
 }
 
 function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose'> {
-  const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId']);
+  const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId', 'projectId']);
   const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
   if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId))
     throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
   if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
-  return { keyId, requestId, deploymentId: deploymentOf(b) };
+  const projectId = b['projectId'] === undefined ? undefined : projectIdOf(b['projectId'], 'projectId');
+  return { keyId, requestId, deploymentId: deploymentOf(b), ...(projectId === undefined ? {} : { projectId }) };
 }
+
+function callerOf(v: unknown): Caller {
+  if (v !== 'user' && v !== 'server') throw new SignerError('invalid_request', 'caller must be "user" or "server"');
+  return v;
+}
+
+const presentVersion = (projectId: string, v: PolicyVersion): PolicyVersionAnswer => ({
+  projectId,
+  version: v.version,
+  policy: v.document,
+  createdAt: v.createdAt,
+});
 
 /**
  * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
@@ -89,6 +119,8 @@ export function createSignerServer(deps: {
   token: string;
   creator: KeyCreator;
   store: KeyStore;
+  signer: Signer;
+  policies: PolicyStore;
   log: SignerLog;
   /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
   tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
@@ -117,9 +149,48 @@ export function createSignerServer(deps: {
       return send(res, 200, { deploymentId } satisfies BindAnswer);
     }
     if (req.method === 'POST' && url.pathname === '/v1/keys') {
-      const { keyId, requestId, deploymentId } = parseCreate(await readJson(req));
-      const key = await deps.creator.create(keyId, requestId, deploymentId);
+      const { keyId, requestId, deploymentId, projectId } = parseCreate(await readJson(req));
+      const key = await deps.creator.create(keyId, requestId, deploymentId, projectId);
       return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt } satisfies CreatedKey);
+    }
+    const signPath = /^\/v1\/keys\/([^/]+)\/sign$/.exec(url.pathname);
+    if (req.method === 'POST' && signPath?.[1] !== undefined) {
+      if (!KEY_ID.test(signPath[1])) throw new SignerError('invalid_request', 'not a key id');
+      const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['projectId', 'caller', 'operation']);
+      const signed = await deps.signer.sign({
+        keyId: signPath[1],
+        projectId: projectIdOf(b['projectId'], 'projectId'),
+        caller: callerOf(b['caller']),
+        operation: b['operation'],
+      });
+      return send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
+    }
+    const policyPath = /^\/v1\/projects\/([^/]+)\/policy(\/evaluate|\/versions\/([1-9][0-9]{0,8}))?$/.exec(url.pathname);
+    if (policyPath?.[1] !== undefined) {
+      const projectId = projectIdOf(policyPath[1], 'the project id');
+      if (req.method === 'PUT' && policyPath[2] === undefined) {
+        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['baseVersion', 'policy']);
+        const base = b['baseVersion'];
+        if (typeof base !== 'number' || !Number.isSafeInteger(base) || base < 0)
+          throw new SignerError('invalid_request', 'baseVersion must be the newest version (0 for none)');
+        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, b['policy'], base)));
+      }
+      if (req.method === 'GET' && policyPath[2] === undefined) {
+        const latest = await deps.policies.latest(projectId);
+        if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
+        return send(res, 200, presentVersion(projectId, latest));
+      }
+      if (req.method === 'GET' && policyPath[3] !== undefined) {
+        const version = await deps.policies.version(projectId, Number(policyPath[3]));
+        if (!version) throw new SignerError('not_found', 'no such policy version');
+        return send(res, 200, presentVersion(projectId, version));
+      }
+      if (req.method === 'POST' && policyPath[2] === '/evaluate') {
+        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['caller', 'operation']);
+        const op = parseOperation(b['operation']);
+        const { decision, policyVersion } = await deps.signer.decide(projectId, op, callerOf(b['caller']));
+        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(op.digest).toString('hex')}` } satisfies EvaluateAnswer);
+      }
     }
     const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && keyPath?.[1] !== undefined) {

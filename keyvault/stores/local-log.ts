@@ -2,10 +2,9 @@ import { closeSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSy
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { SignerError } from '../errors.js';
-import type { KeyRecord } from './types.js';
 
-interface Waiting {
-  record: KeyRecord;
+interface Waiting<T> {
+  record: T;
   resolve(result: 'created' | 'exists'): void;
   reject(err: unknown): void;
 }
@@ -22,40 +21,52 @@ const alive = (pid: number): boolean => {
 /**
  * The local store's records: one append-only file of JSON lines, written with group commit (the
  * records that arrive while one batch is being made durable go together in the next write and
- * fdatasync), indexed in memory. Write-once holds because one process owns the file (a lock
- * file with its pid); a crash mid-write leaves at most a partial last line, cut off at the next start.
+ * fdatasync), indexed in memory by `idOf`. Write-once holds because one process owns the store's
+ * directory (a lock file with its pid, taken by the log given `lockFile`); a crash mid-write
+ * leaves at most a partial last line, cut off at the next start.
  */
-export class KeyLog {
+export class RecordLog<T extends object> {
   readonly #file: string;
-  readonly #lockFile: string;
-  readonly #legacyDir: string;
-  readonly #index = new Map<string, KeyRecord>();
-  /** Key ids written or being written: a second putOnce for one is `exists`. */
+  readonly #lockFile: string | undefined;
+  readonly #legacyDir: string | undefined;
+  readonly #index = new Map<string, T>();
+  /** Ids written or being written: a second putOnce for one is `exists`. */
   readonly #claimed = new Map<string, Promise<unknown>>();
   #handle: FileHandle | undefined;
   #size = 0;
-  #queue: Waiting[] = [];
+  #queue: Array<Waiting<T>> = [];
   #writing: Promise<void> | undefined;
   #broken: Error | undefined;
 
-  constructor(dir: string) {
-    this.#file = path.join(dir, 'keys.log');
-    this.#lockFile = path.join(dir, 'keys.lock');
-    this.#legacyDir = path.join(dir, 'keys');
+  /** `legacyDir`: one JSON file per record, the layout of earlier versions of the key log, still read. */
+  constructor(
+    file: string,
+    private readonly idOf: (record: T) => string,
+    options: { lockFile?: string; legacyDir?: string } = {},
+  ) {
+    this.#file = file;
+    this.#lockFile = options.lockFile;
+    this.#legacyDir = options.legacyDir;
   }
 
   /** Takes the lock (waiting up to `waitMs` for a previous owner to exit), then loads every record. */
   async open(waitMs: number): Promise<void> {
+    if (this.#lockFile) await this.#lock(this.#lockFile, waitMs);
+    this.#load();
+    this.#handle = await open(this.#file, 'a', 0o600);
+  }
+
+  async #lock(lockFile: string, waitMs: number): Promise<void> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       try {
-        writeFileSync(this.#lockFile, String(process.pid), { flag: 'wx', mode: 0o600 });
+        writeFileSync(lockFile, String(process.pid), { flag: 'wx', mode: 0o600 });
         break;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-        const holder = Number(readFileSync(this.#lockFile, 'utf8').trim());
+        const holder = Number(readFileSync(lockFile, 'utf8').trim());
         if (!Number.isInteger(holder) || holder <= 0 || holder === process.pid || !alive(holder)) {
-          unlinkSync(this.#lockFile);
+          unlinkSync(lockFile);
           continue;
         }
         if (Date.now() > deadline) {
@@ -67,21 +78,20 @@ export class KeyLog {
         await new Promise((r) => setTimeout(r, 100));
       }
     }
-    this.#load();
-    this.#handle = await open(this.#file, 'a', 0o600);
   }
 
   #load(): void {
     // Records of the one-file-per-key layout of earlier versions stay readable and write-once.
     let legacy: string[] = [];
+    const legacyDir = this.#legacyDir;
     try {
-      legacy = readdirSync(this.#legacyDir).filter((f) => f.endsWith('.json'));
+      if (legacyDir) legacy = readdirSync(legacyDir).filter((f) => f.endsWith('.json'));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     for (const f of legacy) {
-      const r = JSON.parse(readFileSync(path.join(this.#legacyDir, f), 'utf8')) as KeyRecord;
-      this.#index.set(r.keyId, r);
+      const r = JSON.parse(readFileSync(path.join(legacyDir ?? '', f), 'utf8')) as T;
+      this.#index.set(this.idOf(r), r);
     }
     let text: string;
     try {
@@ -100,33 +110,39 @@ export class KeyLog {
     this.#size = Buffer.byteLength(complete);
     for (const line of complete.split('\n')) {
       if (line === '') continue;
-      const r = JSON.parse(line) as KeyRecord;
-      // One writer: a key id appears twice only if a write failed and was retried; the later one was answered.
-      this.#index.set(r.keyId, r);
+      const r = JSON.parse(line) as T;
+      // One writer: an id appears twice only if a write failed and was retried; the later one was answered.
+      this.#index.set(this.idOf(r), r);
     }
   }
 
-  get(keyId: string): KeyRecord | undefined {
-    return this.#index.get(keyId);
+  get(id: string): T | undefined {
+    return this.#index.get(id);
   }
 
-  /** Durable (fdatasync) before it resolves `created`; `exists` if the key id has a record or one on its way. */
-  async putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
+  /** Every record whose id starts with `prefix` (a project's policy versions). */
+  withPrefix(prefix: string): T[] {
+    return [...this.#index].filter(([id]) => id.startsWith(prefix)).map(([, r]) => r);
+  }
+
+  /** Durable (fdatasync) before it resolves `created`; `exists` if the id has a record or one on its way. */
+  async putOnce(record: T): Promise<'created' | 'exists'> {
     if (this.#broken) throw new SignerError('vault_unavailable', `the local key store cannot be written: ${this.#broken.message}`);
     if (!this.#handle) throw new SignerError('internal', 'the local key store is not open');
-    if (this.#index.has(record.keyId)) return 'exists';
-    const pending = this.#claimed.get(record.keyId);
+    const id = this.idOf(record);
+    if (this.#index.has(id)) return 'exists';
+    const pending = this.#claimed.get(id);
     if (pending) {
       await pending.catch(() => undefined);
-      if (this.#index.has(record.keyId)) return 'exists';
+      if (this.#index.has(id)) return 'exists';
     }
     const done = new Promise<'created' | 'exists'>((resolve, reject) => this.#queue.push({ record, resolve, reject }));
-    this.#claimed.set(record.keyId, done);
+    this.#claimed.set(id, done);
     this.#writing ??= this.#drain();
     try {
       return await done;
     } finally {
-      this.#claimed.delete(record.keyId);
+      this.#claimed.delete(id);
     }
   }
 
@@ -141,7 +157,7 @@ export class KeyLog {
         await this.#handle?.datasync();
         this.#size += bytes.length;
         for (const w of batch) {
-          this.#index.set(w.record.keyId, w.record);
+          this.#index.set(this.idOf(w.record), w.record);
           w.resolve('created');
         }
       } catch (err) {
@@ -163,7 +179,7 @@ export class KeyLog {
     await this.#handle?.close();
     this.#handle = undefined;
     try {
-      if (readFileSync(this.#lockFile, 'utf8').trim() === String(process.pid)) unlinkSync(this.#lockFile);
+      if (this.#lockFile && readFileSync(this.#lockFile, 'utf8').trim() === String(process.pid)) unlinkSync(this.#lockFile);
     } catch {
       // already gone
     }

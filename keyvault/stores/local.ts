@@ -3,8 +3,9 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, wr
 import path from 'node:path';
 import { SignerError } from '../errors.js';
 import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
-import { KeyLog } from './local-log.js';
-import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
+import { checkDocumentPath } from './documents.js';
+import { RecordLog } from './local-log.js';
+import type { KeyRecord, KeyStore, StoredDocument, StoreHealth } from './types.js';
 
 /** Makes a new directory entry durable. */
 function fsyncDir(dir: string): void {
@@ -25,7 +26,9 @@ export class LocalKeyStore implements KeyStore {
   readonly backend = 'local' as const;
   readonly transitKeyName = 'local-master-key';
   readonly #master: Buffer;
-  readonly #log: KeyLog;
+  readonly #log: RecordLog<KeyRecord>;
+  /** Write-once documents beside the keys (bindings, policy versions), under the keys' lock. */
+  readonly #documents: RecordLog<StoredDocument>;
   readonly #ownerFile: string;
 
   /** `lockWaitMs`: how long to wait for a previous signer on this directory to exit (a restart). */
@@ -34,7 +37,11 @@ export class LocalKeyStore implements KeyStore {
     private readonly lockWaitMs = 15_000,
   ) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    this.#log = new KeyLog(dir);
+    this.#log = new RecordLog<KeyRecord>(path.join(dir, 'keys.log'), (r) => r.keyId, {
+      lockFile: path.join(dir, 'keys.lock'),
+      legacyDir: path.join(dir, 'keys'),
+    });
+    this.#documents = new RecordLog<StoredDocument>(path.join(dir, 'documents.log'), (d) => d.path);
     this.#ownerFile = path.join(dir, 'deployment');
     const masterFile = path.join(dir, 'master.key');
     if (!existsSync(masterFile)) {
@@ -51,6 +58,7 @@ export class LocalKeyStore implements KeyStore {
   /** Takes the store's lock (one signer per directory) and loads its records. */
   async check(): Promise<void> {
     await this.#log.open(this.lockWaitMs);
+    await this.#documents.open(0);
   }
 
   health(): Promise<StoreHealth> {
@@ -73,7 +81,7 @@ export class LocalKeyStore implements KeyStore {
     return Promise.resolve(new Uint8Array(Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()])));
   }
 
-  /** Write-once, durable before `created`: group-committed to one append-only file (see KeyLog). */
+  /** Write-once, durable before `created`: group-committed to one append-only file (see RecordLog). */
   putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
     if (!KEY_ID.test(record.keyId)) return Promise.reject(new SignerError('invalid_request', 'not a key id'));
     return this.#log.putOnce(record);
@@ -82,6 +90,15 @@ export class LocalKeyStore implements KeyStore {
   get(keyId: string): Promise<KeyRecord | undefined> {
     if (!KEY_ID.test(keyId)) return Promise.reject(new SignerError('invalid_request', 'not a key id'));
     return Promise.resolve(this.#log.get(keyId));
+  }
+
+  putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
+    checkDocumentPath(document.path);
+    return this.#documents.putOnce(document);
+  }
+
+  getDocument(documentPath: string): Promise<StoredDocument | undefined> {
+    return Promise.resolve(this.#documents.get(checkDocumentPath(documentPath)));
   }
 
   /** The marker is a file created exclusively (`wx`): the first deployment to claim the directory owns it. */
@@ -102,5 +119,6 @@ export class LocalKeyStore implements KeyStore {
   close(): void {
     this.#master.fill(0);
     void this.#log.close();
+    void this.#documents.close();
   }
 }

@@ -10,6 +10,18 @@ export interface KeyRecord {
   context: string;
   createdAt: string;
   requestId: string;
+  /** The project the key signs for, when the creator named it (older keys are bound at first use). */
+  projectId?: string;
+}
+
+/**
+ * A write-once document beside the keys: `bindings/<keyId>` (the project a key signs for) and
+ * `policies/<projectId>/v<n>` (a project's policy versions). Never overwritten, never deleted.
+ */
+export interface StoredDocument {
+  path: string;
+  body: Record<string, unknown>;
+  createdAt: string;
 }
 
 export interface StoreHealth {
@@ -33,6 +45,9 @@ export interface KeyStore {
   /** Writes once; `exists` when the key id already has a record (never overwritten). */
   putOnce(record: KeyRecord): Promise<'created' | 'exists'>;
   get(keyId: string): Promise<KeyRecord | undefined>;
+  /** Writes once; `exists` when the path holds a document already (never overwritten). */
+  putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'>;
+  getDocument(path: string): Promise<StoredDocument | undefined>;
   /**
    * The store's owner: writes `deploymentId` as its write-once marker when it has none, and
    * answers the id the marker holds (another deployment's id means the store is not ours).

@@ -1,7 +1,8 @@
 import { SignerError } from '../errors.js';
 import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
-import type { KeyRecord, KeyStore, StoreHealth } from './types.js';
+import type { KeyRecord, KeyStore, StoredDocument, StoreHealth } from './types.js';
+import { checkDocumentPath } from './documents.js';
 import { Batcher } from '../batcher.js';
 import { encryptRequestBody, takePlaintexts } from '../vault/transit-bytes.js';
 
@@ -209,6 +210,30 @@ export class VaultKeyStore implements KeyStore {
       const body = await this.vault.read(this.#kvPath(keyId));
       const data = (body.data?.['data'] ?? undefined) as KeyRecord | undefined;
       return data && typeof data.address === 'string' ? data : undefined;
+    } catch (err) {
+      if ((err as SignerError).code === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  /** Documents are written once like the keys (`cas: 0`), under the same prefix and policy. */
+  async putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
+    const at = `${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(document.path)}`;
+    try {
+      await this.vault.write(at, { options: { cas: 0 }, data: document });
+      return 'created';
+    } catch (err) {
+      const code = (err as SignerError).code;
+      if ((code === 'invalid_request' || code === 'auth_failed') && (await this.getDocument(document.path))) return 'exists';
+      throw err;
+    }
+  }
+
+  async getDocument(path: string): Promise<StoredDocument | undefined> {
+    try {
+      const body = await this.vault.read(`${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(path)}`);
+      const data = (body.data?.['data'] ?? undefined) as StoredDocument | undefined;
+      return data && data.path === path && typeof data.body === 'object' ? data : undefined;
     } catch (err) {
       if ((err as SignerError).code === 'not_found') return undefined;
       throw err;

@@ -2,7 +2,7 @@ import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { computeAddress } from 'ethers';
+import { computeAddress, verifyMessage } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { AppError } from '../../src/errors.js';
 import { SignerClient } from '../../src/signer/client.js';
@@ -172,6 +172,30 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     expect([...perId.values()].every((s) => s.size === 1)).to.equal(true);
     expect(results.filter((r) => r.k.created)).to.have.length(200);
     expect(list().length - before).to.equal(200);
+  });
+
+  it('keeps policy versions beside the keys in KV, write-once, and signs with a key opened by transit only when the policy allows', async () => {
+    const call = async (method: string, p: string, body: unknown) => {
+      const res = await fetch(`${signer.url}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${signer.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const created = await call('POST', '/v1/keys', { ...keyRequest('vault:signing'), projectId: '31' });
+    expect(created.status).to.equal(201);
+    const message = { method: 'personal_sign', params: { message: 'app.example.com wants you to sign in' } };
+    const denied = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: '31', caller: 'user', operation: message });
+    expect(denied.body).to.include({ code: 'policy_denied', policyVersion: 0 });
+    const policy = { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] };
+    expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy })).status).to.equal(201);
+    expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy: { rules: [] } })).status).to.equal(409);
+    const stored = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'custody-kv/custody/keys/policies/31/v1'])) as { data: { data: { body: unknown } } };
+    expect(stored.data.data.body).to.deep.equal({ projectId: '31', version: 1, policy });
+    const signed = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: '31', caller: 'user', operation: message });
+    expect(signed.status, JSON.stringify(signed.body)).to.equal(200);
+    expect(verifyMessage(message.params.message, (signed.body['result'] as { signature: string }).signature)).to.equal(created.body['address']);
   });
 
   it('returns every address after the signer restarts', async () => {

@@ -1,0 +1,86 @@
+import { SignerError } from './errors.js';
+import { evaluate, type Decision } from './policy/evaluate.js';
+import type { Caller } from './policy/document.js';
+import type { PolicyStore } from './policy/store.js';
+import { parseOperation, signOperation, type Operation } from './sign/operation.js';
+import { bindingPath } from './stores/documents.js';
+import type { KeyStore } from './stores/types.js';
+
+export interface SignRequest {
+  keyId: string;
+  projectId: string;
+  caller: Caller;
+  operation: unknown;
+}
+
+export interface Signed {
+  digest: string;
+  policyVersion: number;
+  rule: string;
+  answer: Record<string, unknown>;
+}
+
+/** A refusal by policy: what the API records and answers (the rule, or null for "no rule allows this"). */
+export class PolicyDenied extends SignerError {
+  constructor(
+    readonly decision: Decision,
+    readonly policyVersion: number,
+    readonly digest: string,
+  ) {
+    super('policy_denied', decision.rule ? `denied by the rule "${decision.rule}"` : 'no rule allows this');
+  }
+}
+
+const hex = (b: Uint8Array) => `0x${Buffer.from(b).toString('hex')}`;
+
+/**
+ * Signing (SIGNING.md), in the order its rules give: read the operation and compute its digest;
+ * the key must belong to the project named (bound once, write-once); the project's newest policy
+ * decides; only an allowed operation leads to a decrypt; the key is in clear for the one
+ * signature and zeroed after it.
+ */
+export class Signer {
+  constructor(
+    private readonly store: KeyStore,
+    private readonly policies: PolicyStore,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The project a key signs for: stored with it at creation, or bound here at its first use. */
+  async #checkProject(keyId: string, recordProject: string | undefined, projectId: string): Promise<void> {
+    let bound = recordProject;
+    if (bound === undefined) {
+      const path = bindingPath(keyId);
+      const existing = await this.store.getDocument(path);
+      bound = typeof existing?.body['projectId'] === 'string' ? existing.body['projectId'] : undefined;
+      if (bound === undefined) {
+        const written = await this.store.putDocumentOnce({ path, body: { keyId, projectId }, createdAt: new Date(this.now()).toISOString() });
+        bound = written === 'created' ? projectId : ((await this.store.getDocument(path))?.body['projectId'] as string | undefined);
+      }
+    }
+    if (bound !== projectId) throw new SignerError('wrong_project', 'the key belongs to another project');
+  }
+
+  /** The decision for an operation, with the policy version that made it; no key is read. */
+  async decide(projectId: string, op: Operation, caller: Caller): Promise<{ decision: Decision; policyVersion: number }> {
+    const policy = await this.policies.latest(projectId);
+    return { decision: evaluate(policy?.policy, op, caller), policyVersion: policy?.version ?? 0 };
+  }
+
+  async sign(req: SignRequest): Promise<Signed> {
+    const op = parseOperation(req.operation);
+    const record = await this.store.get(req.keyId);
+    if (!record) throw new SignerError('not_found', 'no such key');
+    await this.#checkProject(req.keyId, record.projectId, req.projectId);
+    if (op.from !== undefined && op.from !== record.address) throw new SignerError('invalid_operation', '/params/transaction/from is not the signing wallet');
+    const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);
+    if (!decision.allowed || decision.rule === null) throw new PolicyDenied(decision, policyVersion, hex(op.digest));
+    const secret = await this.store.decrypt(record.context, record.ciphertext);
+    try {
+      const { answer, digest } = signOperation(op, secret);
+      return { digest, policyVersion, rule: decision.rule, answer };
+    } finally {
+      secret.fill(0);
+    }
+  }
+}
