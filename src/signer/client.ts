@@ -138,11 +138,12 @@ export class SignerClient {
   /**
    * The key stored under `keyId` (random, chosen by the caller and kept on its row) for `requestId`:
    * created once, the same key for every retry of that request, a KeyConflictError for any other.
+   * `projectId`: the project the key will sign for, stored with it by the signer (write-once).
    */
-  async createKey(keyId: string, requestId: string): Promise<SignerKey> {
+  async createKey(keyId: string, requestId: string, projectId?: number): Promise<SignerKey> {
     const end = signerDuration.startTimer({ operation: 'create_key' });
     try {
-      const key = await this.#createKey(keyId, requestId);
+      const key = await this.#createKey(keyId, requestId, projectId);
       signerCalls.inc({ operation: 'create_key', outcome: 'ok' });
       return key;
     } catch (err) {
@@ -153,8 +154,10 @@ export class SignerClient {
     }
   }
 
-  async #createKey(keyId: string, requestId: string): Promise<SignerKey> {
-    const reply = await this.#send('POST', '/v1/keys', { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId } satisfies CreateKeyRequest);
+  async #createKey(keyId: string, requestId: string, projectId: number | undefined): Promise<SignerKey> {
+    const body: CreateKeyRequest = { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId };
+    if (projectId !== undefined) body.projectId = String(projectId);
+    const reply = await this.#send('POST', '/v1/keys', body);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
     if (reply.status !== 200 && reply.status !== 201) {

@@ -140,7 +140,7 @@ export async function completeWallet(
   requestId?: string,
 ): Promise<{ wallet: WalletRow; isNew: boolean }> {
   if (row.address !== null) return { wallet: row, isNew: false };
-  const key = await deps.signer.createKey(row.key_id, `wallet:${row.id}`);
+  const key = await deps.signer.createKey(row.key_id, `wallet:${row.id}`, row.project_id);
   return deps.db.transaction(async (tx) => {
     const activated = await activateWallet(tx, row.id, key.address, key.keyId);
     if (activated) {

@@ -63,7 +63,7 @@ export function sharedSigner(): RunningSigner {
 }
 
 /** Every record of a local-backend key store, as the signer wrote it (keys.log, one JSON line per key). */
-export function localKeyRecords(dataDir: string): Array<{ keyId: string; address: string; ciphertext: string; context: string }> {
+export function localKeyRecords(dataDir: string): Array<{ keyId: string; address: string; ciphertext: string; context: string; projectId?: string }> {
   let text = '';
   try {
     text = readFileSync(path.join(dataDir, 'keys.log'), 'utf8');
@@ -73,5 +73,5 @@ export function localKeyRecords(dataDir: string): Array<{ keyId: string; address
   return text
     .split('\n')
     .filter((l) => l !== '')
-    .map((l) => JSON.parse(l) as { keyId: string; address: string; ciphertext: string; context: string });
+    .map((l) => JSON.parse(l) as { keyId: string; address: string; ciphertext: string; context: string; projectId?: string });
 }

@@ -12,7 +12,7 @@ import { Receiver } from '../support/receiver.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
 import { testDb } from '../support/db.js';
-import { sharedSigner } from '../support/signer.js';
+import { localKeyRecords, sharedSigner } from '../support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 
@@ -69,6 +69,14 @@ describe('wallets: sign-in, asynchronous creation and the wallet-created webhook
     if (!row) throw new Error('no wallet row');
     expect(row.key_id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect((await signer.getKey(row.key_id))?.address).to.equal(first.body.walletAddress);
+  });
+
+  it("stores a new wallet's project with its key in the signer, so that the key can sign for that project only", async () => {
+    const { iss, project } = await setup();
+    const r = await call('signin', await iss.sign({ email: 'bound@example.com' }, { audience: AUDIENCE }), { key: project.projectKey });
+    expect(r.status, r.text).to.equal(200);
+    const record = localKeyRecords(sharedSigner().dataDir).find((k) => k.address === r.body.walletAddress);
+    expect(record?.projectId).to.equal(String(project.id));
   });
 
   it('checks in the order of section 5: body, then key (400), then Authorization and JWT (401)', async () => {
