@@ -73,13 +73,20 @@ export interface PolicyDeniedProblem extends SignerProblem {
 export interface PutPolicyRequest {
   baseVersion: number;
   policy: unknown;
+  /** Who writes it, as the API names its caller (kept with the version). */
+  author?: string;
 }
 /** A stored version, as `GET /v1/projects/{projectId}/policy` (the newest; 404 when none) and `…/versions/{n}` answer. */
 export interface PolicyVersionAnswer {
   projectId: string;
   version: number;
   policy: unknown;
+  author: string | null;
   createdAt: string;
+}
+/** `GET /v1/projects/{projectId}/policy/versions?after=&limit=`: oldest first. */
+export interface PolicyVersionList {
+  versions: PolicyVersionAnswer[];
 }
 
 /** `POST /v1/projects/{projectId}/policy/evaluate`: the decision on an operation, nothing signed. */

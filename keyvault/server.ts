@@ -7,6 +7,7 @@ import type {
   KeyLookup,
   PolicyDeniedProblem,
   PolicyVersionAnswer,
+  PolicyVersionList,
   SignAnswer,
   SignerProblem,
 } from './contract.js';
@@ -108,8 +109,17 @@ const presentVersion = (projectId: string, v: PolicyVersion): PolicyVersionAnswe
   projectId,
   version: v.version,
   policy: v.document,
+  author: v.author ?? null,
   createdAt: v.createdAt,
 });
+
+/** A non-negative integer query parameter, at most `max`. */
+function count(url: URL, name: string, fallback: number, max: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null) return fallback;
+  if (!/^[0-9]{1,9}$/.test(raw) || Number(raw) > max) throw new SignerError('invalid_request', `${name} must be an integer from 0 to ${max}`);
+  return Number(raw);
+}
 
 /**
  * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
@@ -165,20 +175,27 @@ export function createSignerServer(deps: {
       });
       return send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
     }
-    const policyPath = /^\/v1\/projects\/([^/]+)\/policy(\/evaluate|\/versions\/([1-9][0-9]{0,8}))?$/.exec(url.pathname);
+    const policyPath = /^\/v1\/projects\/([^/]+)\/policy(\/evaluate|\/versions|\/versions\/([1-9][0-9]{0,8}))?$/.exec(url.pathname);
     if (policyPath?.[1] !== undefined) {
       const projectId = projectIdOf(policyPath[1], 'the project id');
       if (req.method === 'PUT' && policyPath[2] === undefined) {
-        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['baseVersion', 'policy']);
+        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['baseVersion', 'policy', 'author']);
         const base = b['baseVersion'];
         if (typeof base !== 'number' || !Number.isSafeInteger(base) || base < 0)
           throw new SignerError('invalid_request', 'baseVersion must be the newest version (0 for none)');
-        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, b['policy'], base)));
+        const author = b['author'];
+        if (author !== undefined && (typeof author !== 'string' || !/^[\x20-\x7e]{1,200}$/.test(author)))
+          throw new SignerError('invalid_request', 'author must be 1-200 printable characters');
+        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, b['policy'], base, author)));
       }
       if (req.method === 'GET' && policyPath[2] === undefined) {
         const latest = await deps.policies.latest(projectId);
         if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
         return send(res, 200, presentVersion(projectId, latest));
+      }
+      if (req.method === 'GET' && policyPath[2] === '/versions') {
+        const versions = await deps.policies.list(projectId, count(url, 'after', 0, 999_999_999), count(url, 'limit', 100, 1001));
+        return send(res, 200, { versions: versions.map((v) => presentVersion(projectId, v)) } satisfies PolicyVersionList);
       }
       if (req.method === 'GET' && policyPath[3] !== undefined) {
         const version = await deps.policies.version(projectId, Number(policyPath[3]));

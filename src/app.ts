@@ -17,6 +17,7 @@ import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
 import { healthRoutes } from './health/routes.js';
 import { audited } from './audit/middleware.js';
+import { policyEndpoints } from './policies/routes.js';
 import { auditEndpoints } from './audit/routes.js';
 import { bindOutboxDepth } from './metrics.js';
 import { outboxDepth } from './outbox/repository.js';
@@ -144,6 +145,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...failedDeliveryEndpoints(routeDeps),
     ...webhookEndpoints(routeDeps),
     ...auditEndpoints(routeDeps),
+    ...policyEndpoints({ ...routeDeps, signer: deps.signer }),
   ];
   mount(router, routeDeps, endpoints);
   declaredBy.set(app, endpoints);

@@ -5,6 +5,8 @@ import { parsePolicy, type Policy } from './document.js';
 
 export interface PolicyVersion {
   version: number;
+  /** Who wrote it, as the API named the caller (a token id, the operator). */
+  author: string | undefined;
   policy: Policy;
   /** The document as written, presented back as it was given. */
   document: unknown;
@@ -38,10 +40,11 @@ export class PolicyStore {
   async #read(projectId: string, version: number): Promise<PolicyVersion | undefined> {
     const doc = await this.store.getDocument(policyPath(projectId, version));
     if (!doc) return undefined;
-    const body = doc.body as { projectId?: unknown; version?: unknown; policy?: unknown };
+    const body = doc.body as { projectId?: unknown; version?: unknown; policy?: unknown; author?: unknown };
     // A document moved under another project's path does not apply there.
     if (body.projectId !== projectId || body.version !== version) throw new SignerError('internal', `the policy document at ${doc.path} is not its own`);
-    return { version, policy: parsePolicy(body.policy), document: body.policy, createdAt: doc.createdAt };
+    const author = typeof body.author === 'string' ? body.author : undefined;
+    return { version, author, policy: parsePolicy(body.policy), document: body.policy, createdAt: doc.createdAt };
   }
 
   /** The newest version, or undefined when the project has none (default deny). */
@@ -62,20 +65,32 @@ export class PolicyStore {
     return this.#read(projectId, version);
   }
 
+  /** Versions after `after`, oldest first, at most `limit`. */
+  async list(projectId: string, after: number, limit: number): Promise<PolicyVersion[]> {
+    const out: PolicyVersion[] = [];
+    for (let v = after + 1; out.length < limit; v++) {
+      const found = await this.#read(projectId, v);
+      if (!found) break;
+      out.push(found);
+    }
+    return out;
+  }
+
   /**
    * Writes version `baseVersion + 1`, checked first; 409 `policy_conflict` when the base is not
    * the newest (another writer got there first: read again and decide again).
    */
-  async put(projectId: string, document: unknown, baseVersion: number): Promise<PolicyVersion> {
+  async put(projectId: string, document: unknown, baseVersion: number, author?: string): Promise<PolicyVersion> {
     const policy = parsePolicy(document);
     const latest = await this.latest(projectId);
     if ((latest?.version ?? 0) !== baseVersion)
       throw new SignerError('policy_conflict', `the newest policy version is ${latest?.version ?? 0}, not ${baseVersion}`);
     const version = baseVersion + 1;
     const createdAt = new Date(this.now()).toISOString();
-    const written = await this.store.putDocumentOnce({ path: policyPath(projectId, version), body: { projectId, version, policy: document }, createdAt });
+    const body = { projectId, version, policy: document, ...(author === undefined ? {} : { author }) };
+    const written = await this.store.putDocumentOnce({ path: policyPath(projectId, version), body, createdAt });
     if (written === 'exists') throw new SignerError('policy_conflict', `policy version ${version} was written by another request`);
-    const stored = { version, policy, document, createdAt };
+    const stored = { version, author, policy, document, createdAt };
     this.#known.set(projectId, { latest: stored, checkedAt: this.now() });
     return stored;
   }

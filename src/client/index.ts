@@ -18,6 +18,7 @@ import type {
   UpdateProjectBody,
   WalletWebhookSecretRotated,
 } from '../projects/schemas.js';
+import type { EvaluateBody, EvaluateOut, PolicyBody, PolicyVersionList, PolicyVersionOut } from '../policies/schemas.js';
 import type { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../tokens/schemas.js';
 import type { Accepted, IssuerCheckOut, ListWalletsQuery, SignInOut, WalletList, WalletOut } from '../wallets/schemas.js';
 import type {
@@ -72,6 +73,10 @@ export const OPERATIONS = {
   testWebhook: ['POST', '/api/v1/project/{projectId}/webhooks/{webhookId}/test'],
   listFailedDeliveries: ['GET', '/api/v1/project/{projectId}/webhooks/failedDeliveries'],
   retryFailedDelivery: ['POST', '/api/v1/project/{projectId}/webhooks/failedDeliveries/{deliveryId}/retry'],
+  putPolicy: ['PUT', '/api/v1/project/{projectId}/policy'],
+  getPolicy: ['GET', '/api/v1/project/{projectId}/policy'],
+  listPolicyVersions: ['GET', '/api/v1/project/{projectId}/policy/versions'],
+  evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
   getHealth: ['GET', '/healthz'],
   getReadiness: ['GET', '/readyz'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;
@@ -297,6 +302,25 @@ export class CustodyClient {
   }
   retryFailedDelivery(projectId: Id, deliveryId: Id, options: WriteOptions = {}) {
     return this.call<Out<typeof RetryAccepted>>('retryFailedDelivery', { params: { projectId, deliveryId }, ...options });
+  }
+
+  // ---- Signing policies ----
+  /** A new version; `ifVersion`: the version it replaces (409 policy_conflict when that is not the newest). */
+  putPolicy(projectId: Id, policy: In<typeof PolicyBody>, ifVersion?: number) {
+    return this.call<Out<typeof PolicyVersionOut>>('putPolicy', {
+      params: { projectId },
+      body: policy,
+      query: ifVersion === undefined ? {} : { ifVersion },
+    });
+  }
+  getPolicy(projectId: Id) {
+    return this.call<Out<typeof PolicyVersionOut>>('getPolicy', { params: { projectId } });
+  }
+  listPolicyVersions(projectId: Id, query: { limit?: number; cursor?: string } = {}) {
+    return this.call<Out<typeof PolicyVersionList>>('listPolicyVersions', { params: { projectId }, query });
+  }
+  evaluatePolicy(projectId: Id, body: In<typeof EvaluateBody>) {
+    return this.call<Out<typeof EvaluateOut>>('evaluatePolicy', { params: { projectId }, body });
   }
 
   // ---- Operations ----

@@ -2,9 +2,22 @@ import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import { DependencyUnavailableError, KeyConflictError } from '../errors.js';
+import { AppError, DependencyUnavailableError, KeyConflictError } from '../errors.js';
 // The signer's contract, as types only: no code crosses the process boundary.
-import type { BindRequest, CreateKeyRequest, CreatedKey, Health, KeyLookup, SignerProblem, StoreUnavailableCode } from '../../keyvault/contract.js';
+import type {
+  BindRequest,
+  CreateKeyRequest,
+  CreatedKey,
+  EvaluateAnswer,
+  EvaluateRequest,
+  Health,
+  KeyLookup,
+  PolicyVersionAnswer,
+  PolicyVersionList,
+  PutPolicyRequest,
+  SignerProblem,
+  StoreUnavailableCode,
+} from '../../keyvault/contract.js';
 
 export interface SignerKey {
   keyId: string;
@@ -70,7 +83,7 @@ export class SignerClient {
     }
   }
 
-  #send(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Reply> {
+  #send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<Reply> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     if (payload !== undefined) headers['content-type'] = 'application/json';
@@ -181,6 +194,82 @@ export class SignerClient {
     const b = (reply.body ?? {}) as Partial<Record<keyof KeyLookup, unknown>>;
     if (typeof b.address !== 'string' || !ADDRESS.test(b.address)) throw new Error('the signer answered with an unexpected body');
     return { keyId, address: b.address };
+  }
+
+  /**
+   * The signer's refusal of what the caller sent (400 `invalid_policy` or `invalid_operation`, 409
+   * `policy_conflict`) as the API's problem, the field named as the signer named it; anything
+   * else that is not a success means the signer cannot serve now.
+   */
+  #refusal(reply: Reply): AppError {
+    const b = (reply.body ?? {}) as Partial<Record<keyof SignerProblem, unknown>>;
+    const code = typeof b.code === 'string' ? b.code : '';
+    const message = typeof b.message === 'string' ? b.message : '';
+    if (reply.status === 400 && (code === 'invalid_policy' || code === 'invalid_operation')) {
+      const at = message.indexOf(' ');
+      const path = at > 0 ? message.slice(0, at) : '/';
+      return new AppError(400, code, 'Bad Request', `The ${code === 'invalid_policy' ? 'policy' : 'operation'} is not valid: ${message}`, [
+        { in: 'body', path: path === '/' ? '' : path, message: at > 0 ? message.slice(at + 1) : message },
+      ]);
+    }
+    if (reply.status === 409 && code === 'policy_conflict') return new AppError(409, 'policy_conflict', 'Conflict', message);
+    if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
+      throw new Error(`the signer refused a request of ours (${reply.status} ${code}: ${message})`);
+    return this.#unavailable(reply);
+  }
+
+  #policyVersion(v: unknown): PolicyVersionAnswer {
+    const b = (v ?? {}) as Partial<Record<keyof PolicyVersionAnswer, unknown>>;
+    if (
+      typeof b.version !== 'number' ||
+      typeof b.createdAt !== 'string' ||
+      typeof b.projectId !== 'string' ||
+      typeof b.policy !== 'object' ||
+      b.policy === null
+    ) {
+      throw new Error('the signer answered with an unexpected body');
+    }
+    return { projectId: b.projectId, version: b.version, policy: b.policy, author: typeof b.author === 'string' ? b.author : null, createdAt: b.createdAt };
+  }
+
+  /** Writes the next version over `baseVersion`: the signer checks it and keeps it write-once. */
+  async putPolicy(projectId: number, policy: unknown, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
+    const reply = await this.#send('PUT', `/v1/projects/${projectId}/policy`, { baseVersion, policy, author } satisfies PutPolicyRequest);
+    if (reply.status !== 201) throw this.#refusal(reply);
+    return this.#policyVersion(reply.body);
+  }
+
+  /** The newest version, or undefined when the project has none. */
+  async getPolicy(projectId: number): Promise<PolicyVersionAnswer | undefined> {
+    const reply = await this.#send('GET', `/v1/projects/${projectId}/policy`);
+    if (reply.status === 404) return undefined;
+    if (reply.status !== 200) throw this.#refusal(reply);
+    return this.#policyVersion(reply.body);
+  }
+
+  /** Versions after `after`, oldest first. */
+  async listPolicyVersions(projectId: number, after: number, limit: number): Promise<PolicyVersionAnswer[]> {
+    const reply = await this.#send('GET', `/v1/projects/${projectId}/policy/versions?after=${after}&limit=${limit}`);
+    if (reply.status !== 200) throw this.#refusal(reply);
+    const versions = (reply.body as Partial<PolicyVersionList> | undefined)?.versions;
+    if (!Array.isArray(versions)) throw new Error('the signer answered with an unexpected body');
+    return versions.map((v) => this.#policyVersion(v));
+  }
+
+  /** The decision the newest policy gives an operation; nothing is signed. */
+  async evaluatePolicy(projectId: number, request: EvaluateRequest): Promise<EvaluateAnswer> {
+    const reply = await this.#send('POST', `/v1/projects/${projectId}/policy/evaluate`, request);
+    if (reply.status !== 200) throw this.#refusal(reply);
+    const b = (reply.body ?? {}) as Partial<Record<keyof EvaluateAnswer, unknown>>;
+    if (
+      typeof b.allowed !== 'boolean' ||
+      typeof b.policyVersion !== 'number' ||
+      typeof b.digest !== 'string' ||
+      (b.rule !== null && typeof b.rule !== 'string')
+    ) {
+      throw new Error('the signer answered with an unexpected body');
+    }
+    return { allowed: b.allowed, rule: b.rule, policyVersion: b.policyVersion, digest: b.digest };
   }
 
   /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */

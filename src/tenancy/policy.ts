@@ -44,6 +44,8 @@ export const permissions = {
   'webhook.write': { scopes: ANY, role: 'admin' },
   'delivery.read': { scopes: ANY, role: 'read' },
   'delivery.retry': { scopes: ANY, role: 'admin' },
+  'policy.read': { scopes: ANY, role: 'read' },
+  'policy.write': { scopes: ANY, role: 'admin' },
 } as const satisfies Record<string, Permission>;
 
 export type Action = keyof typeof permissions;

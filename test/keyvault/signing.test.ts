@@ -10,6 +10,7 @@ import { KeyCreator } from '../../keyvault/create-key.js';
 import { generateKey } from '../../keyvault/eth.js';
 import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
 import { startSigner, type RunningSigner } from '../support/signer.js';
+import { signInMessage as hello, siwePolicy as siwe } from '../support/policies.js';
 
 async function call(s: RunningSigner, method: string, p: string, body?: unknown) {
   const headers: Record<string, string> = { authorization: `Bearer ${s.token}` };
@@ -17,19 +18,6 @@ async function call(s: RunningSigner, method: string, p: string, body?: unknown)
   const res = await fetch(`${s.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
-
-const hello = { method: 'personal_sign', params: { message: 'app.example.com wants you to sign in' } };
-const siwe = {
-  rules: [
-    {
-      name: 'sign-in messages',
-      action: 'allow',
-      method: 'personal_sign',
-      caller: ['user'],
-      conditions: [{ field: 'message', op: 'prefix', value: 'app.example.com' }],
-    },
-  ],
-};
 
 describe('keyvault: signing under policy (the signer process, local store)', function () {
   this.timeout(60_000);

@@ -44,6 +44,10 @@ const EXPECTED = [
   'POST /api/v1/project/{projectId}/webhooks/{webhookId}/test',
   'GET /api/v1/project/{projectId}/webhooks/failedDeliveries',
   'POST /api/v1/project/{projectId}/webhooks/failedDeliveries/{deliveryId}/retry',
+  'PUT /api/v1/project/{projectId}/policy',
+  'GET /api/v1/project/{projectId}/policy',
+  'GET /api/v1/project/{projectId}/policy/versions',
+  'POST /api/v1/project/{projectId}/policy/evaluate',
   'GET /healthz',
   'GET /readyz',
   'GET /metrics',
@@ -116,8 +120,8 @@ describe('OpenAPI document and API reference', () => {
       const idempotent = (op.parameters ?? []).some((p) => (p as OpenAPIV3_1.ParameterObject).name === 'Idempotency-Key');
       if (idempotent) expected.push('409', '422');
       expect(statuses, key).to.include.members(expected);
-      // Every management POST but the read-only issuer check takes an Idempotency-Key (section 2b).
-      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check/.test(path));
+      // Every management POST but the read-only ones (the issuer check, the policy dry run) takes an Idempotency-Key (section 2b).
+      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check|policy\/evaluate/.test(path));
       for (const s of statuses.filter((x) => Number(x) >= 400)) {
         const r = op.responses?.[s] as OpenAPIV3_1.ResponseObject;
         expect(r.content, `${key} ${s}`).to.have.key('application/problem+json');

@@ -39,6 +39,8 @@ const expected: Record<Action, string> = {
   'webhook.write': 'x x - x -',
   'delivery.read': 'x x x x x',
   'delivery.retry': 'x x - x -',
+  'policy.read': 'x x x x x',
+  'policy.write': 'x x - x -',
 };
 
 describe('tenancy: who may do what', () => {

@@ -3,6 +3,7 @@ import { SignerError } from '../../../keyvault/errors.js';
 import { parsePolicy } from '../../../keyvault/policy/document.js';
 import { evaluate } from '../../../keyvault/policy/evaluate.js';
 import { parseOperation } from '../../../keyvault/sign/operation.js';
+import { siwePolicy as siwe } from '../../support/policies.js';
 
 /** Who may sign what, as a table: the policy, the operation, the caller, and the decision with the rule that made it. */
 const ALICE = '0x00000000000000000000000000000000000A11CE';
@@ -35,17 +36,6 @@ const permit = (spender: string, value: string, chainId = 1) => ({
   },
 });
 
-const siwe = {
-  rules: [
-    {
-      name: 'sign-in messages',
-      action: 'allow',
-      method: 'personal_sign',
-      caller: ['user'],
-      conditions: [{ field: 'message', op: 'prefix', value: 'app.example.com wants you to sign in' }],
-    },
-  ],
-};
 const payments = {
   rules: [
     {
