@@ -9,6 +9,10 @@ import { createTenant } from './support/factories.js';
 import { TestIdp } from './support/idp.js';
 import { scratchDatabase } from './support/process.js';
 import { observeResponse } from './support/observed.js';
+import { sharedSigner } from './support/signer.js';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 /**
  * Property-based fuzzing of every endpoint's body, query and headers (issue "Holding up under
@@ -34,6 +38,7 @@ const ROUTES: Route[] = [
   { method: 'PUT', path: '/api/v1/organisations/:org' },
   { method: 'DELETE', path: '/api/v1/organisations/:org' },
   { method: 'POST', path: '/api/v1/organisations/:org/undelete' },
+  { method: 'GET', path: '/api/v1/organisations/:org/audit' },
   { method: 'GET', path: '/api/v1/organisations/:org/projects' },
   { method: 'POST', path: '/api/v1/organisations/:org/projects' },
   { method: 'GET', path: '/api/v1/project/:project' },
@@ -63,6 +68,10 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/api/v1/project/:project/webhooks/:id/test' },
   { method: 'GET', path: '/api/v1/project/:project/webhooks/failedDeliveries' },
   { method: 'POST', path: '/api/v1/project/:project/webhooks/failedDeliveries/:id/retry' },
+  { method: 'PUT', path: '/api/v1/project/:project/policy' },
+  { method: 'GET', path: '/api/v1/project/:project/policy' },
+  { method: 'GET', path: '/api/v1/project/:project/policy/versions' },
+  { method: 'POST', path: '/api/v1/project/:project/policy/evaluate' },
   { method: 'GET', path: '/healthz' },
   { method: 'GET', path: '/readyz' },
   { method: 'GET', path: '/metrics' },
@@ -95,6 +104,11 @@ const FIELDS = [
   'expiration',
   'transferable',
   'override',
+  'rules',
+  'limits',
+  'method',
+  'params',
+  'caller',
   '__proto__',
   'constructor',
 ];
@@ -110,6 +124,7 @@ const QUERY = [
   'includeExpired',
   'email',
   'address',
+  'ifVersion',
 ];
 const CONTENT_TYPES = [
   'application/json',
@@ -126,6 +141,18 @@ const CONTENT_TYPES = [
 /** Printable ASCII only: what an HTTP client can put in a header at all. */
 const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 });
 
+/** The signer's write-once documents as stored (the local store's log), for the "4xx changes nothing" check. */
+function signerDocuments(): string {
+  try {
+    return createHash('sha256')
+      .update(readFileSync(path.join(sharedSigner().dataDir, 'documents.log')))
+      .digest('hex');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'none';
+    throw err;
+  }
+}
+
 describe('fuzzing every endpoint (body, query, headers)', function () {
   this.timeout(900_000);
   let scratch: { url: string; drop(): Promise<void> };
@@ -134,8 +161,14 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
   let idp: TestIdp;
   let fingerprintSql: string;
 
-  /** One statement over every domain table (idempotency answers, stored even for 4xx, excluded). */
-  const fingerprint = async () => (await db.raw<{ rows: Array<{ h: string }> }>(fingerprintSql)).rows[0]?.h ?? '';
+  /**
+   * One statement over every domain table (idempotency answers, stored even for 4xx, excluded),
+   * and the signer's documents (policy versions, key bindings), which live in its own store.
+   */
+  const fingerprint = async () => {
+    const tables = (await db.raw<{ rows: Array<{ h: string }> }>(fingerprintSql)).rows[0]?.h ?? '';
+    return `${tables} ${signerDocuments()}`;
+  };
 
   before(async () => {
     scratch = await scratchDatabase();
@@ -157,6 +190,13 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
     await idp.close();
     await db.destroy();
     await scratch.drop();
+  });
+
+  it('fuzzes every route the service serves: the list above is the OpenAPI document, no more, no less', async () => {
+    const doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    const shape = (method: string, p: string) => `${method.toUpperCase()} ${p.replace(/\{[^}]+\}|:[a-z]+/g, '{}')}`;
+    const served = Object.entries(doc.paths).flatMap(([p, item]) => Object.keys(item).map((m) => shape(m, p)));
+    expect(ROUTES.map((r) => shape(r.method, r.path)).sort()).to.deep.equal(served.sort());
   });
 
   it(`never answers 5xx, always problem+json on 4xx, and changes nothing on 4xx (${RUNS} cases)`, async () => {
