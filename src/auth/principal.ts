@@ -1,4 +1,5 @@
-export type TokenRole = 'admin' | 'read';
+/** `signer`: project tokens that may ask wallets to sign and read; `admin` does not imply it (SIGNING.md). */
+export type TokenRole = 'admin' | 'read' | 'signer';
 
 /** Who is calling a management endpoint, resolved from its API token. */
 export type Principal =

@@ -84,11 +84,11 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
     },
   },
   'tokens create': {
-    usage: 'tokens create --org ID --name NAME [--role admin|read] [--project ID]',
+    usage: 'tokens create --org ID --name NAME [--role admin|read|signer] [--project ID]',
     summary: 'create an API token (shown once)',
     async run({ flags, out, client }) {
       const role = str(flags, 'role') ?? 'admin';
-      if (role !== 'admin' && role !== 'read') throw new UsageError('--role is admin or read');
+      if (role !== 'admin' && role !== 'read' && role !== 'signer') throw new UsageError('--role is admin, read or signer (signer needs --project)');
       const project = str(flags, 'project');
       const created = await client().createToken(id(str(flags, 'org'), '--org'), {
         name: need(flags, 'name'),

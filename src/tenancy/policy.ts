@@ -3,7 +3,7 @@ import { ForbiddenError } from '../errors.js';
 
 type PrincipalScope = Principal['scope'];
 
-/** Who may do an action: the token scopes it is open to, and the least role (`read` also admits `admin`). */
+/** Who may do an action: the token scopes it is open to, and the role (`read` admits every role; `admin` and `signer` only themselves). */
 export interface Permission {
   readonly scopes: readonly PrincipalScope[];
   readonly role: TokenRole;
@@ -12,6 +12,7 @@ export interface Permission {
 const ANY: readonly PrincipalScope[] = ['operator', 'organisation', 'project'];
 const ORGANISATION: readonly PrincipalScope[] = ['operator', 'organisation'];
 const OPERATOR: readonly PrincipalScope[] = ['operator'];
+const PROJECT: readonly PrincipalScope[] = ['project'];
 
 /**
  * Who may do what, in one table (CONTRACT.md section 3). Reaching the resource comes first: a
@@ -46,11 +47,14 @@ export const permissions = {
   'delivery.retry': { scopes: ANY, role: 'admin' },
   'policy.read': { scopes: ANY, role: 'read' },
   'policy.write': { scopes: ANY, role: 'admin' },
+  // Whoever writes policies is not who signs: only signer tokens, which are project tokens.
+  'wallet.sign': { scopes: PROJECT, role: 'signer' },
 } as const satisfies Record<string, Permission>;
 
 export type Action = keyof typeof permissions;
 
 function scopeRefusal(allowed: readonly PrincipalScope[]): string {
+  if (allowed.length === 1 && allowed[0] === 'project') return 'Only a project token of the signer role may do this.';
   if (allowed.length === 1) return 'Only the operator token may do this.';
   return 'A project token may not do this; use an organisation token.';
 }
@@ -59,7 +63,8 @@ function scopeRefusal(allowed: readonly PrincipalScope[]): string {
 export function refusal(p: Principal, action: Action): string | undefined {
   const rule: Permission = permissions[action];
   if (!rule.scopes.includes(p.scope)) return scopeRefusal(rule.scopes);
-  if (rule.role === 'admin' && p.role !== 'admin') return 'This token has the read role; writes need an admin token.';
+  if (rule.role === 'admin' && p.role !== 'admin') return `This token has the ${p.role} role; writes need an admin token.`;
+  if (rule.role === 'signer' && p.role !== 'signer') return 'Signing needs a token of the signer role; admin does not imply it.';
   return undefined;
 }
 

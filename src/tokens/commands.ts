@@ -3,7 +3,7 @@ import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
 import { principalKey } from '../auth/principal.js';
 import { hashSecret, newSecret } from '../crypto/secrets.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, ValidationError } from '../errors.js';
 import { apiTokenPrefix } from '../projects/keys.js';
 import type { OrganisationScope } from '../tenancy/scope.js';
 import { findVisibleProject } from '../tenancy/visible.js';
@@ -24,6 +24,10 @@ export async function createToken(
   const { organisationId, principal } = scope;
   return db.transaction(async (tx) => {
     const projectId = body.projectId ?? null;
+    if (body.role === 'signer' && projectId === null)
+      throw new ValidationError('A signer token acts for one project: give its projectId.', [
+        { in: 'body', path: '/projectId', message: 'is required for the signer role' },
+      ]);
     if (projectId !== null) {
       const project = await findVisibleProject(tx, principal, projectId);
       if (!project || project.organisation_id !== organisationId) throw new NotFoundError('No such project in this organisation.');

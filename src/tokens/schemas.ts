@@ -6,7 +6,7 @@ export const TokensParams = strictObject({ id: Id });
 export const TokenParams = strictObject({ id: Id, tokenId: Id });
 export const CreateTokenBody = strictObject({
   name: Name,
-  role: Type.Union([Type.Literal('admin'), Type.Literal('read')]),
+  role: Type.Union([Type.Literal('admin'), Type.Literal('read'), Type.Literal('signer')]),
   projectId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
 });
 export const ListTokensQuery = strictObject({ showRevoked: Type.Optional(QueryBool), ...PageQuery });
@@ -14,7 +14,7 @@ export const ListTokensQuery = strictObject({ showRevoked: Type.Optional(QueryBo
 const tokenFields = {
   id: IdOut,
   name: Type.String(),
-  role: Type.Union([Type.Literal('admin'), Type.Literal('read')]),
+  role: Type.Union([Type.Literal('admin'), Type.Literal('read'), Type.Literal('signer')]),
   scope: Type.Union([Type.Literal('organisation'), Type.Literal('project')]),
   organisationId: IdOut,
   projectId: Type.Union([IdOut, Type.Null()]),

@@ -152,6 +152,23 @@ describe('API tokens and management authorisation', () => {
     expect((await client.get(`/api/v1/organisations/${a.org.id}`)).status).to.equal(404);
   });
 
+  it('mints signer tokens for one project only; they read and may not manage', async () => {
+    const t = await createTenant(app.client);
+    const orgWide = await t.orgAdmin.post(`/api/v1/organisations/${t.org.id}/tokens`, { name: 'backend', role: 'signer' });
+    expect(orgWide.status, orgWide.text).to.equal(400);
+    expect(orgWide.problem.errors?.[0]?.path).to.equal('/projectId');
+    const minted = await t.orgAdmin.post(`/api/v1/organisations/${t.org.id}/tokens`, { name: 'backend', role: 'signer', projectId: t.project.id });
+    expect(minted.status, minted.text).to.equal(201);
+    expect(minted.body).to.include({ role: 'signer', scope: 'project', projectId: t.project.id });
+    const signer = app.client.withToken(minted.body.token);
+    expect((await signer.get(`/api/v1/project/${t.project.id}/wallets`)).status).to.equal(200);
+    expect((await signer.get(`/api/v1/project/${t.project.id}`)).status).to.equal(200);
+    const write = await signer.put(`/api/v1/project/${t.project.id}/policy`, { rules: [] });
+    expect(write.status).to.equal(403);
+    expect(write.problem.detail).to.match(/signer role; writes need an admin token/);
+    expect((await signer.post('/api/v1/membership/issue', [{ membershipType: 'gym:gold', walletAddress: `0x${'1'.repeat(40)}` }])).status).to.equal(403);
+  });
+
   it('stops a project token when its project is deleted', async () => {
     const t = await createTenant(app.client);
     expect((await app.client.delete(`/api/v1/project/${t.project.id}`)).status).to.equal(204);
