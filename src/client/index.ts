@@ -20,7 +20,7 @@ import type {
 } from '../projects/schemas.js';
 import type { EvaluateBody, EvaluateOut, PolicyBody, PolicyVersionList, PolicyVersionOut } from '../policies/schemas.js';
 import type { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../tokens/schemas.js';
-import type { Accepted, IssuerCheckOut, ListWalletsQuery, SignInOut, WalletList, WalletOut } from '../wallets/schemas.js';
+import type { Accepted, IssuerCheckOut, ListWalletsQuery, RpcBody, RpcOut, SignInOut, WalletList, WalletOut } from '../wallets/schemas.js';
 import type {
   CreateWebhookBody,
   EventCatalogueOut,
@@ -42,6 +42,7 @@ export const OPERATIONS = {
   checkIssuer: ['POST', '/api/v1/project/{projectId}/issuer/check'],
   listWallets: ['GET', '/api/v1/project/{projectId}/wallets'],
   getWallet: ['GET', '/api/v1/project/{projectId}/wallets/{walletId}'],
+  signWithWallet: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/rpc'],
   issueMemberships: ['POST', '/api/v1/membership/issue'],
   revokeMembership: ['POST', '/api/v1/membership/revoke'],
   transferMembership: ['POST', '/api/v1/membership/transfer'],
@@ -302,6 +303,11 @@ export class CustodyClient {
   }
   retryFailedDelivery(projectId: Id, deliveryId: Id, options: WriteOptions = {}) {
     return this.call<Out<typeof RetryAccepted>>('retryFailedDelivery', { params: { projectId, deliveryId }, ...options });
+  }
+
+  /** Signs with a wallet under the project's policy (a signer token); 403 policy_denied names the rule. */
+  signWithWallet(projectId: Id, walletId: Id, body: In<typeof RpcBody>, options: WriteOptions = {}) {
+    return this.call<Out<typeof RpcOut>>('signWithWallet', { params: { projectId, walletId }, body, ...options });
   }
 
   // ---- Signing policies ----

@@ -16,6 +16,16 @@ export const EVENT_CATALOGUE = [
   },
   { name: 'membership.expired', description: 'The scheduler saw an expiration pass.', data: 'the membership record' },
   { name: 'webhook.test', description: 'The test endpoint of a subscription was called.', data: '{}' },
+  {
+    name: 'wallet.signature.created',
+    description: "A wallet signed: the project's policy allowed the operation.",
+    data: '{ walletId, walletAddress, method, digest, caller, rule, policyVersion } (never the payload)',
+  },
+  {
+    name: 'wallet.signature.denied',
+    description: "The project's policy refused to let a wallet sign.",
+    data: '{ walletId, walletAddress, method, digest, caller, rule (null: no rule allows it), policyVersion } (never the payload)',
+  },
 ] as const;
 
 export type EventType = (typeof EVENT_CATALOGUE)[number]['name'];

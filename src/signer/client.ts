@@ -12,8 +12,11 @@ import type {
   EvaluateRequest,
   Health,
   KeyLookup,
+  PolicyDeniedProblem,
   PolicyVersionAnswer,
   PolicyVersionList,
+  SignAnswer,
+  SignRequestBody,
   PutPolicyRequest,
   SignerProblem,
   StoreUnavailableCode,
@@ -254,6 +257,45 @@ export class SignerClient {
     const versions = (reply.body as Partial<PolicyVersionList> | undefined)?.versions;
     if (!Array.isArray(versions)) throw new Error('the signer answered with an unexpected body');
     return versions.map((v) => this.#policyVersion(v));
+  }
+
+  /**
+   * Signs an operation with the key, if the project's policy allows it: the answer, or the
+   * denial with its rule (null: no rule allows it), the policy version and the digest.
+   */
+  async sign(
+    keyId: string,
+    request: SignRequestBody,
+  ): Promise<
+    | { allowed: true; digest: string; policyVersion: number; rule: string; result: Record<string, unknown> }
+    | { allowed: false; digest: string; policyVersion: number; rule: string | null }
+  > {
+    const end = signerDuration.startTimer({ operation: 'sign' });
+    try {
+      const reply = await this.#send('POST', `/v1/keys/${encodeURIComponent(keyId)}/sign`, request);
+      const b = (reply.body ?? {}) as Partial<Record<keyof SignAnswer | keyof PolicyDeniedProblem, unknown>>;
+      if (reply.status === 403 && b.code === 'policy_denied') {
+        if (typeof b.digest !== 'string' || typeof b.policyVersion !== 'number' || (b.rule !== null && typeof b.rule !== 'string')) {
+          throw new Error('the signer answered with an unexpected body');
+        }
+        signerCalls.inc({ operation: 'sign', outcome: 'denied' });
+        return { allowed: false, digest: b.digest, policyVersion: b.policyVersion, rule: b.rule };
+      }
+      if (reply.status !== 200) throw this.#refusal(reply);
+      if (
+        typeof b.digest !== 'string' ||
+        typeof b.policyVersion !== 'number' ||
+        typeof b.rule !== 'string' ||
+        typeof b.result !== 'object' ||
+        b.result === null
+      ) {
+        throw new Error('the signer answered with an unexpected body');
+      }
+      signerCalls.inc({ operation: 'sign', outcome: 'ok' });
+      return { allowed: true, digest: b.digest, policyVersion: b.policyVersion, rule: b.rule, result: b.result as Record<string, unknown> };
+    } finally {
+      end();
+    }
   }
 
   /** The decision the newest policy gives an operation; nothing is signed. */

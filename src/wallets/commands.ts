@@ -203,10 +203,10 @@ export async function listProjectWallets(
   return listWallets(db, scope.projectId, filter, page);
 }
 
-export async function getProjectWallet(db: Executor, scope: ProjectScope, walletId: number): Promise<WalletRow> {
+export async function getProjectWallet(db: Executor, scope: ProjectScope, walletId: number): Promise<WalletRow & { address: string }> {
   const wallet = await findWallet(db, walletId);
   if (!wallet || wallet.project_id !== scope.projectId || wallet.address === null) throw new NotFoundError('No such wallet.');
-  return wallet;
+  return { ...wallet, address: wallet.address };
 }
 
 /** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */

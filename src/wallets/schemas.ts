@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { Method as SigningMethod } from '../policies/schemas.js';
 import { Id, IdOut, pageOf, PageQuery, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
 
@@ -49,3 +50,17 @@ export const IssuerCheckOut = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** `POST …/wallets/{walletId}/rpc`: one structured operation (SIGNING.md), read and judged by the signer. */
+export const RpcBody = strictObject({
+  method: SigningMethod,
+  params: Type.Object({}, { description: "the method's parameters: `{ message }`, `{ typedData }`, `{ transaction }` or `{ chainId, address, nonce }`" }),
+});
+const Hex = Type.String({ pattern: '^0x[0-9a-fA-F]*$' });
+export const RpcOut = Type.Union([
+  strictObject({ signature: Hex }),
+  strictObject({ signedTransaction: Hex, hash: Hex }),
+  strictObject({
+    authorization: strictObject({ chainId: Hex, address: Type.String(), nonce: Hex, yParity: Hex, r: Hex, s: Hex }),
+  }),
+]);

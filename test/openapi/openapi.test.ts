@@ -13,6 +13,7 @@ const EXPECTED = [
   'POST /api/v1/project/{projectId}/issuer/check',
   'GET /api/v1/project/{projectId}/wallets',
   'GET /api/v1/project/{projectId}/wallets/{walletId}',
+  'POST /api/v1/project/{projectId}/wallets/{walletId}/rpc',
   'POST /api/v1/membership/issue',
   'POST /api/v1/membership/revoke',
   'POST /api/v1/membership/transfer',

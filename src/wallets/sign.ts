@@ -1,0 +1,69 @@
+import type { Knex } from 'knex';
+import { recordAudit } from '../audit/record.js';
+import type { Clock } from '../clock.js';
+import { AppError } from '../errors.js';
+import { recordEvents } from '../events/record.js';
+import type { SignerClient } from '../signer/client.js';
+import type { WalletRow } from './repository.js';
+
+export interface SignDeps {
+  db: Knex;
+  signer: SignerClient;
+  now: Clock;
+}
+
+export interface SignCaller {
+  caller: 'user' | 'server';
+  /** Who asked, as the audit log names callers (`token:<id>`, `project:<id>` for the user present). */
+  actor: string;
+  requestId: string | null;
+}
+
+/**
+ * Asks the signer to sign `operation` with the wallet's key (SIGNING.md): the signer reads it,
+ * checks the key's project and the policy before it decrypts. Every decision is recorded, allowed
+ * or denied, in one transaction: an audit entry (caller, wallet, method, digest, rule, policy
+ * version; never the payload) and a `wallet.signature.created` or `.denied` event. A denial is
+ * `403 policy_denied` naming the rule.
+ */
+export async function signWithWallet(
+  deps: SignDeps,
+  wallet: WalletRow & { address: string },
+  organisationId: number,
+  operation: { method: string; params: unknown },
+  who: SignCaller,
+): Promise<Record<string, unknown>> {
+  const outcome = await deps.signer.sign(wallet.key_id, { projectId: String(wallet.project_id), caller: who.caller, operation });
+  const decision = {
+    walletId: wallet.id,
+    walletAddress: wallet.address,
+    method: operation.method,
+    digest: outcome.digest,
+    caller: who.caller,
+    rule: outcome.rule,
+    policyVersion: outcome.policyVersion,
+  };
+  const type = outcome.allowed ? 'wallet.signature.created' : 'wallet.signature.denied';
+  await deps.db.transaction(async (tx) => {
+    await recordAudit(tx, {
+      organisation_id: organisationId,
+      project_id: wallet.project_id,
+      actor: who.actor,
+      action: type,
+      target: `wallet:${wallet.id}`,
+      status: outcome.allowed ? 200 : 403,
+      request_id: who.requestId,
+      details: decision,
+    });
+    await recordEvents(tx, wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now()));
+  });
+  if (!outcome.allowed) {
+    throw new AppError(
+      403,
+      'policy_denied',
+      'Forbidden',
+      outcome.rule === null ? "No rule of the project's policy allows this." : `Denied by the rule "${outcome.rule}" of the project's policy.`,
+    );
+  }
+  return outcome.result;
+}

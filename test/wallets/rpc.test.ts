@@ -1,0 +1,146 @@
+import { expect } from 'chai';
+import { Transaction, verifyMessage } from 'ethers';
+import { parseTransaction, recoverMessageAddress, recoverTransactionAddress, type TransactionSerialized } from 'viem';
+import { startAppWithIdp } from '../support/app.js';
+import { createOrganisation, createProject, createToken } from '../support/factories.js';
+import { signInMessage, siwePolicy } from '../support/policies.js';
+import { until } from '../support/wait.js';
+
+/** A customer's backend signs with its users' wallets, under the project's policy (SIGNING.md). */
+const AUDIENCE = 'urn:custody:testnet';
+
+describe("wallets: a backend signs with a user's wallet under the project's policy", function () {
+  this.timeout(60_000);
+  let env: Awaited<ReturnType<typeof startAppWithIdp>>;
+  before(async () => {
+    env = await startAppWithIdp();
+  });
+  after(() => env.close());
+
+  /** A project with a signed-in user's wallet, an admin token and a signer token. */
+  async function setup() {
+    const { app, idp, receiver } = env;
+    const iss = await idp.issuer();
+    const org = await createOrganisation(app.client);
+    const project = await createProject(app.client, org.id, { issuer: iss.issuer });
+    const signin = await app.client.post(
+      '/api/v1/signin',
+      { key: project.projectKey },
+      { token: await iss.sign({ email: 'ada@example.com' }, { audience: AUDIENCE }) },
+    );
+    expect(signin.status, signin.text).to.equal(200);
+    const admin = app.client.withToken((await createToken(app.client, org.id, 'admin', project.id)).token);
+    const minted = await app.client.post(`/api/v1/organisations/${org.id}/tokens`, { name: 'backend', role: 'signer', projectId: project.id });
+    expect(minted.status, minted.text).to.equal(201);
+    const signer = app.client.withToken(minted.body.token);
+    const hook = await admin.post(`/api/v1/project/${project.id}/webhooks`, {
+      url: `${receiver.url}?p=${project.id}`,
+      events: ['wallet.signature.created', 'wallet.signature.denied'],
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const rpc = `/api/v1/project/${project.id}/wallets/${signin.body.walletId}/rpc` as const;
+    return { org, project, wallet: signin.body, admin, signer, rpc, tokenId: minted.body.id };
+  }
+
+  it('signs what the policy allows (verified by ethers and viem), refuses what it does not with the rule, and records both decisions', async () => {
+    const { org, project, wallet, admin, signer, rpc, tokenId } = await setup();
+    const backendMessage = { method: 'personal_sign', params: { message: 'order 4711 approved' } };
+    const none = await signer.post(rpc, backendMessage);
+    expect(none.status).to.equal(403);
+    expect(none.problem.code).to.equal('policy_denied');
+    expect(none.problem.detail).to.match(/No rule/);
+
+    const policy = {
+      rules: [
+        ...siwePolicy.rules,
+        { name: 'orders', action: 'allow', method: 'personal_sign', caller: ['server'], conditions: [{ field: 'message', op: 'prefix', value: 'order ' }] },
+        {
+          name: 'payments on Base',
+          action: 'allow',
+          method: 'eth_signTransaction',
+          conditions: [
+            { field: 'chainId', op: 'eq', value: 8453 },
+            { field: 'value', op: 'lte', value: '1000' },
+          ],
+        },
+        { name: 'never this order', action: 'deny', method: 'personal_sign', conditions: [{ field: 'message', op: 'eq', value: 'order 13' }] },
+      ],
+    };
+    expect((await admin.put(`/api/v1/project/${project.id}/policy`, policy)).status).to.equal(201);
+
+    const signed = await signer.post(rpc, backendMessage);
+    expect(signed.status, signed.text).to.equal(200);
+    const signature = (signed.body as { signature: `0x${string}` }).signature;
+    expect(verifyMessage(backendMessage.params.message, signature)).to.equal(wallet.walletAddress);
+    expect(await recoverMessageAddress({ message: backendMessage.params.message, signature })).to.equal(wallet.walletAddress);
+
+    const tx = {
+      chainId: 8453,
+      nonce: 0,
+      gas: 21000,
+      maxFeePerGas: '1000000000',
+      maxPriorityFeePerGas: '1000',
+      to: '0x0000000000000000000000000000000000000b0b',
+      value: '1000',
+    };
+    const signedTx = await signer.post(rpc, { method: 'eth_signTransaction', params: { transaction: tx } });
+    expect(signedTx.status, signedTx.text).to.equal(200);
+    const serialized = (signedTx.body as { signedTransaction: TransactionSerialized }).signedTransaction;
+    expect(Transaction.from(serialized).from).to.equal(wallet.walletAddress);
+    expect(await recoverTransactionAddress({ serializedTransaction: serialized })).to.equal(wallet.walletAddress);
+    expect(parseTransaction(serialized).value).to.equal(1000n);
+
+    const tooMuch = await signer.post(rpc, { method: 'eth_signTransaction', params: { transaction: { ...tx, value: '1001' } } });
+    expect(tooMuch.status).to.equal(403);
+    const denied = await signer.post(rpc, { method: 'personal_sign', params: { message: 'order 13' } });
+    expect(denied.status).to.equal(403);
+    expect(denied.problem.detail).to.include('"never this order"');
+    const userOnly = await signer.post(rpc, signInMessage);
+    expect(userOnly.status, 'sign-in messages are for the user present').to.equal(403);
+
+    const audit = await env.app.client.get(`/api/v1/organisations/${org.id}/audit`);
+    const decisions = audit.body.entries.filter((e) => e.action.startsWith('wallet.signature.'));
+    expect(decisions.map((e) => `${e.action} ${String(e.details['rule'])}`).sort()).to.deep.equal(
+      [
+        'wallet.signature.created orders',
+        'wallet.signature.created payments on Base',
+        'wallet.signature.denied never this order',
+        'wallet.signature.denied null',
+        'wallet.signature.denied null',
+        'wallet.signature.denied null',
+      ].sort(),
+    );
+    for (const e of decisions) {
+      expect(e.actor).to.equal(`token:${tokenId}`);
+      expect(e.details).to.have.all.keys('walletId', 'walletAddress', 'method', 'digest', 'caller', 'rule', 'policyVersion');
+      expect(JSON.stringify(e.details), 'no payload in the audit log').to.not.include('order 4711');
+    }
+    const types = () =>
+      env.receiver.received.filter((r) => r.body.includes(`"projectId":${project.id}`)).map((r) => (JSON.parse(r.body) as { type: string }).type);
+    const mine = await until('the six decisions as events', () => (types().length >= 6 ? types() : undefined));
+    expect(mine.filter((t) => t === 'wallet.signature.created')).to.have.length(2);
+    expect(mine.filter((t) => t === 'wallet.signature.denied')).to.have.length(4);
+  });
+
+  it('refuses admins, read tokens, wallets of other projects and unreadable operations, and answers a repeated Idempotency-Key with the same signature', async () => {
+    const a = await setup();
+    const b = await setup();
+    await a.admin.put(`/api/v1/project/${a.project.id}/policy`, { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] });
+    const message = { method: 'personal_sign', params: { message: 'hello' } };
+    const byAdmin = await a.admin.post(a.rpc, message);
+    expect(byAdmin.status).to.equal(403);
+    expect(byAdmin.problem.detail).to.match(/admin does not imply it/);
+    const reader = env.app.client.withToken((await createToken(env.app.client, a.org.id, 'read', a.project.id)).token);
+    expect((await reader.post(a.rpc, message)).status, 'a read token').to.equal(403);
+    expect((await b.signer.post(a.rpc, message)).status, "another project's wallet").to.equal(404);
+    const badOp = await a.signer.post(a.rpc, { method: 'eth_signTransaction', params: { transaction: { chainId: 0 } } });
+    expect(badOp.status).to.equal(400);
+    expect(badOp.problem.code).to.equal('invalid_operation');
+    const rawHash = await a.signer.post(a.rpc, { method: 'eth_sign', params: { hash: `0x${'00'.repeat(32)}` } });
+    expect(rawHash.status).to.equal(400);
+    const first = await a.signer.post(a.rpc, message, { headers: { 'idempotency-key': 'sign-1' } });
+    const again = await a.signer.post(a.rpc, message, { headers: { 'idempotency-key': 'sign-1' } });
+    expect(first.status).to.equal(200);
+    expect(again.body).to.deep.equal(first.body);
+  });
+});
