@@ -24,7 +24,7 @@ export const httpDuration = new Histogram({
 
 export const signerCalls = new Counter({
   name: 'custody_signer_calls_total',
-  help: 'Calls to the signer, by operation and outcome (ok, unavailable, error).',
+  help: 'Calls to the signer, by operation and outcome (ok; for signing also denied by policy and refused as unreadable; unavailable, error).',
   labelNames: ['operation', 'outcome'] as const,
   registers: [registry],
 });

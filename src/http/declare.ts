@@ -18,7 +18,8 @@ export interface WritePolicy {
   /**
    * Who writes the audit entry: `request` (the default: the request's own entry, in its
    * transaction) or `command` (the wallet endpoints: the command records each key it creates,
-   * `wallet.key_created`, since a sign-in of a known user changes nothing).
+   * `wallet.key_created`, since a sign-in of a known user changes nothing; and each signing
+   * decision, a denial too, in a transaction of its own).
    */
   readonly audit?: 'request' | 'command';
   /**

@@ -1,5 +1,5 @@
 import { principalOf } from '../auth/access.js';
-import type { Principal } from '../auth/principal.js';
+import { principalKey } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
@@ -34,7 +34,6 @@ const example = {
 };
 const versionExample = { version: 3, policy: example, author: 'token:12', createdAt: '2026-11-24T10:00:00.000Z' };
 
-const authorOf = (p: Principal): string => (p.scope === 'operator' ? 'operator' : `token:${p.tokenId}`);
 const present = (v: { version: number; policy: unknown; author: string | null; createdAt: string }) => ({
   version: v.version,
   policy: v.policy,
@@ -79,7 +78,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient }): Dec
       },
       async (ctx, { scope, query, body }) => {
         const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.id))?.version ?? 0);
-        const stored = await signer.putPolicy(scope.project.id, body, base, authorOf(principalOf(ctx)));
+        const stored = await signer.putPolicy(scope.project.id, body, base, principalKey(principalOf(ctx)));
         ctx.status = 201;
         ctx.body = present(stored);
       },

@@ -293,6 +293,12 @@ export class SignerClient {
       }
       signerCalls.inc({ operation: 'sign', outcome: 'ok' });
       return { allowed: true, digest: b.digest, policyVersion: b.policyVersion, rule: b.rule, result: b.result as Record<string, unknown> };
+    } catch (err) {
+      signerCalls.inc({
+        operation: 'sign',
+        outcome: err instanceof DependencyUnavailableError ? 'unavailable' : err instanceof AppError ? 'refused' : 'error',
+      });
+      throw err;
     } finally {
       end();
     }

@@ -42,8 +42,10 @@ describe('http: one declaration per endpoint', function () {
         expect(route.write !== undefined && route.readOnly === true, `${name}: both a write and readOnly`).to.equal(false);
       }
       if (route.write) {
-        // The request's audit entry, except where the command audits what it creates (wallet keys).
-        expect(route.write.audit ?? 'request', name).to.equal(route.auth === 'userJwt' ? 'command' : 'request');
+        // The request's audit entry, except where the command audits what it does: the wallet keys it
+        // creates, and each signing decision (a denial too, which no request transaction would keep).
+        const signs = route.auth === 'apiToken' && route.may === 'wallet.sign';
+        expect(route.write.audit ?? 'request', name).to.equal(route.auth === 'userJwt' || signs ? 'command' : 'request');
         // CONTRACT.md section 2b: every management POST takes Idempotency-Key; the wallet endpoints are idempotent by identity.
         expect(route.write.idempotent, name).to.equal(route.method === 'POST' && route.auth === 'apiToken');
       }
@@ -52,8 +54,9 @@ describe('http: one declaration per endpoint', function () {
         // The tenant comes from the path parameter the rule names; a write is an action only admins may do.
         if (route.tenant.level === 'organisation') expect(route.path, name).to.match(/^\/api\/v1\/organisations\/:id(\/|$)/);
         if (route.tenant.level === 'project' && route.tenant.from !== 'query') expect(route.path, name).to.include('/:projectId');
-        if (route.write) expect(permissions[route.may].role, `${name}: ${route.may}`).to.equal('admin');
-        if (route.write) expect(route.write.target, `${name}: audit target`).to.not.equal(undefined);
+        // A write is an action only admins may do; signing only signer tokens (admin does not imply it).
+        if (route.write) expect(permissions[route.may].role, `${name}: ${route.may}`).to.equal(route.may === 'wallet.sign' ? 'signer' : 'admin');
+        if (route.write && route.write.audit !== 'command') expect(route.write.target, `${name}: audit target`).to.not.equal(undefined);
       }
       const op = doc.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
       const errors = Object.keys(op?.responses ?? {}).filter((s) => /^[45]\d\d$/.test(s));

@@ -161,6 +161,8 @@ describe('Project webhooks', () => {
         'transaction.created',
         'membership.expired',
         'webhook.test',
+        'wallet.signature.created',
+        'wallet.signature.denied',
       ]);
       expect((await t.admin.withToken(null).get('/api/v1/webhooks/events')).status).to.equal(401);
     });
