@@ -180,6 +180,56 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
       return result.ok ? 0 : 1;
     },
   },
+  'policy put': {
+    usage: 'policy put --project ID --file PATH [--if-version N]',
+    summary: "write a new version of the project's signing policy (JSON file); --if-version: the version it replaces",
+    async run({ flags, out, client }) {
+      const text = readFileSync(need(flags, 'file'), 'utf8');
+      let policy: Parameters<CustodyClient['putPolicy']>[1];
+      try {
+        policy = JSON.parse(text) as typeof policy;
+      } catch {
+        throw new UsageError('--file must hold a JSON policy: { "rules": [...], "limits": [...] }');
+      }
+      const base = str(flags, 'if-version');
+      if (base !== undefined && !/^(0|[1-9][0-9]{0,8})$/.test(base)) throw new UsageError('--if-version must be a version number (0: none)');
+      out.record(await client().putPolicy(id(str(flags, 'project'), '--project'), policy, base === undefined ? undefined : Number(base)));
+      return 0;
+    },
+  },
+  'policy get': {
+    usage: 'policy get --project ID',
+    summary: "show the project's signing policy (its newest version)",
+    async run({ flags, out, client }) {
+      out.record(await client().getPolicy(id(str(flags, 'project'), '--project')));
+      return 0;
+    },
+  },
+  sign: {
+    usage: 'sign --project ID --wallet ID --method METHOD (--message TEXT | --params JSON | --params-file PATH)   (a signer token)',
+    summary: "sign with a wallet under the project's policy: personal_sign, eth_signTypedData_v4, eth_signTransaction, eth_signAuthorization",
+    async run({ flags, out, client }) {
+      const method = need(flags, 'method');
+      const methods = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
+      if (!(methods as readonly string[]).includes(method)) throw new UsageError(`--method is one of ${methods.join(', ')}`);
+      const message = str(flags, 'message');
+      const file = str(flags, 'params-file');
+      const raw = file ? readFileSync(file, 'utf8') : str(flags, 'params');
+      if ((message === undefined) === (raw === undefined)) throw new UsageError('give --message (personal_sign), or --params / --params-file');
+      let params: object;
+      try {
+        params = message !== undefined ? { message } : (JSON.parse(raw ?? '') as object);
+      } catch {
+        throw new UsageError("--params must be JSON: the method's parameters");
+      }
+      const result = await client().signWithWallet(id(str(flags, 'project'), '--project'), id(str(flags, 'wallet'), '--wallet'), {
+        method: method as (typeof methods)[number],
+        params,
+      });
+      out.record(result);
+      return 0;
+    },
+  },
   migrate: {
     usage: 'migrate   (uses DATABASE_URL)',
     summary: 'apply pending database migrations, one by one',

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { verifyMessage } from 'ethers';
 import { createDb } from '../../src/db/knex.js';
 import { startAppWithIdp, type TestApp } from '../support/app.js';
 import type { TestIdp } from '../support/idp.js';
@@ -176,6 +177,46 @@ describe('operator CLI (custody)', function () {
     const nothing = await custody(['deliveries', 'retry', '--project', String(b.projectId), '--all'], admin);
     expect(nothing.code).to.equal(2);
     expect(nothing.stderr).to.include('no failed deliveries');
+  });
+
+  it('writes a signing policy and signs with a wallet under it (signer token); a denial exits 1 with policy_denied', async () => {
+    const iss = await idp.issuer('cli-sign');
+    const boot = await custody(['bootstrap', '--org', 'CLI Sign', '--project', 'p', '--issuer', iss.issuer, '--json'], env);
+    expect(boot.code, boot.stderr).to.equal(0);
+    const b = JSON.parse(boot.stdout) as { organisationId: number; projectId: number; projectKey: string; token: string };
+    const admin = { CUSTODY_URL: app.url, CUSTODY_TOKEN: b.token };
+    const signin = await app.client.post(
+      '/api/v1/signin',
+      { key: b.projectKey },
+      { token: await iss.sign({ email: 'sig@example.com' }, { audience: AUDIENCE }) },
+    );
+    expect(signin.status, signin.text).to.equal(200);
+    const policyFile = path.join(dir, 'policy.json');
+    writeFileSync(
+      policyFile,
+      JSON.stringify({
+        rules: [{ name: 'orders', action: 'allow', method: 'personal_sign', conditions: [{ field: 'message', op: 'prefix', value: 'order ' }] }],
+      }),
+    );
+    const put = await custody(['policy', 'put', '--project', String(b.projectId), '--file', policyFile, '--if-version', '0', '--json'], admin);
+    expect(put.code, put.stderr).to.equal(0);
+    expect(JSON.parse(put.stdout)).to.include({ version: 1 });
+    expect(JSON.parse((await custody(['policy', 'get', '--project', String(b.projectId), '--json'], admin)).stdout)).to.include({ version: 1 });
+
+    const minted = await custody(
+      ['tokens', 'create', '--org', String(b.organisationId), '--name', 'backend', '--role', 'signer', '--project', String(b.projectId), '--json'],
+      admin,
+    );
+    expect(minted.code, minted.stderr).to.equal(0);
+    const signerEnv = { CUSTODY_URL: app.url, CUSTODY_TOKEN: (JSON.parse(minted.stdout) as { token: string }).token };
+    const wallet = ['--project', String(b.projectId), '--wallet', String(signin.body.walletId)];
+    const signed = await custody(['sign', ...wallet, '--method', 'personal_sign', '--message', 'order 7', '--json'], signerEnv);
+    expect(signed.code, signed.stderr).to.equal(0);
+    expect(verifyMessage('order 7', (JSON.parse(signed.stdout) as { signature: string }).signature)).to.equal(signin.body.walletAddress);
+    const denied = await custody(['sign', ...wallet, '--method', 'personal_sign', '--params', JSON.stringify({ message: 'refund 7' })], signerEnv);
+    expect(denied.code).to.equal(1);
+    expect(denied.stderr).to.include('policy_denied');
+    expect((await custody(['sign', ...wallet, '--method', 'eth_sign', '--message', 'x'], signerEnv)).code, 'unknown method: usage').to.equal(2);
   });
 
   it('runs migrations with progress (then reports up to date), and exits 3 when the service or the database cannot be reached', async () => {
