@@ -2,6 +2,7 @@ import { SignerError } from './errors.js';
 import { evaluate, type Decision } from './policy/evaluate.js';
 import type { Caller } from './policy/document.js';
 import type { PolicyStore } from './policy/store.js';
+import { hex } from './sign/input.js';
 import { parseOperation, signOperation, type Operation } from './sign/operation.js';
 import { bindingPath } from './stores/documents.js';
 import type { KeyStore } from './stores/types.js';
@@ -30,8 +31,6 @@ export class PolicyDenied extends SignerError {
     super('policy_denied', decision.rule ? `denied by the rule "${decision.rule}"` : 'no rule allows this');
   }
 }
-
-const hex = (b: Uint8Array) => `0x${Buffer.from(b).toString('hex')}`;
 
 /**
  * Signing (SIGNING.md), in the order its rules give: read the operation and compute its digest;
