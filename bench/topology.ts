@@ -20,7 +20,8 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-const drain = (s: Service) => {
+/** After start-up a child's output is read and dropped, not kept in the generator's memory. */
+export const drain = (s: Service) => {
   for (const stream of [s.proc.stdout, s.proc.stderr]) {
     stream?.removeAllListeners('data');
     stream?.resume();

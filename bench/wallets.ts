@@ -7,6 +7,7 @@ import { Client } from '../test/support/http.js';
 import { freePort, spawnService } from '../test/support/process.js';
 import { startStack } from '../test/support/stack.js';
 import { LoadClient } from './load.js';
+import { drain } from './topology.js';
 import { createAsyncToWebhook } from './wallet-webhooks.js';
 import { BENCH_NODE_ARGS, closedLoop, fixedRate, percentile, Slices, withCpu, writeResult, type Measured } from './stats.js';
 
@@ -26,14 +27,6 @@ const SATURATION_REQUESTS = Number(process.env['BENCH_SATURATION_REQUESTS'] ?? 3
 const ONLY_SATURATION = process.env['BENCH_ONLY'] === 'saturation';
 
 class Stop extends Error {}
-
-/** After start-up the children's output is read and dropped, not kept in the generator's memory. */
-function quiet(service: ReturnType<typeof spawnService>): void {
-  for (const stream of [service.proc.stdout, service.proc.stderr]) {
-    stream?.removeAllListeners('data');
-    stream?.resume();
-  }
-}
 
 const stack = await startStack('bench');
 const { idp, receiver, db, operatorToken } = stack;
@@ -67,7 +60,7 @@ let koa: ReturnType<typeof spawnService> | undefined;
 const loadClients: LoadClient[] = [];
 try {
   await svc.waitFor(/listening on http/, 60_000);
-  quiet(svc);
+  drain(svc);
   const api = new Client(`http://127.0.0.1:${port}`, operatorToken);
   const iss = await idp.issuer();
   const org = await api.post('/api/v1/organisations', { name: 'Bench' });
@@ -102,7 +95,7 @@ try {
       BENCH_NODE_ARGS,
     );
     await server.waitFor(banner);
-    quiet(server);
+    drain(server);
     const client = new LoadClient(`http://127.0.0.1:${serverPort}`);
     loadClients.push(client);
     return { server, client };
@@ -133,7 +126,7 @@ try {
   loadClients.push(compareClient);
   if (svcB) {
     await svcB.waitFor(/listening on http/, 60_000);
-    quiet(svcB);
+    drain(svcB);
     await signin(compareClient, existing);
   }
 

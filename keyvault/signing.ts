@@ -39,6 +39,9 @@ export class PolicyDenied extends SignerError {
  * signature and zeroed after it.
  */
 export class Signer {
+  /** Bindings read from the store: write-once, so a key's project never needs reading twice. */
+  readonly #bound = new Map<string, string>();
+
   constructor(
     private readonly store: KeyStore,
     private readonly policies: PolicyStore,
@@ -47,7 +50,7 @@ export class Signer {
 
   /** The project a key signs for: stored with it at creation, or bound here at its first use. */
   async #checkProject(keyId: string, recordProject: string | undefined, projectId: string): Promise<void> {
-    let bound = recordProject;
+    let bound = recordProject ?? this.#bound.get(keyId);
     if (bound === undefined) {
       const path = bindingPath(keyId);
       const existing = await this.store.getDocument(path);
@@ -56,6 +59,7 @@ export class Signer {
         const written = await this.store.putDocumentOnce({ path, body: { keyId, projectId }, createdAt: new Date(this.now()).toISOString() });
         bound = written === 'created' ? projectId : ((await this.store.getDocument(path))?.body['projectId'] as string | undefined);
       }
+      if (bound !== undefined) this.#bound.set(keyId, bound);
     }
     if (bound !== projectId) throw new SignerError('wrong_project', 'the key belongs to another project');
   }

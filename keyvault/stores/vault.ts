@@ -190,19 +190,24 @@ export class VaultKeyStore implements KeyStore {
     return this.#decrypts.add({ context, ciphertext });
   }
 
-  /** `cas: 0` writes only if nothing is there. An existing path answers 403 (no `update` in the policy) or 400 (CAS mismatch). */
-  async putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
+  /**
+   * `cas: 0` writes only if nothing is there. An existing path answers 403 (no `update` in the
+   * policy) or 400 (CAS mismatch): either means "already stored" if `stored()` finds it;
+   * otherwise it is a real refusal.
+   */
+  async #writeOnce(path: string, data: object, stored: () => Promise<unknown>): Promise<'created' | 'exists'> {
     try {
-      await this.vault.write(this.#kvPath(record.keyId), { options: { cas: 0 }, data: record });
+      await this.vault.write(path, { options: { cas: 0 }, data });
       return 'created';
     } catch (err) {
       const code = (err as SignerError).code;
-      if (code === 'invalid_request' || code === 'auth_failed') {
-        // Either means "already stored" if the record is there; otherwise it is a real refusal.
-        if (await this.get(record.keyId)) return 'exists';
-      }
+      if ((code === 'invalid_request' || code === 'auth_failed') && (await stored()) !== undefined) return 'exists';
       throw err;
     }
+  }
+
+  putOnce(record: KeyRecord): Promise<'created' | 'exists'> {
+    return this.#writeOnce(this.#kvPath(record.keyId), record, () => this.get(record.keyId));
   }
 
   async get(keyId: string): Promise<KeyRecord | undefined> {
@@ -216,17 +221,10 @@ export class VaultKeyStore implements KeyStore {
     }
   }
 
-  /** Documents are written once like the keys (`cas: 0`), under the same prefix and policy. */
-  async putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
+  /** Documents are written once like the keys, under the same prefix and policy. */
+  putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
     const at = `${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(document.path)}`;
-    try {
-      await this.vault.write(at, { options: { cas: 0 }, data: document });
-      return 'created';
-    } catch (err) {
-      const code = (err as SignerError).code;
-      if ((code === 'invalid_request' || code === 'auth_failed') && (await this.getDocument(document.path))) return 'exists';
-      throw err;
-    }
+    return this.#writeOnce(at, document, () => this.getDocument(document.path));
   }
 
   async getDocument(path: string): Promise<StoredDocument | undefined> {

@@ -7,8 +7,9 @@ import { component } from '../openapi/meta.js';
  * its meaning (the field catalogue per method, values of the right kind); these schemas give the
  * shape its first check here and its OpenAPI description.
  */
+export const SIGNING_METHODS = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
 export const Method = Type.Union(
-  [Type.Literal('personal_sign'), Type.Literal('eth_signTypedData_v4'), Type.Literal('eth_signTransaction'), Type.Literal('eth_signAuthorization')],
+  SIGNING_METHODS.map((m) => Type.Literal(m)),
   { description: 'an Ethereum JSON-RPC signing method' },
 );
 const Caller = Type.Union([Type.Literal('user'), Type.Literal('server')]);
