@@ -29,6 +29,7 @@ import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
 import type { ProjectKeyCache } from './tenancy/key-cache.js';
 import { walletEndpoints } from './wallets/routes.js';
+import { rpcEndpoints } from './wallets/rpc-routes.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
 import { failedDeliveryEndpoints } from './webhooks/failed-deliveries.js';
@@ -141,6 +142,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...projectEndpoints(routeDeps),
     ...tokenEndpoints(routeDeps),
     ...walletEndpoints({ ...routeDeps, wallets: walletDeps }),
+    ...rpcEndpoints({ ...routeDeps, wallets: walletDeps }),
     ...membershipEndpoints(routeDeps),
     ...failedDeliveryEndpoints(routeDeps),
     ...webhookEndpoints(routeDeps),

@@ -54,6 +54,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/api/v1/project/:project/wallets' },
   { method: 'GET', path: '/api/v1/project/:project/wallets/:id' },
   { method: 'POST', path: '/api/v1/project/:project/wallets/:id/rpc' },
+  { method: 'POST', path: '/api/v1/wallets/rpc' },
   { method: 'POST', path: '/api/v1/project/:project/issuer/check' },
   { method: 'POST', path: '/api/v1/membership/issue' },
   { method: 'POST', path: '/api/v1/membership/revoke' },

@@ -42,6 +42,7 @@ export const OPERATIONS = {
   checkIssuer: ['POST', '/api/v1/project/{projectId}/issuer/check'],
   listWallets: ['GET', '/api/v1/project/{projectId}/wallets'],
   getWallet: ['GET', '/api/v1/project/{projectId}/wallets/{walletId}'],
+  signAsUser: ['POST', '/api/v1/wallets/rpc'],
   signWithWallet: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/rpc'],
   issueMemberships: ['POST', '/api/v1/membership/issue'],
   revokeMembership: ['POST', '/api/v1/membership/revoke'],
@@ -125,6 +126,10 @@ interface CallOptions {
 export interface WriteOptions {
   idempotencyKey?: string;
 }
+
+/** Who asks a wallet to sign: the customer's backend (a signer token) or the user present. */
+export type SignAs = { projectId: Id; walletId: Id } | { projectKey: string; userJwt: string };
+type Operation = Static<typeof RpcBody>;
 
 export class CustodyClient {
   readonly #base: string;
@@ -304,6 +309,14 @@ export class CustodyClient {
   retryFailedDelivery(projectId: Id, deliveryId: Id, options: WriteOptions = {}) {
     return this.call<Out<typeof RetryAccepted>>('retryFailedDelivery', { params: { projectId, deliveryId }, ...options });
   }
+
+  /** `client.wallets.rpc(as, operation)`: signs under the project's policy; 403 policy_denied names the rule. */
+  readonly wallets = {
+    rpc: (as: SignAs, operation: Operation, options: WriteOptions = {}): Promise<Out<typeof RpcOut>> =>
+      'projectKey' in as
+        ? this.call<Out<typeof RpcOut>>('signAsUser', { body: { key: as.projectKey, ...operation }, bearer: as.userJwt, ...options })
+        : this.signWithWallet(as.projectId, as.walletId, operation, options),
+  };
 
   /** Signs with a wallet under the project's policy (a signer token); 403 policy_denied names the rule. */
   signWithWallet(projectId: Id, walletId: Id, body: In<typeof RpcBody>, options: WriteOptions = {}) {

@@ -9,6 +9,8 @@ export interface AppState {
   log: Logger;
   /** Set by `authenticate`. */
   principal?: Principal;
+  /** Set by a user endpoint's authentication: the user, as idempotency records are scoped (`user:<projectId>:<email>`). */
+  userKey?: string;
   /** Set when an API-token endpoint has resolved the tenant it acts on (tenancy/resolve.ts). */
   scope?: TenantScope;
   /**

@@ -3,6 +3,7 @@ import type { AppContext, AppMiddleware, AppState } from './context.js';
 import type { Cursors, Page, PageOf } from './pagination.js';
 import type { RouteDeps } from './route-deps.js';
 import { endpoint, type Input, type Schemas } from './validate.js';
+import { DEFAULT_BODY_LIMIT, readBody } from './body.js';
 import { principalOf } from '../auth/access.js';
 import type { Action } from '../tenancy/policy.js';
 import { resolveScope } from '../tenancy/resolve.js';
@@ -70,6 +71,11 @@ export interface Declaration {
   readonly route: Route;
   readonly schemas: Schemas;
   readonly handler: Handler;
+  /**
+   * A user endpoint's own authentication, mounted where API-token routes authenticate: for a
+   * user endpoint that takes Idempotency-Key, whose records are the user's (`ctx.state.userKey`).
+   */
+  readonly authenticate?: AppMiddleware;
 }
 
 /** Declares an endpoint; the handler's input is typed from the schemas it is validated against. */
@@ -114,6 +120,13 @@ function withPaging(route: Route, cursors: Cursors, handler: Handler): Handler {
   };
 }
 
+const bodyAt =
+  (limit: number): AppMiddleware =>
+  async (ctx, next) => {
+    await readBody(ctx, limit);
+    await next();
+  };
+
 /** Resolves the caller's tenant (404 outside its reach, 403 by the policy table) and hands it to the handler. */
 function withScope(route: Route, handler: Handler): Handler {
   if (route.auth !== 'apiToken') return handler;
@@ -142,7 +155,9 @@ export function mount(
     const chain: AppMiddleware[] = [];
     if (route.write?.invalidatesProjectKeys) chain.push(deps.projectChange);
     if (route.auth === 'apiToken') chain.push(deps.authenticate);
-    if (route.write?.idempotent) chain.push(deps.idempotent);
+    else if (d.authenticate) chain.push(d.authenticate);
+    // The idempotency fingerprint covers the body: read first, at the route's own limit.
+    if (route.write?.idempotent) chain.push(bodyAt(d.schemas.bodyLimit ?? DEFAULT_BODY_LIMIT), deps.idempotent);
     if (route.write && route.write.audit !== 'command') chain.push(deps.audited(route, route.write.target ?? 'none'));
     const scoped = withScope(route, d.handler);
     chain.push(endpoint(d.schemas, route.list ? withPaging(route, deps.cursors, scoped) : scoped));

@@ -37,8 +37,9 @@ export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddlewa
         { path: '/Idempotency-Key', message: 'must be 1 to 255 printable ASCII characters' },
       ]);
     }
-    const principal = principalKey(principalOf(ctx));
-    // Idempotent endpoints are management endpoints: their body limit is the default one.
+    // A user endpoint's records are that user's; a token endpoint's, the token's.
+    const principal = ctx.state.userKey ?? principalKey(principalOf(ctx));
+    // Read already at the route's limit (http/declare.ts mounts it before this); the default otherwise.
     await readBody(ctx, DEFAULT_BODY_LIMIT);
     const raw = (ctx.request as { rawBody?: unknown }).rawBody;
     const fingerprint = createHash('sha256')

@@ -55,18 +55,17 @@ function compile(schema: TSchema): ValidateFunction {
 }
 
 /**
- * `endpoint(schemas, handler)` gives the route's last two middlewares: validation of path
- * parameters, query and body (all problems in one 400), then the handler with typed input.
+ * `validator(schemas)` reads the body (at the route's limit) and checks path parameters, query and
+ * body, all problems in one 400; it answers the typed input. Reading twice is free (http/body.ts).
  */
-export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): AppMiddleware {
+export function validator<S extends Schemas>(schemas: S): (ctx: AppContext) => Promise<Input<S>> {
   const checkParams = schemas.params ? compile(schemas.params) : undefined;
   const checkQuery = schemas.query ? compile(schemas.query) : undefined;
   const checkBody = schemas.body ? compile(schemas.body) : undefined;
   const limit = schemas.bodyLimit ?? DEFAULT_BODY_LIMIT;
   // The body is read here, after routing and the route's auth: see http/body.ts.
-  const middleware: AppMiddleware = (ctx) => (BODY_METHODS.has(ctx.method) ? readBody(ctx, limit).then(() => run(ctx)) : run(ctx));
-  // Not async: a problem thrown here reaches Koa as a rejection all the same (koa-compose).
-  const run = (ctx: AppContext): Promise<void> => {
+  return (ctx) => (BODY_METHODS.has(ctx.method) ? readBody(ctx, limit).then(() => check(ctx)) : Promise.resolve(check(ctx)));
+  function check(ctx: AppContext): Input<S> {
     // Only what has a schema is copied. Query values arrive as strings, or arrays when repeated
     // (which the string schemas refuse); koa-body leaves `body` undefined when nothing was sent.
     const found: FieldProblem[] = [];
@@ -100,8 +99,18 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
       if (at !== undefined) found.push({ in: where, path: at === '' ? '/' : at, message: 'holds a NUL character or an unpaired surrogate' });
     }
     if (found.length > 0) throw new ValidationError('The request is invalid; see errors.', found);
-    return handler(ctx, { params, query, body } as Input<S>);
-  };
+    return { params, query, body } as Input<S>;
+  }
+}
+
+/**
+ * `endpoint(schemas, handler)` gives the route's last middleware: validation (`validator`), then
+ * the handler with typed input.
+ */
+export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContext, input: Input<S>) => Promise<void>): AppMiddleware {
+  const validate = validator(schemas);
+  // A problem thrown while validating reaches Koa as a rejection (koa-compose).
+  const middleware: AppMiddleware = (ctx) => validate(ctx).then((input) => handler(ctx, input));
   endpoints.set(middleware, schemas);
   return middleware;
 }

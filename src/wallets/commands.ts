@@ -18,7 +18,7 @@ import type { SignerClient } from '../signer/client.js';
 import type { ProjectKeyCache } from '../tenancy/key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
 import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
-import { activateWallet, claimWallet, findWallet, findWalletForSignin, listWallets, type SigninWallet, type WalletRow } from './repository.js';
+import { activateWallet, claimWallet, findWallet, findWalletForSignin, findWalletOf, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
@@ -208,6 +208,17 @@ export async function getProjectWallet(db: Executor, scope: ProjectScope, wallet
   if (!wallet || wallet.project_id !== scope.projectId || wallet.address === null) throw new NotFoundError('No such wallet.');
   return { ...wallet, address: wallet.address };
 }
+
+/** The signing user's own wallet (SIGNING.md): 404 `wallet_not_found` until it has one. */
+export async function getUserWallet(db: Executor, caller: WalletCaller): Promise<WalletRow & { address: string }> {
+  const wallet = await findWalletOf(db, caller.project.id, caller.email);
+  if (!wallet || wallet.address === null)
+    throw new AppError(404, 'wallet_not_found', 'Not Found', 'This user has no wallet yet: sign in first (POST /api/v1/signin).');
+  return { ...wallet, address: wallet.address };
+}
+
+/** The name idempotency records and audit entries give the user present: the project and the folded e-mail. */
+export const userKey = (caller: WalletCaller): string => `user:${caller.project.id}:${foldIdentity(caller.email)}`;
 
 /** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */
 export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: string) {

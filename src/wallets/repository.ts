@@ -61,6 +61,13 @@ export async function activateWallet(db: Executor, walletId: number, address: st
   }
 }
 
+/** The wallet of an identity of a project (the user present), however its e-mail was cased. */
+export async function findWalletOf(db: Executor, projectId: number, email: string): Promise<WalletRow | undefined> {
+  return db<WalletRow>('wallets')
+    .where({ project_id: projectId, email_lower: foldIdentity(email) })
+    .first();
+}
+
 export async function findWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
   return db<WalletRow>('wallets').where({ id: walletId }).first();
 }

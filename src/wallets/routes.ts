@@ -4,8 +4,6 @@ import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listP
 import { presentWallet } from './presenter.js';
 import {
   Accepted,
-  RpcBody,
-  RpcOut,
   IssuerCheckBody,
   IssuerCheckOut,
   ListWalletsQuery,
@@ -18,11 +16,6 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 import { WALLET_BODY_LIMIT } from '../http/body.js';
-import { principalKey } from '../auth/principal.js';
-import { signWithWallet } from './sign.js';
-
-/** Operations carry calldata up to 128 KiB (hex: twice that) and typed data. */
-const RPC_BODY_LIMIT = 300 * 1024;
 
 export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Declaration[] {
   const { wallets } = deps;
@@ -116,48 +109,6 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
       },
       async (ctx, { scope, body }) => {
         ctx.body = await checkIssuer(wallets, scope, body.token);
-      },
-    ),
-
-    // A customer's backend asks a wallet to sign (SIGNING.md): a signer token, the policy decides.
-    declare(
-      {
-        method: 'POST',
-        path: '/api/v1/project/:projectId/wallets/:walletId/rpc',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'wallet.sign',
-        // The command records every decision, allowed or denied, in a transaction of its own.
-        write: { idempotent: true, audit: 'command' },
-      },
-      {
-        params: WalletParams,
-        body: RpcBody,
-        bodyLimit: RPC_BODY_LIMIT,
-        doc: {
-          operationId: 'signWithWallet',
-          summary: 'Sign with a wallet, under the project policy',
-          description:
-            'Needs a token of the `signer` role (`admin` does not imply it). The signer reads the operation and computes its digest, checks that the wallet\'s key belongs to the project, evaluates the project\'s newest policy (rules see `caller: "server"`), and only then decrypts the key. Every decision is audited and sent as a `wallet.signature.created` or `wallet.signature.denied` event.',
-          tag: 'Wallets',
-          requestExample: { method: 'personal_sign', params: { message: 'app.example.com wants you to sign in with your Ethereum account' } },
-          errors: {
-            400: 'invalid_operation: the operation cannot be read as its method defines it (the field is named), or a body field problem.',
-            403: "policy_denied: the project's policy does not allow it (the rule is named; a project without a policy signs nothing), or a token without the signer role.",
-          },
-          responses: {
-            200: {
-              description: "The method's answer: `signature`, `signedTransaction` and `hash`, or `authorization`.",
-              schema: RpcOut,
-              example: { signature: `0x${'ab'.repeat(65)}` },
-            },
-          },
-        },
-      },
-      async (ctx, { scope, params, body }) => {
-        const wallet = await getProjectWallet(ctx.state.db, scope, Number(params.walletId));
-        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
-        ctx.body = await signWithWallet(wallets, wallet, scope.organisationId, body, who);
       },
     ),
 

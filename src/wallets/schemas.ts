@@ -56,6 +56,12 @@ export const RpcBody = strictObject({
   method: SigningMethod,
   params: Type.Object({}, { description: "the method's parameters: `{ message }`, `{ typedData }`, `{ transaction }` or `{ chainId, address, nonce }`" }),
 });
+/** `POST /wallets/rpc`: the user present, authenticated as for sign-in (the project key in the body). */
+export const UserRpcBody = strictObject({
+  key: Type.Optional(Type.String({ maxLength: 256 })),
+  method: SigningMethod,
+  params: RpcBody.properties.params,
+});
 const Hex = Type.String({ pattern: '^0x[0-9a-fA-F]*$' });
 export const RpcOut = Type.Union([
   strictObject({ signature: Hex }),

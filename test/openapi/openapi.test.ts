@@ -14,6 +14,7 @@ const EXPECTED = [
   'GET /api/v1/project/{projectId}/wallets',
   'GET /api/v1/project/{projectId}/wallets/{walletId}',
   'POST /api/v1/project/{projectId}/wallets/{walletId}/rpc',
+  'POST /api/v1/wallets/rpc',
   'POST /api/v1/membership/issue',
   'POST /api/v1/membership/revoke',
   'POST /api/v1/membership/transfer',
@@ -98,10 +99,11 @@ describe('OpenAPI document and API reference', () => {
     const byKey = new Map(operations(doc));
     expect(byKey.get('POST /api/v1/signin')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/createasync')?.security).to.deep.equal([{ userJwt: [] }]);
+    expect(byKey.get('POST /api/v1/wallets/rpc')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/membership/issue')?.security).to.deep.equal([{ apiToken: [] }]);
     expect(byKey.get('GET /healthz')?.security).to.deep.equal([]);
     for (const [key, op] of operations(doc)) {
-      if (key.includes(' /api/v1/') && !/signin|createasync/.test(key)) expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
+      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/rpc/.test(key)) expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
     }
     // The project key is the body field `key`, and the request schema says so.
     const signin = byKey.get('POST /api/v1/signin');

@@ -39,7 +39,8 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
     });
     expect(hook.status, hook.text).to.equal(201);
     const rpc = `/api/v1/project/${project.id}/wallets/${signin.body.walletId}/rpc` as const;
-    return { org, project, wallet: signin.body, admin, signer, rpc, tokenId: minted.body.id };
+    const userJwt = (email = 'ada@example.com') => iss.sign({ email }, { audience: AUDIENCE });
+    return { org, project, wallet: signin.body, admin, signer, rpc, tokenId: minted.body.id, userJwt };
   }
 
   it('signs what the policy allows (verified by ethers and viem), refuses what it does not with the rule, and records both decisions', async () => {
@@ -142,5 +143,61 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
     const again = await a.signer.post(a.rpc, message, { headers: { 'idempotency-key': 'sign-1' } });
     expect(first.status).to.equal(200);
     expect(again.body).to.deep.equal(first.body);
+  });
+
+  it('the user present signs with their own wallet (JWT and project key, as sign-in): caller "user" in the policy, audited, idempotent per user', async () => {
+    const { org, project, wallet, admin, signer, rpc, userJwt } = await setup();
+    await admin.put(`/api/v1/project/${project.id}/policy`, siwePolicy);
+    const ada = await userJwt();
+    const asUser = (body: unknown, token: string | null = ada, headers: Record<string, string> = {}) =>
+      env.app.client.post('/api/v1/wallets/rpc', body, { token, headers });
+
+    const signed = await asUser({ key: project.projectKey, ...signInMessage });
+    expect(signed.status, signed.text).to.equal(200);
+    const signature = (signed.body as { signature: `0x${string}` }).signature;
+    expect(await recoverMessageAddress({ message: signInMessage.params.message, signature })).to.equal(wallet.walletAddress);
+    expect(verifyMessage(signInMessage.params.message, signature)).to.equal(wallet.walletAddress);
+    // The same rule is for users only: the backend is refused what the user may sign.
+    expect((await signer.post(rpc, signInMessage)).status).to.equal(403);
+    const other = await asUser({ key: project.projectKey, method: 'personal_sign', params: { message: 'pay 100' } });
+    expect(other.status).to.equal(403);
+    expect(other.problem.code).to.equal('policy_denied');
+
+    // Refusals, each with its own code, in sign-in's order.
+    const noKey = await asUser(signInMessage);
+    expect([noKey.status, noKey.problem.code]).to.deep.equal([400, 'missing_project_key']);
+    const badKey = await asUser({ key: 'pk_test_nope', ...signInMessage });
+    expect([badKey.status, badKey.problem.code]).to.deep.equal([400, 'invalid_project_key']);
+    const noJwt = await asUser({ key: project.projectKey, ...signInMessage }, null);
+    expect([noJwt.status, noJwt.problem.code]).to.deep.equal([401, 'missing_token']);
+    const noWallet = await asUser({ key: project.projectKey, ...signInMessage }, await userJwt('grace@example.com'));
+    expect([noWallet.status, noWallet.problem.code]).to.deep.equal([404, 'wallet_not_found']);
+    const unknownField = await asUser({ key: project.projectKey, ...signInMessage, walletId: 1 });
+    expect(unknownField.status).to.equal(400);
+
+    // Idempotency-Key: the same user and body → the same answer; its records are the user's own.
+    const once = await asUser({ key: project.projectKey, ...signInMessage }, ada, { 'idempotency-key': 'u-1' });
+    const twice = await asUser({ key: project.projectKey, ...signInMessage }, ada, { 'idempotency-key': 'u-1' });
+    expect(twice.headers.get('idempotent-replayed')).to.equal('true');
+    expect(twice.body).to.deep.equal(once.body);
+    const changed = await asUser({ key: project.projectKey, method: 'personal_sign', params: { message: `${signInMessage.params.message}!` } }, ada, {
+      'idempotency-key': 'u-1',
+    });
+    expect(changed.status, 'another body under the same key').to.equal(422);
+
+    const audit = await env.app.client.get(`/api/v1/organisations/${org.id}/audit`);
+    const byUser = audit.body.entries.filter((e) => e.action.startsWith('wallet.signature.') && e.details['caller'] === 'user');
+    expect(byUser.map((e) => e.action).sort()).to.deep.equal(['wallet.signature.created', 'wallet.signature.created', 'wallet.signature.denied']);
+    for (const e of byUser) expect(e.actor).to.equal(`project:${project.id}`);
+  });
+
+  it('a revoked signer token signs nothing', async () => {
+    const { org, project, admin, signer, rpc, tokenId } = await setup();
+    await admin.put(`/api/v1/project/${project.id}/policy`, { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] });
+    const message = { method: 'personal_sign', params: { message: 'hello' } };
+    expect((await signer.post(rpc, message)).status).to.equal(200);
+    expect((await env.app.client.delete(`/api/v1/organisations/${org.id}/tokens/${tokenId}`)).status).to.equal(204);
+    const after = await signer.post(rpc, message);
+    expect(after.status).to.equal(401);
   });
 });

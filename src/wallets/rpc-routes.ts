@@ -1,0 +1,110 @@
+import type { RouteDeps } from '../http/route-deps.js';
+import type { AppContext, AppMiddleware } from '../http/context.js';
+import { declare, type Declaration } from '../http/declare.js';
+import { validator, type Schemas } from '../http/validate.js';
+import { principalKey } from '../auth/principal.js';
+import { getProjectWallet, getUserWallet, identifyCaller, userKey, type WalletCaller, type WalletDeps } from './commands.js';
+import { RpcBody, RpcOut, UserRpcBody, WalletParams } from './schemas.js';
+import { signWithWallet } from './sign.js';
+import * as ex from '../openapi/examples.js';
+
+/** Operations carry calldata up to 128 KiB (hex: twice that) and typed data. */
+const RPC_BODY_LIMIT = 300 * 1024;
+
+const answers = {
+  200: {
+    description: "The method's answer: `signature`, `signedTransaction` and `hash`, or `authorization`.",
+    schema: RpcOut,
+    example: { signature: `0x${'ab'.repeat(65)}` },
+  },
+};
+const siwe = { method: 'personal_sign' as const, params: { message: 'app.example.com wants you to sign in with your Ethereum account' } };
+const refusals = {
+  400: 'invalid_operation: the operation cannot be read as its method defines it (the field is named), or a body field problem.',
+  403: "policy_denied: the project's policy does not allow it (the rule or the limit is named; a project without a policy signs nothing).",
+};
+
+/**
+ * Signing (SIGNING.md), asked two ways: by the user present (JWT and project key, as sign-in) and
+ * by the customer's backend (a `signer` token). Both take Idempotency-Key; every decision is
+ * recorded by the command.
+ */
+export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Declaration[] {
+  const { wallets } = deps;
+
+  // The user is known before the idempotency middleware, whose records are then the user's.
+  const userSchemas = { body: UserRpcBody, bodyLimit: RPC_BODY_LIMIT } satisfies Schemas;
+  const readUserBody = validator(userSchemas);
+  const users = new WeakMap<AppContext, WalletCaller>();
+  const authenticateUser: AppMiddleware = async (ctx, next) => {
+    const { body } = await readUserBody(ctx);
+    const caller = await identifyCaller(wallets, body, ctx);
+    users.set(ctx, caller);
+    ctx.state.userKey = userKey(caller);
+    await next();
+  };
+
+  const user = declare(
+    { method: 'POST', path: '/api/v1/wallets/rpc', auth: 'userJwt', write: { idempotent: true, audit: 'command' } },
+    {
+      ...userSchemas,
+      doc: {
+        operationId: 'signAsUser',
+        summary: "Sign with the user's own wallet, under the project policy",
+        description:
+          'The user present: their JWT as the bearer and the project key in the body, as for sign-in; the wallet is theirs (404 `wallet_not_found` until they have one). Policy rules see `caller: "user"`. Otherwise as the backend\'s signing endpoint.',
+        tag: 'Wallets',
+        requestExample: { key: ex.projectKey, ...siwe },
+        errors: {
+          ...refusals,
+          400: `${refusals[400]} missing_project_key or invalid_project_key as for sign-in.`,
+          404: 'wallet_not_found: the user has no wallet yet.',
+        },
+        responses: answers,
+      },
+    },
+    async (ctx, { body }) => {
+      const caller = users.get(ctx);
+      if (!caller) throw new Error('the user endpoint ran without its authentication');
+      const wallet = await getUserWallet(ctx.state.db, caller);
+      const who = { caller: 'user' as const, actor: `project:${caller.project.id}`, requestId: ctx.state.requestId };
+      ctx.body = await signWithWallet(wallets, wallet, caller.project.organisation_id, { method: body.method, params: body.params }, who);
+    },
+  );
+
+  return [
+    { ...user, authenticate: authenticateUser },
+
+    declare(
+      {
+        method: 'POST',
+        path: '/api/v1/project/:projectId/wallets/:walletId/rpc',
+        auth: 'apiToken',
+        tenant: { level: 'project' },
+        may: 'wallet.sign',
+        // The command records every decision, allowed or denied, in a transaction of its own.
+        write: { idempotent: true, audit: 'command' },
+      },
+      {
+        params: WalletParams,
+        body: RpcBody,
+        bodyLimit: RPC_BODY_LIMIT,
+        doc: {
+          operationId: 'signWithWallet',
+          summary: 'Sign with a wallet, under the project policy',
+          description:
+            'Needs a token of the `signer` role (`admin` does not imply it). The signer reads the operation and computes its digest, checks that the wallet\'s key belongs to the project, evaluates the project\'s newest policy (rules see `caller: "server"`), and only then decrypts the key. Every decision is audited and sent as a `wallet.signature.created` or `wallet.signature.denied` event.',
+          tag: 'Wallets',
+          requestExample: siwe,
+          errors: { ...refusals, 403: `${refusals[403]} Or a token without the signer role.` },
+          responses: answers,
+        },
+      },
+      async (ctx, { scope, params, body }) => {
+        const wallet = await getProjectWallet(ctx.state.db, scope, Number(params.walletId));
+        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
+        ctx.body = await signWithWallet(wallets, wallet, scope.organisationId, body, who);
+      },
+    ),
+  ];
+}
