@@ -30,6 +30,7 @@ import { OidcVerifier } from './auth/oidc.js';
 import type { ProjectKeyCache } from './tenancy/key-cache.js';
 import { walletEndpoints } from './wallets/routes.js';
 import { rpcEndpoints } from './wallets/rpc-routes.js';
+import { PolicyLimits } from './policies/limits.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
 import { failedDeliveryEndpoints } from './webhooks/failed-deliveries.js';
@@ -136,18 +137,20 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     authFailures,
   };
+  // The policies' rolling-window limits, counted here on PostgreSQL (SIGNING.md).
+  const policyLimits = new PolicyLimits(deps.signer, deps.now ?? systemClock);
   // Every API endpoint, declared once (http/declare.ts): its middlewares follow from the declaration.
   const endpoints = [
     ...organisationEndpoints(routeDeps),
     ...projectEndpoints(routeDeps),
     ...tokenEndpoints(routeDeps),
     ...walletEndpoints({ ...routeDeps, wallets: walletDeps }),
-    ...rpcEndpoints({ ...routeDeps, wallets: walletDeps }),
+    ...rpcEndpoints({ ...routeDeps, wallets: { ...walletDeps, limits: policyLimits } }),
     ...membershipEndpoints(routeDeps),
     ...failedDeliveryEndpoints(routeDeps),
     ...webhookEndpoints(routeDeps),
     ...auditEndpoints(routeDeps),
-    ...policyEndpoints({ ...routeDeps, signer: deps.signer }),
+    ...policyEndpoints({ ...routeDeps, signer: deps.signer, limits: policyLimits }),
   ];
   mount(router, routeDeps, endpoints);
   declaredBy.set(app, endpoints);

@@ -12,6 +12,7 @@ import type { SignerClient } from './signer/client.js';
 import { SecretBox } from './crypto/secrets.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { pruneOutbox } from './outbox/prune.js';
+import { pruneSignatures } from './policies/limits.js';
 import { OutboxRegistry } from './outbox/registry.js';
 import { OutboxRelay } from './outbox/relay.js';
 import { tenantActive } from './tenancy/quiet.js';
@@ -129,6 +130,8 @@ export function assembleBackground(input: {
         if (config.outboxRetentionDays > 0) {
           pruneOutbox(db, config.outboxRetentionDays).catch((err: unknown) => log.warn({ err: String(err) }, 'outbox pruning failed'));
         }
+        // Signatures older than the longest limit window count for nothing.
+        pruneSignatures(db).catch((err: unknown) => log.warn({ err: String(err) }, 'signature pruning failed'));
       }, 600_000);
       pruning.unref();
     },

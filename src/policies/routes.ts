@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import type { SignerClient } from '../signer/client.js';
+import type { PolicyLimits } from './limits.js';
 import { EvaluateBody, EvaluateOut, PolicyBody, PolicyParams, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
 
 /** Operations carry calldata (up to 128 KiB, as hex) and policies up to 100 rules of 1,000 values. */
@@ -45,8 +46,8 @@ const present = (v: { version: number; policy: unknown; author: string | null; c
  * A project's signing policy (SIGNING.md): versions kept by the signer in its own store, write-once;
  * the API passes them through and answers in its own problem format.
  */
-export function policyEndpoints(deps: RouteDeps & { signer: SignerClient }): Declaration[] {
-  const { signer } = deps;
+export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits: PolicyLimits }): Declaration[] {
+  const { signer, limits } = deps;
   return [
     declare(
       {
@@ -79,6 +80,8 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient }): Dec
       async (ctx, { scope, query, body }) => {
         const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.id))?.version ?? 0);
         const stored = await signer.putPolicy(scope.project.id, body, base, principalKey(principalOf(ctx)));
+        // Its limits apply to this process's next signature at once.
+        limits.forget(scope.project.id);
         ctx.status = 201;
         ctx.body = present(stored);
       },

@@ -5,7 +5,7 @@ import { validator, type Schemas } from '../http/validate.js';
 import { principalKey } from '../auth/principal.js';
 import { getProjectWallet, getUserWallet, identifyCaller, userKey, type WalletCaller, type WalletDeps } from './commands.js';
 import { RpcBody, RpcOut, UserRpcBody, WalletParams } from './schemas.js';
-import { signWithWallet } from './sign.js';
+import { signWithWallet, type SignDeps } from './sign.js';
 import * as ex from '../openapi/examples.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data. */
@@ -29,7 +29,7 @@ const refusals = {
  * by the customer's backend (a `signer` token). Both take Idempotency-Key; every decision is
  * recorded by the command.
  */
-export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Declaration[] {
+export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps }): Declaration[] {
   const { wallets } = deps;
 
   // The user is known before the idempotency middleware, whose records are then the user's.

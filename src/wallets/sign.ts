@@ -5,11 +5,13 @@ import { AppError } from '../errors.js';
 import { recordEvents } from '../events/record.js';
 import type { SignerClient } from '../signer/client.js';
 import type { WalletRow } from './repository.js';
+import { limitName, releaseSignature, reserveSignature, type PolicyLimits } from '../policies/limits.js';
 
 export interface SignDeps {
   db: Knex;
   signer: SignerClient;
   now: Clock;
+  limits: PolicyLimits;
 }
 
 export interface SignCaller {
@@ -33,7 +35,7 @@ export async function signWithWallet(
   operation: { method: string; params: unknown },
   who: SignCaller,
 ): Promise<Record<string, unknown>> {
-  const outcome = await deps.signer.sign(wallet.key_id, { projectId: String(wallet.project_id), caller: who.caller, operation });
+  const outcome = await askSigner(deps, wallet, operation, who.caller);
   const decision = {
     walletId: wallet.id,
     walletAddress: wallet.address,
@@ -62,8 +64,41 @@ export async function signWithWallet(
       403,
       'policy_denied',
       'Forbidden',
-      outcome.rule === null ? "No rule of the project's policy allows this." : `Denied by the rule "${outcome.rule}" of the project's policy.`,
+      outcome.rule === null
+        ? "No rule of the project's policy allows this."
+        : outcome.byLimit
+          ? `The project's policy limit is reached (${outcome.rule}).`
+          : `Denied by the rule "${outcome.rule}" of the project's policy.`,
     );
   }
   return outcome.result;
+}
+
+type Outcome = Awaited<ReturnType<SignerClient['sign']>> & { byLimit?: true };
+
+/**
+ * The signer decides on the static rules; the API first takes a place under the policy's
+ * rolling-window limits (counted on PostgreSQL, shared by every API process), given back when the
+ * signer does not sign. A full limit is a denial naming it, unless a rule denies the operation
+ * anyway (the dry run names that rule and gives the digest for the record).
+ */
+async function askSigner(deps: SignDeps, wallet: WalletRow, operation: { method: string; params: unknown }, caller: SignCaller['caller']): Promise<Outcome> {
+  const request = { projectId: String(wallet.project_id), caller, operation };
+  const limits = await deps.limits.of(wallet.project_id, operation.method);
+  if (limits.length === 0) return deps.signer.sign(wallet.key_id, request);
+  const place = await reserveSignature(deps.db, { projectId: wallet.project_id, walletId: wallet.id, method: operation.method }, limits, new Date(deps.now()));
+  if ('full' in place) {
+    const dry = await deps.signer.evaluatePolicy(wallet.project_id, { caller, operation });
+    const common = { allowed: false as const, digest: dry.digest, policyVersion: dry.policyVersion };
+    return dry.allowed ? { ...common, rule: limitName(place.full), byLimit: true } : { ...common, rule: dry.rule };
+  }
+  let outcome: Outcome;
+  try {
+    outcome = await deps.signer.sign(wallet.key_id, request);
+  } catch (err) {
+    await releaseSignature(deps.db, place.reserved);
+    throw err;
+  }
+  if (!outcome.allowed) await releaseSignature(deps.db, place.reserved);
+  return outcome;
 }

@@ -200,4 +200,41 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
     const after = await signer.post(rpc, message);
     expect(after.status).to.equal(401);
   });
+
+  it('rolling-window limits: counted on PostgreSQL across concurrent requests, per wallet; a full limit is named, a rule still wins, the window rolls', async () => {
+    const { project, wallet, admin, signer, rpc, userJwt } = await setup();
+    const policy = {
+      rules: [
+        { name: 'any message', action: 'allow', method: 'personal_sign' },
+        { name: 'never this', action: 'deny', method: 'personal_sign', conditions: [{ field: 'message', op: 'eq', value: 'no' }] },
+      ],
+      limits: [{ method: 'personal_sign', per: 'wallet', window: '1h', count: 3 }],
+    };
+    expect((await admin.put(`/api/v1/project/${project.id}/policy`, policy)).status).to.equal(201);
+    // A denial takes no place.
+    expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'no' } })).status).to.equal(403);
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => signer.post(rpc, { method: 'personal_sign', params: { message: `m${i}` } })));
+    expect(answers.map((a) => a.status).sort()).to.deep.equal([200, 200, 200, 403, 403, 403]);
+    for (const a of answers.filter((x) => x.status === 403)) {
+      expect(a.problem.code).to.equal('policy_denied');
+      expect(a.problem.detail).to.include('limit: 3 personal_sign per wallet per 1h');
+    }
+    const ruled = await signer.post(rpc, { method: 'personal_sign', params: { message: 'no' } });
+    expect(ruled.problem.detail, 'a rule denies before a limit').to.include('"never this"');
+    const rows = await env.app.db('wallet_signatures').where({ wallet_id: wallet.walletId });
+    expect(rows).to.have.length(3);
+
+    // Per wallet: another user's wallet of the project has its own places.
+    const grace = await userJwt('grace@example.com');
+    const other = await env.app.client.post('/api/v1/signin', { key: project.projectKey }, { token: grace });
+    const otherRpc = `/api/v1/project/${project.id}/wallets/${other.body.walletId}/rpc`;
+    expect((await signer.post(otherRpc, { method: 'personal_sign', params: { message: 'm' } })).status).to.equal(200);
+
+    // The window rolls: signatures older than an hour no longer count.
+    await env.app
+      .db('wallet_signatures')
+      .where({ wallet_id: wallet.walletId })
+      .update({ created_at: env.app.db.raw("created_at - interval '61 minutes'") });
+    expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'later' } })).status).to.equal(200);
+  });
 });
