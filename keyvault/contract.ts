@@ -72,9 +72,19 @@ export interface PolicyDeniedProblem extends SignerProblem {
 /** `PUT /v1/projects/{projectId}/policy`: the next version over `baseVersion` (0 for the first); 409 `policy_conflict` otherwise. */
 export interface PutPolicyRequest {
   baseVersion: number;
-  policy: unknown;
+  /** The policy, or (`signed`) an owner's ES256 JWS over `{ projectId, version, policy }` when the project has owners. */
+  policy?: unknown;
+  signed?: string;
   /** Who writes it, as the API names its caller (kept with the version). */
   author?: string;
+}
+/** `PUT /v1/projects/{projectId}/owners` takes `{ baseVersion, owners: { keys } | signed, author? }`; both answer the newest list (version 0, no keys: none). */
+export interface OwnersAnswer {
+  projectId: string;
+  version: number;
+  keys: Array<{ kty: 'EC'; crv: 'P-256'; x: string; y: string; kid?: string }>;
+  author: string | null;
+  createdAt: string | null;
 }
 /** A stored version, as `GET /v1/projects/{projectId}/policy` (the newest; 404 when none) and `…/versions/{n}` answer. */
 export interface PolicyVersionAnswer {

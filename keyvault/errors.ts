@@ -9,6 +9,9 @@ export type SignerErrorCode =
   | 'invalid_policy'
   | 'policy_conflict'
   | 'policy_denied'
+  | 'owner_signature_required'
+  | 'invalid_owners'
+  | 'invalid_owner_signature'
   | 'wrong_project'
   | 'unauthorized'
   | 'not_found'
@@ -29,6 +32,11 @@ const STATUS: Record<SignerErrorCode, number> = {
   policy_conflict: 409,
   // The project's policy does not allow the operation (the answer names the rule, or none).
   policy_denied: 403,
+  // The project has policy owners: a new version needs an owner's signature, and this one is not.
+  owner_signature_required: 403,
+  // An owner list that cannot be read (the path is named), or a write of the wrong form for the project.
+  invalid_owners: 400,
+  invalid_owner_signature: 403,
   // The key is bound to another project than the request names.
   wrong_project: 403,
   unauthorized: 401,

@@ -2,6 +2,7 @@ import { chmodSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { loadSignerConfig, SignerConfigError, type SignerConfig } from './config.js';
 import { KeyCreator } from './create-key.js';
+import { OwnerStore } from './policy/owners.js';
 import { PolicyStore } from './policy/store.js';
 import { Signer } from './signing.js';
 import { KeygenPool } from './keygen-pool.js';
@@ -45,7 +46,8 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   }
   const policies = new PolicyStore(store);
   const signer = new Signer(store, policies);
-  const server = createSignerServer({ token: config.token, creator, store, signer, policies, log, tls: config.tls });
+  const owners = new OwnerStore(store);
+  const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, log, tls: config.tls });
   const where =
     'socketPath' in config.listen
       ? `unix:${config.listen.socketPath}`

@@ -5,6 +5,7 @@ import type {
   EvaluateAnswer,
   Health,
   KeyLookup,
+  OwnersAnswer,
   PolicyDeniedProblem,
   PolicyVersionAnswer,
   PolicyVersionList,
@@ -21,6 +22,8 @@ import { DEPLOYMENT_ID, KEY_ID, NEW_KEY_ID } from './key-id.js';
 import type { SignerLog } from './log.js';
 import type { Caller } from './policy/document.js';
 import { projectIdOf, type PolicyStore, type PolicyVersion } from './policy/store.js';
+import { admitted, type OwnerKey, type OwnerStore, type Submitted } from './policy/owners.js';
+import type { Version } from './policy/versions.js';
 import { parseOperation } from './sign/operation.js';
 import { PolicyDenied, type Signer } from './signing.js';
 import type { KeyStore } from './stores/types.js';
@@ -113,6 +116,26 @@ const presentVersion = (projectId: string, v: PolicyVersion): PolicyVersionAnswe
   createdAt: v.createdAt,
 });
 
+/** A versioned write: `{ baseVersion, <kind> | signed, author? }` (an owner's JWS when the project has owners). */
+function versionWrite(body: unknown, kind: 'policy' | 'owners'): { base: number; author: string | undefined; submitted: Submitted } {
+  const b = fields(body, ['baseVersion', kind, 'signed', 'author']);
+  const base = b['baseVersion'];
+  if (typeof base !== 'number' || !Number.isSafeInteger(base) || base < 0)
+    throw new SignerError('invalid_request', 'baseVersion must be the newest version (0 for none)');
+  const author = b['author'];
+  if (author !== undefined && (typeof author !== 'string' || !/^[\x20-\x7e]{1,200}$/.test(author)))
+    throw new SignerError('invalid_request', 'author must be 1-200 printable characters');
+  return { base, author, submitted: { plain: b[kind], signed: b['signed'] } };
+}
+
+const presentOwners = (projectId: string, v: Version<OwnerKey[]> | undefined): OwnersAnswer => ({
+  projectId,
+  version: v?.version ?? 0,
+  keys: v?.value ?? [],
+  author: v?.author ?? null,
+  createdAt: v?.createdAt ?? null,
+});
+
 /** A non-negative integer query parameter, at most `max`. */
 function count(url: URL, name: string, fallback: number, max: number): number {
   const raw = url.searchParams.get(name);
@@ -131,6 +154,7 @@ export function createSignerServer(deps: {
   store: KeyStore;
   signer: Signer;
   policies: PolicyStore;
+  owners: OwnerStore;
   log: SignerLog;
   /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
   tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
@@ -179,14 +203,9 @@ export function createSignerServer(deps: {
     if (policyPath?.[1] !== undefined) {
       const projectId = projectIdOf(policyPath[1], 'the project id');
       if (req.method === 'PUT' && policyPath[2] === undefined) {
-        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['baseVersion', 'policy', 'author']);
-        const base = b['baseVersion'];
-        if (typeof base !== 'number' || !Number.isSafeInteger(base) || base < 0)
-          throw new SignerError('invalid_request', 'baseVersion must be the newest version (0 for none)');
-        const author = b['author'];
-        if (author !== undefined && (typeof author !== 'string' || !/^[\x20-\x7e]{1,200}$/.test(author)))
-          throw new SignerError('invalid_request', 'author must be 1-200 printable characters');
-        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, b['policy'], base, author)));
+        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'policy');
+        const document = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
+        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
       }
       if (req.method === 'GET' && policyPath[2] === undefined) {
         const latest = await deps.policies.latest(projectId);
@@ -208,6 +227,16 @@ export function createSignerServer(deps: {
         const { decision, policyVersion } = await deps.signer.decide(projectId, op, callerOf(b['caller']));
         return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(op.digest).toString('hex')}` } satisfies EvaluateAnswer);
       }
+    }
+    const ownersPath = /^\/v1\/projects\/([^/]+)\/owners$/.exec(url.pathname);
+    if (ownersPath?.[1] !== undefined) {
+      const projectId = projectIdOf(ownersPath[1], 'the project id');
+      if (req.method === 'PUT') {
+        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'owners');
+        const document = await admitted(deps.owners, projectId, base + 1, 'owners', submitted);
+        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, author)));
+      }
+      if (req.method === 'GET') return send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId)));
     }
     const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && keyPath?.[1] !== undefined) {

@@ -5,7 +5,10 @@ import type { PolicyStore } from './policy/store.js';
 import { hex } from './sign/input.js';
 import { parseOperation, signOperation, type Operation } from './sign/operation.js';
 import { bindingPath } from './stores/documents.js';
-import type { KeyStore } from './stores/types.js';
+import type { KeyRecord, KeyStore } from './stores/types.js';
+
+/** Key records a signer keeps (~0.5 KB each). */
+const RECORDS = 10_000;
 
 export interface SignRequest {
   keyId: string;
@@ -41,6 +44,11 @@ export class PolicyDenied extends SignerError {
 export class Signer {
   /** Bindings read from the store: write-once, so a key's project never needs reading twice. */
   readonly #bound = new Map<string, string>();
+  /**
+   * Key records (address, ciphertext, project) are write-once too: kept, up to RECORDS, so that a
+   * signature costs Vault one transit decrypt and no KV read. Never a key in clear.
+   */
+  readonly #records = new Map<string, KeyRecord>();
 
   constructor(
     private readonly store: KeyStore,
@@ -64,16 +72,26 @@ export class Signer {
     if (bound !== projectId) throw new SignerError('wrong_project', 'the key belongs to another project');
   }
 
+  async #record(keyId: string): Promise<KeyRecord> {
+    const known = this.#records.get(keyId);
+    if (known) return known;
+    const record = await this.store.get(keyId);
+    if (!record) throw new SignerError('not_found', 'no such key');
+    // Oldest first out: a Map iterates in insertion order.
+    if (this.#records.size >= RECORDS) this.#records.delete(this.#records.keys().next().value ?? '');
+    this.#records.set(keyId, record);
+    return record;
+  }
+
   /** The decision for an operation, with the policy version that made it; no key is read. */
   async decide(projectId: string, op: Operation, caller: Caller): Promise<{ decision: Decision; policyVersion: number }> {
     const policy = await this.policies.latest(projectId);
-    return { decision: evaluate(policy?.policy, op, caller), policyVersion: policy?.version ?? 0 };
+    return { decision: evaluate(policy?.value, op, caller), policyVersion: policy?.version ?? 0 };
   }
 
   async sign(req: SignRequest): Promise<Signed> {
     const op = parseOperation(req.operation);
-    const record = await this.store.get(req.keyId);
-    if (!record) throw new SignerError('not_found', 'no such key');
+    const record = await this.#record(req.keyId);
     await this.#checkProject(req.keyId, record.projectId, req.projectId);
     if (op.from !== undefined && op.from !== record.address) throw new SignerError('invalid_operation', '/params/transaction/from is not the signing wallet');
     const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);

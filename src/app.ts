@@ -31,6 +31,7 @@ import type { ProjectKeyCache } from './tenancy/key-cache.js';
 import { walletEndpoints } from './wallets/routes.js';
 import { rpcEndpoints } from './wallets/rpc-routes.js';
 import { PolicyLimits } from './policies/limits.js';
+import { policyOwnerEndpoints } from './policies/owner-routes.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
 import { failedDeliveryEndpoints } from './webhooks/failed-deliveries.js';
@@ -151,6 +152,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...webhookEndpoints(routeDeps),
     ...auditEndpoints(routeDeps),
     ...policyEndpoints({ ...routeDeps, signer: deps.signer, limits: policyLimits }),
+    ...policyOwnerEndpoints({ ...routeDeps, signer: deps.signer }),
   ];
   mount(router, routeDeps, endpoints);
   declaredBy.set(app, endpoints);

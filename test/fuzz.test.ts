@@ -74,6 +74,8 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/api/v1/project/:project/policy' },
   { method: 'GET', path: '/api/v1/project/:project/policy/versions' },
   { method: 'POST', path: '/api/v1/project/:project/policy/evaluate' },
+  { method: 'PUT', path: '/api/v1/project/:project/policy/owners' },
+  { method: 'GET', path: '/api/v1/project/:project/policy/owners' },
   { method: 'GET', path: '/healthz' },
   { method: 'GET', path: '/readyz' },
   { method: 'GET', path: '/metrics' },

@@ -16,7 +16,8 @@ export interface KeyRecord {
 
 /**
  * A write-once document beside the keys: `bindings/<keyId>` (the project a key signs for) and
- * `policies/<projectId>/v<n>` (a project's policy versions). Never overwritten, never deleted.
+ * `policies/<projectId>/v<n>` and `owners/<projectId>/v<n>` (a project's policy versions and policy
+ * owners). Never overwritten, never deleted.
  */
 export interface StoredDocument {
   path: string;

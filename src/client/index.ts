@@ -18,7 +18,7 @@ import type {
   UpdateProjectBody,
   WalletWebhookSecretRotated,
 } from '../projects/schemas.js';
-import type { EvaluateBody, EvaluateOut, PolicyBody, PolicyVersionList, PolicyVersionOut } from '../policies/schemas.js';
+import type { EvaluateBody, EvaluateOut, OwnersOut, PolicyVersionList, PolicyVersionOut, PutOwnersBody, PutPolicyBody } from '../policies/schemas.js';
 import type { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../tokens/schemas.js';
 import type { Accepted, IssuerCheckOut, ListWalletsQuery, RpcBody, RpcOut, SignInOut, WalletList, WalletOut } from '../wallets/schemas.js';
 import type {
@@ -79,6 +79,8 @@ export const OPERATIONS = {
   getPolicy: ['GET', '/api/v1/project/{projectId}/policy'],
   listPolicyVersions: ['GET', '/api/v1/project/{projectId}/policy/versions'],
   evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
+  putPolicyOwners: ['PUT', '/api/v1/project/{projectId}/policy/owners'],
+  getPolicyOwners: ['GET', '/api/v1/project/{projectId}/policy/owners'],
   getHealth: ['GET', '/healthz'],
   getReadiness: ['GET', '/readyz'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;
@@ -325,7 +327,7 @@ export class CustodyClient {
 
   // ---- Signing policies ----
   /** A new version; `ifVersion`: the version it replaces (409 policy_conflict when that is not the newest). */
-  putPolicy(projectId: Id, policy: In<typeof PolicyBody>, ifVersion?: number) {
+  putPolicy(projectId: Id, policy: In<typeof PutPolicyBody>, ifVersion?: number) {
     return this.call<Out<typeof PolicyVersionOut>>('putPolicy', {
       params: { projectId },
       body: policy,
@@ -337,6 +339,17 @@ export class CustodyClient {
   }
   listPolicyVersions(projectId: Id, query: { limit?: number; cursor?: string } = {}) {
     return this.call<Out<typeof PolicyVersionList>>('listPolicyVersions', { params: { projectId }, query });
+  }
+  /** `{ keys }` while the project has no owners; then `{ signed }`, an owner's JWS over `{ projectId, version, owners }`. */
+  putPolicyOwners(projectId: Id, body: In<typeof PutOwnersBody>, ifVersion?: number) {
+    return this.call<Out<typeof OwnersOut>>('putPolicyOwners', {
+      params: { projectId },
+      body,
+      query: ifVersion === undefined ? {} : { ifVersion },
+    });
+  }
+  getPolicyOwners(projectId: Id) {
+    return this.call<Out<typeof OwnersOut>>('getPolicyOwners', { params: { projectId } });
   }
   evaluatePolicy(projectId: Id, body: In<typeof EvaluateBody>) {
     return this.call<Out<typeof EvaluateOut>>('evaluatePolicy', { params: { projectId }, body });

@@ -5,7 +5,7 @@ import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import type { SignerClient } from '../signer/client.js';
 import type { PolicyLimits } from './limits.js';
-import { EvaluateBody, EvaluateOut, PolicyBody, PolicyParams, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
+import { EvaluateBody, EvaluateOut, PolicyParams, PutPolicyBody, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
 
 /** Operations carry calldata (up to 128 KiB, as hex) and policies up to 100 rules of 1,000 values. */
 const POLICY_BODY_LIMIT = 300 * 1024;
@@ -61,25 +61,27 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
       {
         params: PolicyParams,
         query: PutPolicyQuery,
-        body: PolicyBody,
+        body: PutPolicyBody,
         bodyLimit: POLICY_BODY_LIMIT,
         doc: {
           operationId: 'putPolicy',
           summary: "Write a new version of the project's signing policy",
           description:
-            'Default deny: a project without a policy signs nothing, and a matching `deny` beats every `allow`. The signer checks the policy (fields of each method, operators, values) and keeps it as a new, write-once version; older versions stay readable. `ifVersion` names the version this one replaces.',
+            "Default deny: a project without a policy signs nothing, and a matching `deny` beats every `allow`. The signer checks the policy (fields of each method, operators, values) and keeps it as a new, write-once version; older versions stay readable. `ifVersion` names the version this one replaces. A project with policy owners takes `{ signed }` only: an owner's ES256 JWS over `{ projectId, version, policy }`.",
           tag: 'Policies',
           requestExample: example,
           errors: {
             400: 'invalid_policy: the problem, at its JSON pointer (an unknown field for the method, an operator the field cannot take, a value of the wrong kind).',
-            409: 'policy_conflict: `ifVersion` is not the newest version (another change came first).',
+            403: 'owner_signature_required (the project has policy owners) or invalid_owner_signature (no owner key verifies it, or it names another project), or a token that may not write policies.',
+            409: 'policy_conflict: `ifVersion` is not the newest version (another change came first), or the signed version is not the next one.',
           },
           responses: { 201: { description: 'The new version.', schema: PolicyVersionOut, example: versionExample } },
         },
       },
       async (ctx, { scope, query, body }) => {
         const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.id))?.version ?? 0);
-        const stored = await signer.putPolicy(scope.project.id, body, base, principalKey(principalOf(ctx)));
+        const submitted = 'signed' in body ? { signed: body.signed } : { policy: body };
+        const stored = await signer.putPolicy(scope.project.id, submitted, base, principalKey(principalOf(ctx)));
         // Its limits apply to this process's next signature at once.
         limits.forget(scope.project.id);
         ctx.status = 201;

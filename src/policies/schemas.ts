@@ -53,6 +53,42 @@ export const PolicyBody = component(
   }),
 );
 
+/** A change signed by a policy owner (SIGNING.md): the compact ES256 JWS over `{ projectId, version, <document> }`. */
+export const SignedBody = strictObject({
+  signed: Type.String({
+    minLength: 1,
+    maxLength: 1024 * 1024,
+    description:
+      "an owner's compact JWS (ES256) whose payload is `{ projectId, version, policy }` (or `owners`): the project id as a string, the version it becomes",
+  }),
+});
+export const PutPolicyBody = Type.Union([PolicyBody, SignedBody], {
+  description: 'The policy; when the project has policy owners, the signed form only.',
+});
+
+const OwnerKey = strictObject({
+  kty: Type.Literal('EC'),
+  crv: Type.Literal('P-256'),
+  x: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$' }),
+  y: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$' }),
+  kid: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+});
+export const OwnersDocument = strictObject({
+  keys: Type.Array(OwnerKey, { maxItems: 10, description: 'P-256 public JWKs; an empty list ends owner signing' }),
+});
+export const PutOwnersBody = Type.Union([OwnersDocument, SignedBody], {
+  description: 'The owner list; once the project has owners, the signed form only.',
+});
+export const OwnersOut = component(
+  'PolicyOwners',
+  strictObject({
+    version: Type.Integer({ minimum: 0, description: '0: the project has no owners (its admins write policies)' }),
+    keys: Type.Array(OwnerKey),
+    author: Type.Union([Type.String(), Type.Null()]),
+    createdAt: Type.Union([Timestamp, Type.Null()]),
+  }),
+);
+
 export const PolicyParams = strictObject({ projectId: Id });
 export const PutPolicyQuery = strictObject({
   ifVersion: Type.Optional(

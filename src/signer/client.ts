@@ -17,6 +17,7 @@ import type {
   PolicyVersionList,
   SignAnswer,
   SignRequestBody,
+  OwnersAnswer,
   PutPolicyRequest,
   SignerProblem,
   StoreUnavailableCode,
@@ -215,6 +216,14 @@ export class SignerClient {
         { in: 'body', path: path === '/' ? '' : path, message: at > 0 ? message.slice(at + 1) : message },
       ]);
     }
+    if (reply.status === 400 && code === 'invalid_owners') {
+      const at = message.indexOf(' ');
+      return new AppError(400, code, 'Bad Request', `The policy owners' change is not valid: ${message}`, [
+        { in: 'body', path: at > 0 ? message.slice(0, at) : '', message: at > 0 ? message.slice(at + 1) : message },
+      ]);
+    }
+    if (reply.status === 403 && (code === 'owner_signature_required' || code === 'invalid_owner_signature'))
+      return new AppError(403, code, 'Forbidden', message);
     if (reply.status === 409 && code === 'policy_conflict') return new AppError(409, 'policy_conflict', 'Conflict', message);
     if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
       throw new Error(`the signer refused a request of ours (${reply.status} ${code}: ${message})`);
@@ -236,10 +245,36 @@ export class SignerClient {
   }
 
   /** Writes the next version over `baseVersion`: the signer checks it and keeps it write-once. */
-  async putPolicy(projectId: number, policy: unknown, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
-    const reply = await this.#send('PUT', `/v1/projects/${projectId}/policy`, { baseVersion, policy, author } satisfies PutPolicyRequest);
+  async putPolicy(projectId: number, submitted: { policy: unknown } | { signed: string }, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
+    const reply = await this.#send('PUT', `/v1/projects/${projectId}/policy`, { baseVersion, ...submitted, author } satisfies PutPolicyRequest);
     if (reply.status !== 201) throw this.#refusal(reply);
     return this.#policyVersion(reply.body);
+  }
+
+  /** The project's policy owners: a new list over `baseVersion` (signed by an owner once there are owners). */
+  async putOwners(projectId: number, submitted: { owners: unknown } | { signed: string }, baseVersion: number, author: string): Promise<OwnersAnswer> {
+    const reply = await this.#send('PUT', `/v1/projects/${projectId}/owners`, { baseVersion, ...submitted, author });
+    if (reply.status !== 201) throw this.#refusal(reply);
+    return this.#owners(reply.body);
+  }
+
+  async getOwners(projectId: number): Promise<OwnersAnswer> {
+    const reply = await this.#send('GET', `/v1/projects/${projectId}/owners`);
+    if (reply.status !== 200) throw this.#refusal(reply);
+    return this.#owners(reply.body);
+  }
+
+  #owners(v: unknown): OwnersAnswer {
+    const b = (v ?? {}) as Partial<Record<keyof OwnersAnswer, unknown>>;
+    if (typeof b.version !== 'number' || !Array.isArray(b.keys) || typeof b.projectId !== 'string')
+      throw new Error('the signer answered with an unexpected body');
+    return {
+      projectId: b.projectId,
+      version: b.version,
+      keys: b.keys as OwnersAnswer['keys'],
+      author: typeof b.author === 'string' ? b.author : null,
+      createdAt: typeof b.createdAt === 'string' ? b.createdAt : null,
+    };
   }
 
   /** The newest version, or undefined when the project has none. */

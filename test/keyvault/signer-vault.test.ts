@@ -209,7 +209,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     }
   });
 
-  it('a sealed Vault is not an outage: the signer and the API stay ready, reads and known users work, only key creation answers 503 with Retry-After', async () => {
+  it('a sealed Vault is not an outage: the signer and the API stay ready, reads and known users work, only key creation and signing answer 503 with Retry-After', async () => {
     // A store of its own, which the app binds to its deployment at start (the suite's signer is
     // bound to the helper's test deployment); the root token stands in for a second policy.
     const own = await startSigner({ VAULT_ADDR: vault.addr, VAULT_TOKEN: vault.rootToken, VAULT_KV_PREFIX: 'custody/sealed-test/keys' });
@@ -226,6 +226,15 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
         status: 'ready',
         checks: { database: 'ok', signer: 'ok', keyStore: 'ok' },
       });
+      // A backend that signs with the known user's wallet.
+      expect(
+        (await app.client.put(`/api/v1/project/${project.id}/policy`, { rules: [{ name: 'any', action: 'allow', method: 'personal_sign' }] })).status,
+      ).to.equal(201);
+      const minted = await app.client.post(`/api/v1/organisations/${org.id}/tokens`, { name: 'backend', role: 'signer', projectId: project.id });
+      const backend = app.client.withToken(minted.body.token);
+      const rpc = `/api/v1/project/${project.id}/wallets/${known.body.walletId}/rpc`;
+      const hello = { method: 'personal_sign', params: { message: 'hello' } };
+      expect((await backend.post(rpc, hello)).status).to.equal(200);
       vault.seal();
       const raw = await fetch(`${signer.url}/v1/keys`, {
         method: 'POST',
@@ -256,7 +265,16 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(fresh.status, fresh.text).to.equal(503);
       expect(fresh.headers.get('retry-after')).to.match(/^\d+$/);
       expect(fresh.headers.get('content-type')).to.match(/^application\/problem\+json/);
+      // Signing needs the key decrypted: 503 with Retry-After, and no decision recorded (none was made).
+      const decisions = async () =>
+        (await app.client.get(`/api/v1/organisations/${org.id}/audit`)).body.entries.filter((e) => e.action.startsWith('wallet.signature.')).length;
+      const before = await decisions();
+      const sealedSign = await backend.post(rpc, hello);
+      expect(sealedSign.status, sealedSign.text).to.equal(503);
+      expect(sealedSign.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(await decisions()).to.equal(before);
       vault.unseal();
+      expect((await backend.post(rpc, hello)).status, 'signs again once unsealed').to.equal(200);
       expect((await client.createKey(keyIdOf('while-sealed'), 'while-sealed')).created).to.equal(true);
       const later = await signin('new-while-sealed@example.com');
       expect(later.status, later.text).to.equal(200);

@@ -50,6 +50,8 @@ const EXPECTED = [
   'GET /api/v1/project/{projectId}/policy',
   'GET /api/v1/project/{projectId}/policy/versions',
   'POST /api/v1/project/{projectId}/policy/evaluate',
+  'PUT /api/v1/project/{projectId}/policy/owners',
+  'GET /api/v1/project/{projectId}/policy/owners',
   'GET /healthz',
   'GET /readyz',
   'GET /metrics',
