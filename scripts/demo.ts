@@ -2,7 +2,8 @@
  * `npm run demo`: the five-minute tour. Starts the service with its embedded defaults (an embedded
  * PostgreSQL, the local signer), a local HTTPS identity provider with a CA made now, and a
  * webhook receiver; then signs a user in, shows the wallet and the verified wallet-created
- * webhook, issues and views a membership. Every step is printed.
+ * webhook, issues and views a membership, sets a signing policy and has the user sign a
+ * sign-in-with-Ethereum message under it (verified with viem). Every step is printed.
  *
  * DEMO_DATA_DIR (default .data/demo) holds the demo's database and keys; `--keep` leaves the
  * service running afterwards so you can try the API yourself (Ctrl-C stops everything).
@@ -13,7 +14,7 @@ import { chmodSync, createWriteStream, mkdirSync, readFileSync, writeFileSync } 
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
-import { CustodyClient } from '../src/client/index.js';
+import { CustodyApiError, CustodyClient } from '../src/client/index.js';
 import { TestIdp } from '../test/support/idp.js';
 import { Receiver } from '../test/support/receiver.js';
 import { freePort, until } from '../test/support/wait.js';
@@ -114,6 +115,50 @@ async function main(): Promise<number> {
     step("Viewing the wallet's memberships");
     const view = await client.viewMemberships({ walletAddress: wallet.walletAddress });
     show(view);
+
+    step("Setting the project's signing policy: sign-in-with-Ethereum messages for demo.example.com, from the user present only");
+    const siwePrefix = 'demo.example.com wants you to sign in with your Ethereum account:';
+    const policy = await client.putPolicy(project.id, {
+      rules: [
+        {
+          name: 'sign-in messages',
+          action: 'allow',
+          method: 'personal_sign',
+          caller: ['user'],
+          conditions: [{ field: 'message', op: 'prefix', value: siwePrefix }],
+        },
+      ],
+    });
+    out(`    policy version ${policy.version}: default deny, one allow rule`);
+
+    step('The user signs a sign-in-with-Ethereum (EIP-4361) message with their wallet (POST /api/v1/wallets/rpc: their JWT and the project key)');
+    const message = [
+      siwePrefix,
+      wallet.walletAddress,
+      '',
+      'Sign in to the demo app.',
+      '',
+      'URI: https://demo.example.com',
+      'Version: 1',
+      'Chain ID: 1',
+      `Nonce: ${randomBytes(8).toString('hex')}`,
+      `Issued At: ${new Date().toISOString()}`,
+    ].join('\n');
+    const { signature } = (await operator.wallets.rpc({ projectKey: project.projectKey, userJwt: jwt }, { method: 'personal_sign', params: { message } })) as {
+      signature: `0x${string}`;
+    };
+    // An implementation other than the service's own checks it (viem, loaded only here).
+    const { verifyMessage } = await import('viem');
+    const valid = await verifyMessage({ address: wallet.walletAddress as `0x${string}`, message, signature });
+    out(`    signature ${signature.slice(0, 18)}…: verified with viem for ${wallet.walletAddress}: ${valid ? 'valid' : 'INVALID'}`);
+    if (!valid) throw new Error('the signature did not verify');
+    try {
+      await operator.wallets.rpc({ projectKey: project.projectKey, userJwt: jwt }, { method: 'personal_sign', params: { message: 'transfer everything' } });
+      throw new Error('a message outside the policy was signed');
+    } catch (err) {
+      if (!(err instanceof CustodyApiError) || err.problem?.code !== 'policy_denied') throw err;
+      out(`    anything else is refused: ${err.status} ${err.problem.code} (${err.problem.detail})`);
+    }
 
     out(`\nDone. The API reference of this service: ${url}/docs`);
     if (keep) {

@@ -24,11 +24,11 @@ describe('npm run demo (embedded defaults, local HTTPS IdP, webhook receiver)', 
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('prints every step: a wallet, its verified wallet-created webhook, an issued and viewed membership; and runs again on the same data', async () => {
+  it('prints every step: a wallet, its verified wallet-created webhook, an issued and viewed membership, a SIWE message signed under policy; and runs again on the same data', async () => {
     for (const run of [1, 2]) {
       const r = await demo(path.join(dir, 'data'));
       expect(r.code, `run ${run}: ${r.stderr}`).to.equal(0);
-      for (let n = 1; n <= 7; n++) expect(r.stdout, `run ${run}`).to.include(`[${n}] `);
+      for (let n = 1; n <= 9; n++) expect(r.stdout, `run ${run}`).to.include(`[${n}] `);
       const address = /"walletAddress": "(0x[0-9a-fA-F]{40})"/.exec(r.stdout)?.[1];
       expect(address, r.stdout).to.be.a('string');
       expect(r.stdout).to.match(/webhook-id msg_[0-9a-f]+: signature valid/);
@@ -36,6 +36,9 @@ describe('npm run demo (embedded defaults, local HTTPS IdP, webhook receiver)', 
       expect(r.stdout).to.include('"token": "demo-signup"');
       expect(r.stdout.match(new RegExp(`"walletAddress": "${address}"`, 'g'))?.length).to.be.at.least(4);
       expect(r.stdout).to.match(/"membershipType": "gym:gold",[\s\S]*"status": "active"/);
+      // A sign-in-with-Ethereum message signed under the policy the demo set, checked with viem; anything else refused.
+      expect(r.stdout).to.match(new RegExp(`verified with viem for ${address}: valid`));
+      expect(r.stdout).to.match(/anything else is refused: 403 policy_denied/);
       expect(r.stdout).to.match(/API reference of this service: http:\/\/127\.0\.0\.1:\d+\/docs/);
     }
   });

@@ -6,5 +6,8 @@ import type { AuditRow } from './repository.js';
  * a command audits itself (a key it created), like events/record.ts for events.
  */
 export async function recordAudit(tx: Executor, entry: Omit<AuditRow, 'id' | 'at'>): Promise<void> {
-  await tx('audit_log').insert({ ...entry, details: JSON.stringify(entry.details) });
+  await auditInsert(tx, entry);
 }
+
+/** The entry's insert, for a caller that composes it with other statements into one. */
+export const auditInsert = (db: Executor, entry: Omit<AuditRow, 'id' | 'at'>) => db('audit_log').insert({ ...entry, details: JSON.stringify(entry.details) });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Executor } from '../db/knex.js';
+import type { Executor, Knex } from '../db/knex.js';
 import { notifyOutbox } from '../outbox/repository.js';
 import { mapInTurns } from '../turns.js';
 import type { EventType } from './catalogue.js';
@@ -21,19 +21,28 @@ export const newEventId = (): string => `evt_${randomUUID().replace(/-/g, '')}`;
  */
 export async function recordEvents(tx: Executor, projectId: number, events: readonly NewEvent[], at: Date): Promise<void> {
   if (events.length === 0) return;
+  await eventsInsert(tx, await outboxRowOf(projectId, events, at));
+  await notifyOutbox(tx);
+}
+
+/** The outbox row's values for `events` (not empty): their envelopes serialised once, in turns. */
+export async function outboxRowOf(projectId: number, events: readonly NewEvent[], at: Date): Promise<unknown[]> {
   const createdAt = at.toISOString();
   const envelopes = await mapInTurns(events, (e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));
   const single = events.length === 1 ? events[0] : undefined;
-  await tx.raw(
-    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, ?, NULL)`,
-    [
-      projectId,
-      single ? single.type : 'bundle',
-      `[${envelopes.join(',')}]`,
-      envelopes.length,
-      `evb_${randomUUID().replace(/-/g, '')}`,
-      single?.walletId ?? null,
-    ],
-  );
-  await notifyOutbox(tx);
+  return [
+    projectId,
+    single ? single.type : 'bundle',
+    `[${envelopes.join(',')}]`,
+    envelopes.length,
+    `evb_${randomUUID().replace(/-/g, '')}`,
+    single?.walletId ?? null,
+  ];
 }
+
+/** The insert of an outbox row (outboxRowOf), not yet run: for a caller that composes it with other statements. */
+export const eventsInsert = (db: Executor, row: unknown[]): Knex.Raw =>
+  db.raw(
+    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, ?, NULL)`,
+    row as Knex.RawBinding[],
+  );

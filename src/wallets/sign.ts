@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
-import { recordAudit } from '../audit/record.js';
+import { auditInsert } from '../audit/record.js';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
-import { recordEvents } from '../events/record.js';
+import { eventsInsert, outboxRowOf } from '../events/record.js';
+import { OUTBOX_CHANNEL } from '../outbox/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import type { WalletRow } from './repository.js';
 import { limitName, releaseSignature, reserveSignature, type PolicyLimits } from '../policies/limits.js';
@@ -46,19 +47,22 @@ export async function signWithWallet(
     policyVersion: outcome.policyVersion,
   };
   const type = outcome.allowed ? 'wallet.signature.created' : 'wallet.signature.denied';
-  await deps.db.transaction(async (tx) => {
-    await recordAudit(tx, {
-      organisation_id: organisationId,
-      project_id: wallet.project_id,
-      actor: who.actor,
-      action: type,
-      target: `wallet:${wallet.id}`,
-      status: outcome.allowed ? 200 : 403,
-      request_id: who.requestId,
-      details: decision,
-    });
-    await recordEvents(tx, wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now()));
+  // One statement (so one round trip, atomic): the audit entry, the event, the relay's wake-up.
+  const audit = auditInsert(deps.db, {
+    organisation_id: organisationId,
+    project_id: wallet.project_id,
+    actor: who.actor,
+    action: type,
+    target: `wallet:${wallet.id}`,
+    status: outcome.allowed ? 200 : 403,
+    request_id: who.requestId,
+    details: decision,
   });
+  const event = eventsInsert(deps.db, await outboxRowOf(wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now())));
+  await deps.db
+    .with('audit', audit)
+    .with('event', event)
+    .select(deps.db.raw('pg_notify(?, ?)', [OUTBOX_CHANNEL, '']));
   if (!outcome.allowed) {
     throw new AppError(
       403,
