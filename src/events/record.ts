@@ -46,3 +46,17 @@ export const eventsInsert = (db: Executor, row: unknown[]): Knex.Raw =>
     `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, ?, NULL)`,
     row as Knex.RawBinding[],
   );
+
+/**
+ * The insert of one event's outbox row only if a subscription of the project names its type (or
+ * `*`), returning a row when it inserted: a project that subscribes to nothing costs the relay nothing.
+ */
+export const subscribedEventInsert = (db: Executor, row: unknown[], type: string): Knex.Raw =>
+  db.raw(
+    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at)
+     SELECT ?::bigint, 'event', ?, ?, ?, ?, ?, NULL
+      WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s
+                     WHERE s.project_id = ? AND s.deleted_at IS NULL AND (s.events @> ARRAY[?]::text[] OR s.events @> ARRAY['*']::text[]))
+     RETURNING 1`,
+    [...(row as Knex.RawBinding[]), row[0] as Knex.RawBinding, type],
+  );

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { auditInsert } from '../audit/record.js';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
-import { eventsInsert, outboxRowOf } from '../events/record.js';
+import { outboxRowOf, subscribedEventInsert } from '../events/record.js';
 import { OUTBOX_CHANNEL } from '../outbox/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import type { WalletRow } from './repository.js';
@@ -58,11 +58,13 @@ export async function signWithWallet(
     request_id: who.requestId,
     details: decision,
   });
-  const event = eventsInsert(deps.db, await outboxRowOf(wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now())));
+  const row = await outboxRowOf(wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now()));
+  // The event only for a project that subscribes to it; the relay woken only when there is one.
   await deps.db
     .with('audit', audit)
-    .with('event', event)
-    .select(deps.db.raw('pg_notify(?, ?)', [OUTBOX_CHANNEL, '']));
+    .with('event', subscribedEventInsert(deps.db, row, type))
+    .select(deps.db.raw('pg_notify(?, ?)', [OUTBOX_CHANNEL, '']))
+    .from('event');
   if (!outcome.allowed) {
     throw new AppError(
       403,
