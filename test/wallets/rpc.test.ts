@@ -237,4 +237,19 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
       .update({ created_at: env.app.db.raw("created_at - interval '61 minutes'") });
     expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'later' } })).status).to.equal(200);
   });
+
+  it('records a signature event only for a project that subscribes to it; the audit entry always', async () => {
+    const { org, project, admin, signer, rpc } = await setup();
+    await admin.put(`/api/v1/project/${project.id}/policy`, { rules: [{ name: 'any', action: 'allow', method: 'personal_sign' }] });
+    const events = () => env.app.db('outbox').where({ project_id: project.id, kind: 'event' }).where('event', 'like', 'wallet.signature.%');
+    expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'subscribed' } })).status).to.equal(200);
+    expect(await events()).to.have.length(1);
+    // Its only subscription deleted: the next signature is audited, and no event waits for nobody.
+    const hooks = await admin.get(`/api/v1/project/${project.id}/webhooks`);
+    for (const h of hooks.body.webhooks) expect((await admin.delete(`/api/v1/project/${project.id}/webhooks/${h.id}`)).status).to.equal(204);
+    expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'unsubscribed' } })).status).to.equal(200);
+    expect(await events()).to.have.length(1);
+    const audit = await env.app.client.get(`/api/v1/organisations/${org.id}/audit`);
+    expect(audit.body.entries.filter((e) => e.action === 'wallet.signature.created')).to.have.length(2);
+  });
 });
