@@ -1,5 +1,7 @@
 import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
 import { execFileSync } from 'node:child_process';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { computeAddress, verifyMessage } from 'ethers';
@@ -192,10 +194,58 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy })).status).to.equal(201);
     expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy: { rules: [] } })).status).to.equal(409);
     const stored = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'custody-kv/custody/keys/policies/31/v1'])) as { data: { data: { body: unknown } } };
-    expect(stored.data.data.body).to.deep.equal({ projectId: '31', version: 1, policy });
+    expect(stored.data.data.body).to.deep.equal({ projectId: '31', version: 1, document: policy });
     const signed = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: '31', caller: 'user', operation: message });
     expect(signed.status, JSON.stringify(signed.body)).to.equal(200);
     expect(verifyMessage(message.params.message, (signed.body['result'] as { signature: string }).signature)).to.equal(created.body['address']);
+  });
+
+  it('batches the transit decrypts of concurrent signatures (counted by a proxy in front of Vault)', async () => {
+    // A loopback proxy between a signer of its own and Vault, counting transit decrypt calls and their items.
+    let calls = 0;
+    let items = 0;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        if (req.url?.includes('/decrypt/')) {
+          calls++;
+          items += (JSON.parse(body.toString('utf8')) as { batch_input?: unknown[] }).batch_input?.length ?? 1;
+        }
+        const upstream = httpRequest(new URL(req.url ?? '/', vault.addr), { method: req.method, headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        });
+        upstream.end(body);
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const own = await startSigner({
+      VAULT_ADDR: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+      VAULT_TOKEN: vault.rootToken,
+      VAULT_KV_PREFIX: 'custody/batch-test/keys',
+    });
+    try {
+      const c = new SignerClient(own.url, own.token, 15_000, randomUUID());
+      await c.bind();
+      const keys = await Promise.all(Array.from({ length: 24 }, (_, i) => c.createKey(keyIdOf(`batch:${i}`), `batch:${i}`, 41)));
+      await c.putPolicy(41, { policy: { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] } }, 0, 'test');
+      calls = 0;
+      items = 0;
+      const message = { method: 'personal_sign', params: { message: 'batched' } };
+      const signed = await Promise.all(keys.map((k) => c.sign(k.keyId, { projectId: '41', caller: 'server', operation: message })));
+      signed.forEach((s, i) => {
+        if (!s.allowed) throw new Error('denied');
+        expect(verifyMessage('batched', String(s.result['signature']))).to.equal(keys[i]?.address);
+      });
+      expect(items, 'one decrypt per signature').to.equal(24);
+      // Four calls run at once; what arrives meanwhile shares the next one.
+      expect(calls, `${calls} transit calls for 24 concurrent signatures`).to.be.below(24);
+    } finally {
+      await own.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   it('returns every address after the signer restarts', async () => {
