@@ -236,6 +236,15 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
       .where({ wallet_id: wallet.walletId })
       .update({ created_at: env.app.db.raw("created_at - interval '61 minutes'") });
     expect((await signer.post(rpc, { method: 'personal_sign', params: { message: 'later' } })).status).to.equal(200);
+
+    // A new version with a per-project limit applies at once (the PUT went through this process): the
+    // project's signatures of the last hour (the two just made count) against 3.
+    const perProject = { ...policy, limits: [{ method: 'personal_sign', per: 'project', window: '1h', count: 3 }] };
+    expect((await admin.put(`/api/v1/project/${project.id}/policy`, perProject)).status).to.equal(201);
+    expect((await signer.post(otherRpc, { method: 'personal_sign', params: { message: 'third' } })).status).to.equal(200);
+    const full = await signer.post(rpc, { method: 'personal_sign', params: { message: 'fourth' } });
+    expect(full.status).to.equal(403);
+    expect(full.problem.detail).to.include('limit: 3 personal_sign per project per 1h');
   });
 
   it('records a signature event only for a project that subscribes to it; the audit entry always', async () => {
