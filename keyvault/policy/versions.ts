@@ -33,11 +33,13 @@ export class Versions<T> {
   async #read(projectId: string, version: number): Promise<Version<T> | undefined> {
     const doc = await this.store.getDocument(this.pathOf(projectId, version));
     if (!doc) return undefined;
-    const body = doc.body as { projectId?: unknown; version?: unknown; document?: unknown; author?: unknown };
+    const body = doc.body as { projectId?: unknown; version?: unknown; document?: unknown; policy?: unknown; author?: unknown };
     // A document moved under another project's path does not apply there.
     if (body.projectId !== projectId || body.version !== version) throw new SignerError('internal', `the document at ${doc.path} is not its own`);
     const author = typeof body.author === 'string' ? body.author : undefined;
-    return { version, author, value: this.read(body.document), document: body.document, createdAt: doc.createdAt };
+    // Policy versions written before owners existed name their document `policy`.
+    const document = body.document ?? body.policy;
+    return { version, author, value: this.read(document), document, createdAt: doc.createdAt };
   }
 
   /** The newest version, or undefined when the project has none. */

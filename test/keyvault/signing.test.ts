@@ -139,4 +139,20 @@ describe('keyvault: signing decides before it decrypts (in process, a counting s
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('reads policy versions written before owners existed (their document named `policy`)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'custody-signing-'));
+    const store = new LocalKeyStore(dir);
+    try {
+      await store.check();
+      await store.putDocumentOnce({ path: 'policies/22/v1', body: { projectId: '22', version: 1, policy: siwe }, createdAt: new Date().toISOString() });
+      const latest = await new PolicyStore(store).latest('22');
+      expect(latest?.version).to.equal(1);
+      expect(latest?.document).to.deep.equal(siwe);
+      expect(latest?.value.rules.map((r) => r.name)).to.deep.equal(['sign-in messages']);
+    } finally {
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
