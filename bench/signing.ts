@@ -54,10 +54,10 @@ const POLICY = {
   ],
 };
 type Method = 'personal_sign' | 'eth_signTransaction';
+/** What the service signs and the bare loop hashes: the same messages. */
+const orderMessage = (i: number): string => `order ${i} approved for shipping`;
 const bodyOf = (method: Method, i: number): string =>
-  JSON.stringify(
-    method === 'personal_sign' ? { method, params: { message: `order ${i} approved for shipping` } } : { method, params: { transaction: { ...TX, nonce: i } } },
-  );
+  JSON.stringify(method === 'personal_sign' ? { method, params: { message: orderMessage(i) } } : { method, params: { transaction: { ...TX, nonce: i } } });
 
 /** What the bare loops share: a key sealed as the local store seals it, and the digest per method. */
 const master = randomBytes(32);
@@ -71,7 +71,7 @@ const sealed = (() => {
   return { iv, body, tag: cipher.getAuthTag() };
 })();
 function digestOf(method: Method, i: number): { digest: Uint8Array; after?: () => Uint8Array } {
-  if (method === 'personal_sign') return { digest: personalDigest(Buffer.from(`order ${i} approved for shipping`, 'utf8')) };
+  if (method === 'personal_sign') return { digest: personalDigest(Buffer.from(orderMessage(i), 'utf8')) };
   const unsigned = Buffer.from(Transaction.from({ ...TX, type: 2, nonce: i }).unsignedSerialized.slice(2), 'hex');
   // The signed transaction's hash: keccak over the serialization with the signature (65 bytes appended stand in for it).
   const withSignature = Buffer.concat([unsigned, Buffer.alloc(65)]);

@@ -21,11 +21,11 @@ export const newEventId = (): string => `evt_${randomUUID().replace(/-/g, '')}`;
  */
 export async function recordEvents(tx: Executor, projectId: number, events: readonly NewEvent[], at: Date): Promise<void> {
   if (events.length === 0) return;
-  await eventsInsert(tx, await outboxRowOf(projectId, events, at));
+  await tx.raw(`INSERT INTO ${EVENT_ROW} VALUES (${EVENT_VALUES})`, (await outboxRowOf(projectId, events, at)) as Knex.RawBinding[]);
   await notifyOutbox(tx);
 }
 
-/** The outbox row's values for `events` (not empty): their envelopes serialised once, in turns. */
+/** The outbox row's values for `events` (not empty): their envelopes serialised once, in turns; the event type second (`bundle` for several). */
 export async function outboxRowOf(projectId: number, events: readonly NewEvent[], at: Date): Promise<unknown[]> {
   const createdAt = at.toISOString();
   const envelopes = await mapInTurns(events, (e) => JSON.stringify({ id: newEventId(), type: e.type, createdAt, projectId, data: e.data }));
@@ -40,23 +40,20 @@ export async function outboxRowOf(projectId: number, events: readonly NewEvent[]
   ];
 }
 
-/** The insert of an outbox row (outboxRowOf), not yet run: for a caller that composes it with other statements. */
-export const eventsInsert = (db: Executor, row: unknown[]): Knex.Raw =>
-  db.raw(
-    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at) VALUES (?, 'event', ?, ?, ?, ?, ?, NULL)`,
-    row as Knex.RawBinding[],
-  );
+/** An event row's columns; its values are outboxRowOf's, in this order. */
+const EVENT_ROW = 'outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at)';
+const EVENT_VALUES = "?::bigint, 'event', ?, ?, ?, ?, ?, NULL";
 
 /**
- * The insert of one event's outbox row only if a subscription of the project names its type (or
- * `*`), returning a row when it inserted: a project that subscribes to nothing costs the relay nothing.
+ * The insert of one event's outbox row (outboxRowOf) only if a subscription of the project names
+ * its type (or `*`), returning a row when it inserted; not yet run, for a caller that composes it
+ * with other statements. A project that subscribes to nothing costs the relay nothing.
  */
-export const subscribedEventInsert = (db: Executor, row: unknown[], type: string): Knex.Raw =>
+export const subscribedEventInsert = (db: Executor, row: readonly unknown[]): Knex.Raw =>
   db.raw(
-    `INSERT INTO outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at)
-     SELECT ?::bigint, 'event', ?, ?, ?, ?, ?, NULL
+    `INSERT INTO ${EVENT_ROW} SELECT ${EVENT_VALUES}
       WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s
                      WHERE s.project_id = ? AND s.deleted_at IS NULL AND (s.events @> ARRAY[?]::text[] OR s.events @> ARRAY['*']::text[]))
      RETURNING 1`,
-    [...(row as Knex.RawBinding[]), row[0] as Knex.RawBinding, type],
+    [...(row as Knex.RawBinding[]), row[0] as Knex.RawBinding, row[1] as Knex.RawBinding],
   );

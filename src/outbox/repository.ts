@@ -34,8 +34,11 @@ export const newMessageId = (): string => `msg_${randomUUID().replace(/-/g, '')}
 
 /** Wakes the relays when the surrounding transaction commits (NOTIFY is transactional). */
 export async function notifyOutbox(db: Executor): Promise<void> {
-  await db.raw('SELECT pg_notify(?, ?)', [OUTBOX_CHANNEL, '']);
+  await db.select(outboxNotice(db));
 }
+
+/** The relay's wake-up as an expression, for a statement that composes it (see notifyOutbox). */
+export const outboxNotice = (db: Executor) => db.raw('pg_notify(?, ?)', [OUTBOX_CHANNEL, '']);
 
 type NewOutboxRow = Pick<OutboxRow, 'project_id' | 'kind'> &
   Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'subscription_id' | 'event' | 'event_id' | 'url' | 'payload' | 'destination'>>;

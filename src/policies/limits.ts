@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import type { Executor } from '../db/knex.js';
 import type { SignerClient } from '../signer/client.js';
+import { LIMIT_WINDOW_SECONDS } from './schemas.js';
 
 /**
  * Rolling-window limits of a project's policy (SIGNING.md): counters shared by every API process,
@@ -15,9 +16,8 @@ export interface Limit {
   count: number;
 }
 
-const WINDOW_SECONDS: Readonly<Record<string, number>> = { '1m': 60, '1h': 3600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 };
 /** The longest window: older signatures count for nothing. */
-export const LONGEST_WINDOW_DAYS = 30;
+const LONGEST_WINDOW_S = Math.max(...LIMIT_WINDOW_SECONDS.values());
 
 /** How a denial names a limit, as a rule is named. */
 export const limitName = (l: Limit): string => `limit: ${l.count} ${l.method} per ${l.per} per ${l.window}`;
@@ -27,7 +27,12 @@ function readLimits(policy: unknown): Limit[] {
   if (!Array.isArray(limits)) throw new Error('the signer answered a policy whose limits are not a list');
   return limits.map((v) => {
     const l = v as Partial<Limit>;
-    if (typeof l.method !== 'string' || (l.per !== 'wallet' && l.per !== 'project') || typeof l.count !== 'number' || !(String(l.window) in WINDOW_SECONDS))
+    if (
+      typeof l.method !== 'string' ||
+      (l.per !== 'wallet' && l.per !== 'project') ||
+      typeof l.count !== 'number' ||
+      !LIMIT_WINDOW_SECONDS.has(String(l.window))
+    )
       throw new Error('the signer answered a policy with an unreadable limit');
     return { method: l.method, per: l.per, window: String(l.window), count: l.count };
   });
@@ -77,7 +82,7 @@ export async function reserveSignature(
   return db.transaction(async (tx) => {
     await tx.raw(`SELECT pg_advisory_xact_lock(hashtext('custody:signature-limits:' || ?::text || ':' || ?::text))`, [at.projectId, at.method]);
     for (const limit of limits) {
-      const since = new Date(now.getTime() - (WINDOW_SECONDS[limit.window] ?? 0) * 1000);
+      const since = new Date(now.getTime() - (LIMIT_WINDOW_SECONDS.get(limit.window) ?? 0) * 1000);
       const column = limit.per === 'wallet' ? 'wallet_id' : 'project_id';
       const owner = limit.per === 'wallet' ? at.walletId : at.projectId;
       const { rows } = await tx.raw<{ rows: Array<{ n: string }> }>(
@@ -102,8 +107,8 @@ export async function releaseSignature(db: Executor, id: number): Promise<void> 
 export async function pruneSignatures(db: Executor, batch = 5_000): Promise<number> {
   const { rowCount } = await db.raw<{ rowCount: number }>(
     `DELETE FROM wallet_signatures WHERE id IN (
-       SELECT id FROM wallet_signatures WHERE created_at < now() - make_interval(days => ?) ORDER BY id LIMIT ?)`,
-    [LONGEST_WINDOW_DAYS, batch],
+       SELECT id FROM wallet_signatures WHERE created_at < now() - make_interval(secs => ?) ORDER BY id LIMIT ?)`,
+    [LONGEST_WINDOW_S, batch],
   );
   return rowCount;
 }

@@ -38,10 +38,19 @@ const Rule = strictObject({
   conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
 });
 
+/** A limit's windows and their lengths in seconds (the signer reads the same list). */
+export const LIMIT_WINDOW_SECONDS: ReadonlyMap<string, number> = new Map([
+  ['1m', 60],
+  ['1h', 3600],
+  ['24h', 86_400],
+  ['7d', 604_800],
+  ['30d', 2_592_000],
+]);
+
 const Limit = strictObject({
   method: Method,
   per: Type.Union([Type.Literal('wallet'), Type.Literal('project')]),
-  window: Type.Union(['1m', '1h', '24h', '7d', '30d'].map((w) => Type.Literal(w))),
+  window: Type.Union([...LIMIT_WINDOW_SECONDS.keys()].map((w) => Type.Literal(w))),
   count: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
 });
 

@@ -60,6 +60,13 @@ interface Reply {
  * bearer secret, a timeout. Answers are checked field by field and only addresses and ids are
  * passed on, so nothing else the signer might send can reach the API process's callers.
  */
+/** The signer's codes for a document it could not read, and what the API calls that document. */
+const POINTED: ReadonlyMap<string, string> = new Map([
+  ['invalid_policy', 'policy'],
+  ['invalid_operation', 'operation'],
+  ['invalid_owners', "policy owners' change"],
+]);
+
 export class SignerClient {
   readonly #base: { socketPath: string } | { url: URL };
 
@@ -209,17 +216,13 @@ export class SignerClient {
     const b = (reply.body ?? {}) as Partial<Record<keyof SignerProblem, unknown>>;
     const code = typeof b.code === 'string' ? b.code : '';
     const message = typeof b.message === 'string' ? b.message : '';
-    if (reply.status === 400 && (code === 'invalid_policy' || code === 'invalid_operation')) {
+    // The signer's reading problems start with the JSON pointer of what is wrong.
+    const readOf = POINTED.get(code);
+    if (reply.status === 400 && readOf !== undefined) {
       const at = message.indexOf(' ');
       const path = at > 0 ? message.slice(0, at) : '/';
-      return new AppError(400, code, 'Bad Request', `The ${code === 'invalid_policy' ? 'policy' : 'operation'} is not valid: ${message}`, [
+      return new AppError(400, code, 'Bad Request', `The ${readOf} is not valid: ${message}`, [
         { in: 'body', path: path === '/' ? '' : path, message: at > 0 ? message.slice(at + 1) : message },
-      ]);
-    }
-    if (reply.status === 400 && code === 'invalid_owners') {
-      const at = message.indexOf(' ');
-      return new AppError(400, code, 'Bad Request', `The policy owners' change is not valid: ${message}`, [
-        { in: 'body', path: at > 0 ? message.slice(0, at) : '', message: at > 0 ? message.slice(at + 1) : message },
       ]);
     }
     if (reply.status === 403 && (code === 'owner_signature_required' || code === 'invalid_owner_signature'))

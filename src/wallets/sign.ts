@@ -3,7 +3,7 @@ import { auditInsert } from '../audit/record.js';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { outboxRowOf, subscribedEventInsert } from '../events/record.js';
-import { OUTBOX_CHANNEL } from '../outbox/repository.js';
+import { outboxNotice } from '../outbox/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import type { WalletRow } from './repository.js';
 import { limitName, releaseSignature, reserveSignature, type PolicyLimits } from '../policies/limits.js';
@@ -60,11 +60,7 @@ export async function signWithWallet(
   });
   const row = await outboxRowOf(wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now()));
   // The event only for a project that subscribes to it; the relay woken only when there is one.
-  await deps.db
-    .with('audit', audit)
-    .with('event', subscribedEventInsert(deps.db, row, type))
-    .select(deps.db.raw('pg_notify(?, ?)', [OUTBOX_CHANNEL, '']))
-    .from('event');
+  await deps.db.with('audit', audit).with('event', subscribedEventInsert(deps.db, row)).select(outboxNotice(deps.db)).from('event');
   if (!outcome.allowed) {
     throw new AppError(
       403,
