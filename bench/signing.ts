@@ -10,7 +10,7 @@ import { startStack } from '../test/support/stack.js';
 import { startDevVault } from '../test/support/vault.js';
 import { BareVault } from './bare-vault.js';
 import { LoadClient } from './load.js';
-import { BENCH_NODE_ARGS, closedLoop, fixedRate, Slices, writeResult, type Run } from './stats.js';
+import { BENCH_NODE_ARGS, closedLoop, fixedRate, Slices, withCpu, writeResult, type Measured } from './stats.js';
 import { drain } from './topology.js';
 
 /**
@@ -102,6 +102,8 @@ function bareLocal(method: Method, seconds: number): { ops: number; seconds: num
 
 interface Service {
   url: string;
+  /** The API process (ROLE=all: its signer is its child). */
+  pid: number | undefined;
   signerTokens: string[];
   paths: string[];
   stop(): Promise<void>;
@@ -135,6 +137,7 @@ async function startService(env: Record<string, string>): Promise<Service> {
   }
   return {
     url,
+    pid: svc.proc.pid,
     signerTokens,
     paths,
     stop: async () => {
@@ -149,12 +152,12 @@ interface Round {
   perSecond: number;
   ratio: number;
 }
-interface MethodResult extends Run {
+type MethodResult = Measured & {
   ceiling: number;
   ratio: number;
   goal: number;
   rounds: Round[];
-}
+};
 
 /**
  * ROUNDS times: the ceiling for a slice (the service idle), then PER_ROUND signatures through the
@@ -182,7 +185,7 @@ async function saturate(
   let topSeconds = 0;
   for (let r = 0; r < ROUNDS; r++) {
     const top = await ceiling(method);
-    const run = await closedLoop(PER_ROUND, CONCURRENCY, sign, slices.latencies);
+    const run = await withCpu(service.pid, () => closedLoop(PER_ROUND, CONCURRENCY, sign, slices.latencies));
     slices.add(run);
     topOps += top.ops;
     topSeconds += top.seconds;
@@ -195,6 +198,10 @@ async function saturate(
   const result: MethodResult = { ...total, ceiling: top, ratio: total.perSecond / top, goal, rounds };
   console.log(
     `${method} @${CONCURRENCY}: ${result.perSecond.toFixed(0)}/s (p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms); ceiling ${top.toFixed(0)}/s; ratio ${result.ratio.toFixed(2)} (goal >= ${goal})`,
+  );
+  const ms = (v: number | undefined) => (v === undefined ? '?' : v.toFixed(2));
+  console.log(
+    `  CPU ms per signature: API ${ms(result.cpuMsPerOp)}, signer ${ms(result.childCpuMsPerOp)}, PostgreSQL ${ms(result.postgresCpuMsPerOp)}, load client ${ms(result.clientCpuMsPerOp)}, machine ${ms(result.machineCpuMsPerOp)} (idle ${((result.idleShare ?? 0) * 100).toFixed(0)}%); the bare loop ${(1000 / top).toFixed(2)}`,
   );
   return result;
 }

@@ -50,11 +50,13 @@ export type Measured = Run & {
   postgresCpuMsPerOp?: number;
   /** The benchmark process's own CPU per operation (its load client, and the IdP and receiver it hosts). */
   clientCpuMsPerOp?: number;
+  /** The service's child processes' CPU per operation (under ROLE=all: its signer). */
+  childCpuMsPerOp?: number;
   /** The share of the machine's CPU time left idle during the measurement. */
   idleShare?: number;
 };
 
-type PerOp = 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp' | 'machineCpuMsPerOp' | 'postgresCpuMsPerOp' | 'clientCpuMsPerOp';
+type PerOp = 'cpuMsPerOp' | 'mainThreadCpuMsPerOp' | 'instructionsPerOp' | 'machineCpuMsPerOp' | 'postgresCpuMsPerOp' | 'clientCpuMsPerOp' | 'childCpuMsPerOp';
 
 /**
  * Slices of one measurement taken turn by turn with another's (so a drift of the machine's speed
@@ -78,7 +80,15 @@ export class Slices {
     const idle = this.slices.every((s) => s.idleShare !== undefined)
       ? { idleShare: this.slices.reduce((a, s) => a + (s.idleShare ?? 0) * s.seconds, 0) / seconds }
       : {};
-    const keys: PerOp[] = ['cpuMsPerOp', 'mainThreadCpuMsPerOp', 'instructionsPerOp', 'machineCpuMsPerOp', 'postgresCpuMsPerOp', 'clientCpuMsPerOp'];
+    const keys: PerOp[] = [
+      'cpuMsPerOp',
+      'mainThreadCpuMsPerOp',
+      'instructionsPerOp',
+      'machineCpuMsPerOp',
+      'postgresCpuMsPerOp',
+      'clientCpuMsPerOp',
+      'childCpuMsPerOp',
+    ];
     const perOp: Partial<Record<PerOp, number>> = Object.assign({}, ...keys.map(mean)) as Partial<Record<PerOp, number>>;
     return { ops, seconds, perSecond: ops / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), ...perOp, ...idle };
   }
@@ -142,6 +152,26 @@ export function machineSeconds(): { busy: number; idle: number } | undefined {
   }
 }
 
+/** The processes whose parent is `pid` (from /proc). */
+export function childrenOf(pid: number | undefined): number[] {
+  if (pid === undefined) return [];
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // ppid is field 4 of stat(5), the second after the command's closing parenthesis.
+      const parent = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+      if (parent === pid) children.push(Number(entry));
+    } catch {
+      // gone since the listing
+    }
+  }
+  return children;
+}
+
+const sumOf = (values: Array<number | undefined>): number | undefined =>
+  values.reduce<number | undefined>((a, v) => (a === undefined || v === undefined ? undefined : a + v), 0);
+
 /** CPU seconds used so far by every process named `postgres` (the server and its backends). */
 export function postgresSeconds(): number | undefined {
   try {
@@ -177,9 +207,12 @@ export async function withCpu<T extends { ops: number }>(pid: number | undefined
   const mainBefore = cpuSeconds(pid, true);
   const machineBefore = machineSeconds();
   const pgBefore = postgresSeconds();
+  const children = childrenOf(pid);
+  const childrenBefore = sumOf(children.map((c) => cpuSeconds(c)));
   const selfBefore = process.cpuUsage();
   const result = await work();
   const self = process.cpuUsage(selfBefore);
+  const childrenAfter = sumOf(children.map((c) => cpuSeconds(c)));
   const pgAfter = postgresSeconds();
   const machineAfter = machineSeconds();
   const after = cpuSeconds(pid);
@@ -200,6 +233,7 @@ export async function withCpu<T extends { ops: number }>(pid: number | undefined
         }),
     ...(pgBefore === undefined || pgAfter === undefined ? {} : { postgresCpuMsPerOp: perOp(pgAfter - pgBefore) }),
     clientCpuMsPerOp: perOp((self.user + self.system) / 1e6),
+    ...(children.length === 0 || childrenBefore === undefined || childrenAfter === undefined ? {} : { childCpuMsPerOp: perOp(childrenAfter - childrenBefore) }),
   };
 }
 

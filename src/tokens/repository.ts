@@ -1,4 +1,4 @@
-import type { Executor } from '../db/knex.js';
+import { hotQuery, type Executor } from '../db/knex.js';
 import type { TokenRole } from '../auth/principal.js';
 import type { Page } from '../http/pagination.js';
 
@@ -15,20 +15,27 @@ export interface ApiTokenRow {
 
 const COLUMNS = ['id', 'organisation_id', 'project_id', 'name', 'role', 'created_by', 'created_at', 'revoked_at'];
 
+/** What authenticating a request needs of its token. */
+export type LiveToken = Pick<ApiTokenRow, 'id' | 'organisation_id' | 'project_id' | 'role'>;
+
 /**
  * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
  * for a project token, its project not deleted (CONTRACT.md section 10: undelete brings it back).
+ * Every API-token request runs it: a prepared statement (db/knex.ts hotQuery).
  */
-export async function findLiveTokenByHash(db: Executor, hash: Buffer): Promise<ApiTokenRow | undefined> {
-  const row: unknown = await db('api_tokens as t')
-    .join('organisations as o', 'o.id', 't.organisation_id')
-    .leftJoin('projects as p', 'p.id', 't.project_id')
-    .where('t.token_hash', hash)
-    .whereNull('t.revoked_at')
-    .whereNull('o.deleted_at')
-    .whereRaw('(t.project_id IS NULL OR p.deleted_at IS NULL)')
-    .first(COLUMNS.map((c) => `t.${c}`));
-  return row as ApiTokenRow | undefined;
+export async function findLiveTokenByHash(db: Executor, hash: Buffer): Promise<LiveToken | undefined> {
+  const rows = await hotQuery<LiveToken>(
+    db,
+    'custody_live_token',
+    `SELECT t.id, t.organisation_id, t.project_id, t.role
+       FROM api_tokens t
+       JOIN organisations o ON o.id = t.organisation_id
+       LEFT JOIN projects p ON p.id = t.project_id
+      WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND o.deleted_at IS NULL
+        AND (t.project_id IS NULL OR p.deleted_at IS NULL)`,
+    [hash],
+  );
+  return rows[0];
 }
 
 export async function insertToken(

@@ -18,7 +18,17 @@ import type { SignerClient } from '../signer/client.js';
 import type { ProjectKeyCache } from '../tenancy/key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
 import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
-import { activateWallet, claimWallet, findWallet, findWalletForSignin, findWalletOf, listWallets, type SigninWallet, type WalletRow } from './repository.js';
+import {
+  activateWallet,
+  claimWallet,
+  findProjectWallet,
+  findWallet,
+  findWalletForSignin,
+  findWalletOf,
+  listWallets,
+  type SigninWallet,
+  type WalletRow,
+} from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
@@ -204,8 +214,8 @@ export async function listProjectWallets(
 }
 
 export async function getProjectWallet(db: Executor, scope: ProjectScope, walletId: number): Promise<WalletRow & { address: string }> {
-  const wallet = await findWallet(db, walletId);
-  if (!wallet || wallet.project_id !== scope.projectId || wallet.address === null) throw new NotFoundError('No such wallet.');
+  const wallet = await findProjectWallet(db, scope.projectId, walletId);
+  if (!wallet || wallet.address === null) throw new NotFoundError('No such wallet.');
   return { ...wallet, address: wallet.address };
 }
 

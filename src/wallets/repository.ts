@@ -1,4 +1,4 @@
-import type { Executor } from '../db/knex.js';
+import { hotQuery, type Executor } from '../db/knex.js';
 import { foldIdentity } from '../identity/fold.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { KeyConflictError } from '../errors.js';
@@ -70,6 +70,28 @@ export async function findWalletOf(db: Executor, projectId: number, email: strin
 
 export async function findWallet(db: Executor, walletId: number): Promise<WalletRow | undefined> {
   return db<WalletRow>('wallets').where({ id: walletId }).first();
+}
+
+/** A wallet's columns, named (as a prepared statement needs them). */
+const WALLET_COLUMNS = [
+  'id',
+  'project_id',
+  'email',
+  'email_lower',
+  'address',
+  'key_id',
+  'creation_token',
+  'created_at',
+  'activated_at',
+] as const satisfies ReadonlyArray<keyof WalletRow>;
+
+/** A wallet of this project, by id: every signature by a customer's backend reads it (a prepared statement, db/knex.ts). */
+export async function findProjectWallet(db: Executor, projectId: number, walletId: number): Promise<WalletRow | undefined> {
+  const rows = await hotQuery<WalletRow>(db, 'custody_project_wallet', `SELECT ${WALLET_COLUMNS.join(', ')} FROM wallets WHERE id = $1 AND project_id = $2`, [
+    walletId,
+    projectId,
+  ]);
+  return rows[0];
 }
 
 export async function listWallets(

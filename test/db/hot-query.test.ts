@@ -1,7 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { createDb, hotQuery, type Knex } from '../../src/db/knex.js';
 import { hashSecret } from '../../src/crypto/secrets.js';
 import { findProjectAndWallet } from '../../src/tenancy/project-key.js';
+import { findLiveTokenByHash } from '../../src/tokens/repository.js';
+import { findVisibleProject, visibleProjects } from '../../src/tenancy/visible.js';
+import { findProjectWallet } from '../../src/wallets/repository.js';
+import type { Principal } from '../../src/auth/principal.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { testDatabaseUrl } from '../support/db.js';
 import { createTenant } from '../support/factories.js';
@@ -37,6 +42,58 @@ describe('hot-path queries (db/knex.ts hotQuery)', () => {
     expect(await app.db.transaction((tx) => findProjectAndWallet(tx, hash, 'testnet', 'nobody@example.com'))).to.deep.equal(viaPool);
     // A key of the other environment finds nothing.
     expect(await findProjectAndWallet(app.db, hash, 'production', undefined)).to.equal(undefined);
+  });
+
+  it("authenticates a token, resolves a project and reads a project's wallet the same way on all three paths, by the same rule as the lists", async () => {
+    const t = await createTenant(app.client);
+    const other = await createTenant(app.client);
+    // A wallet row as sign-in leaves it (this suite is about the queries, not the signer).
+    const address = `0x${randomBytes(20).toString('hex')}`;
+    const [inserted] = await app
+      .db<{ id: number; project_id: number; email: string; email_lower: string; address: string; activated_at: unknown }>('wallets')
+      .insert({ project_id: t.project.id, email: 'Hot@example.com', email_lower: 'hot@example.com', address, activated_at: app.db.fn.now() })
+      .returning('id');
+    const walletId = inserted?.id ?? 0;
+    const three = async <T>(read: (db: Knex | Knex.Transaction) => Promise<T>): Promise<T> => {
+      const viaPool = await read(app.db);
+      expect(await read(unprepared)).to.deep.equal(viaPool);
+      expect(await app.db.transaction((tx) => read(tx))).to.deep.equal(viaPool);
+      return viaPool;
+    };
+
+    const token = await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)));
+    expect(token).to.deep.equal({ id: t.tokens.projectAdmin.id, organisation_id: t.org.id, project_id: t.project.id, role: 'admin' });
+    expect(await three((db) => findLiveTokenByHash(db, hashSecret('no such token')))).to.equal(undefined);
+
+    const principals: Principal[] = [
+      { scope: 'operator', role: 'admin' },
+      { scope: 'organisation', role: 'admin', tokenId: 1, organisationId: t.org.id },
+      { scope: 'organisation', role: 'admin', tokenId: 1, organisationId: other.org.id },
+      { scope: 'project', role: 'admin', tokenId: 1, organisationId: t.org.id, projectId: t.project.id },
+      { scope: 'project', role: 'admin', tokenId: 1, organisationId: other.org.id, projectId: other.project.id },
+    ];
+    const reached = async () => {
+      const found: boolean[] = [];
+      for (const p of principals) {
+        const hot = await three((db) => findVisibleProject(db, p, t.project.id));
+        const listed = (await visibleProjects(app.db, p).where('p.id', t.project.id)) as unknown[];
+        expect(hot === undefined ? [] : [hot], `${p.scope}`).to.deep.equal(listed);
+        found.push(hot !== undefined);
+      }
+      return found;
+    };
+    expect(await reached()).to.deep.equal([true, true, false, true, false]);
+    // A soft-deleted organisation's project is reached by no one, on either path.
+    expect((await app.client.delete(`/api/v1/organisations/${t.org.id}`)).status).to.equal(204);
+    expect(await reached()).to.deep.equal([false, false, false, false, false]);
+    expect(await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)))).to.equal(undefined);
+    expect((await app.client.post(`/api/v1/organisations/${t.org.id}/undelete`)).status).to.equal(200);
+    expect(await reached()).to.deep.equal([true, true, false, true, false]);
+
+    const wallet = await three((db) => findProjectWallet(db, t.project.id, walletId));
+    expect(wallet).to.include({ id: walletId, project_id: t.project.id, address, email_lower: 'hot@example.com' });
+    // Another project's wallet is not found by id.
+    expect(await three((db) => findProjectWallet(db, other.project.id, walletId))).to.equal(undefined);
   });
 
   it('reports a database error as node-postgres does, and gives the connection back to the pool', async () => {
