@@ -31,6 +31,7 @@ import type { ProjectKeyCache } from './tenancy/key-cache.js';
 import { walletEndpoints } from './wallets/routes.js';
 import { rpcEndpoints } from './wallets/rpc-routes.js';
 import { PolicyLimits } from './policies/limits.js';
+import { DecisionLog } from './wallets/decisions.js';
 import { policyOwnerEndpoints } from './policies/owner-routes.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
@@ -146,7 +147,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...projectEndpoints(routeDeps),
     ...tokenEndpoints(routeDeps),
     ...walletEndpoints({ ...routeDeps, wallets: walletDeps }),
-    ...rpcEndpoints({ ...routeDeps, wallets: { ...walletDeps, limits: policyLimits } }),
+    ...rpcEndpoints({ ...routeDeps, wallets: { ...walletDeps, limits: policyLimits, decisions: new DecisionLog(deps.db) } }),
     ...membershipEndpoints(routeDeps),
     ...failedDeliveryEndpoints(routeDeps),
     ...webhookEndpoints(routeDeps),

@@ -44,16 +44,19 @@ export async function outboxRowOf(projectId: number, events: readonly NewEvent[]
 const EVENT_ROW = 'outbox (project_id, kind, event, payload, event_count, message_id, wallet_id, next_attempt_at)';
 const EVENT_VALUES = "?::bigint, 'event', ?, ?, ?, ?, ?, NULL";
 
+/** The columns of outboxRowOf's values, in its order, as a source of SubscribedEventsFrom names them. */
+export const EVENT_SOURCE_COLUMNS = ['project_id', 'event', 'payload', 'event_count', 'message_id', 'wallet_id'] as const;
+
 /**
- * The insert of one event's outbox row (outboxRowOf) only if a subscription of the project names
- * its type (or `*`), returning a row when it inserted; not yet run, for a caller that composes it
- * with other statements. A project that subscribes to nothing costs the relay nothing.
+ * SQL inserting the outbox row of each row of `source` (a CTE with EVENT_SOURCE_COLUMNS, values as
+ * outboxRowOf makes them) only if a subscription of its project names its type (or `*`),
+ * returning a row for each it inserted; for a statement that composes it. A project that
+ * subscribes to nothing costs the relay nothing.
  */
-export const subscribedEventInsert = (db: Executor, row: readonly unknown[]): Knex.Raw =>
-  db.raw(
-    `INSERT INTO ${EVENT_ROW} SELECT ${EVENT_VALUES}
-      WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s
-                     WHERE s.project_id = ? AND s.deleted_at IS NULL AND (s.events @> ARRAY[?]::text[] OR s.events @> ARRAY['*']::text[]))
-     RETURNING 1`,
-    [...(row as Knex.RawBinding[]), row[0] as Knex.RawBinding, row[1] as Knex.RawBinding],
-  );
+export const subscribedEventsFrom = (source: string): string =>
+  `INSERT INTO ${EVENT_ROW} SELECT e.project_id, 'event', ${EVENT_SOURCE_COLUMNS.slice(1)
+    .map((c) => `e.${c}`)
+    .join(', ')}, NULL FROM ${source} e
+    WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s
+                   WHERE s.project_id = e.project_id AND s.deleted_at IS NULL AND (s.events @> ARRAY[e.event] OR s.events @> ARRAY['*']::text[]))
+   RETURNING 1`;

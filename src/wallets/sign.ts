@@ -1,10 +1,8 @@
 import type { Knex } from 'knex';
-import { auditInsert } from '../audit/record.js';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
-import { outboxRowOf, subscribedEventInsert } from '../events/record.js';
-import { outboxNotice } from '../outbox/repository.js';
 import type { SignerClient } from '../signer/client.js';
+import type { DecisionLog } from './decisions.js';
 import type { WalletRow } from './repository.js';
 import { limitName, releaseSignature, reserveSignature, type PolicyLimits } from '../policies/limits.js';
 
@@ -13,6 +11,7 @@ export interface SignDeps {
   signer: SignerClient;
   now: Clock;
   limits: PolicyLimits;
+  decisions: DecisionLog;
 }
 
 export interface SignCaller {
@@ -25,9 +24,9 @@ export interface SignCaller {
 /**
  * Asks the signer to sign `operation` with the wallet's key (SIGNING.md): the signer reads it,
  * checks the key's project and the policy before it decrypts. Every decision is recorded, allowed
- * or denied, in one transaction: an audit entry (caller, wallet, method, digest, rule, policy
- * version; never the payload) and a `wallet.signature.created` or `.denied` event. A denial is
- * `403 policy_denied` naming the rule.
+ * or denied, before the answer (decisions.ts): an audit entry (caller, wallet, method, digest,
+ * rule, policy version; never the payload) and a `wallet.signature.created` or `.denied` event.
+ * A denial is `403 policy_denied` naming the rule.
  */
 export async function signWithWallet(
   deps: SignDeps,
@@ -46,21 +45,16 @@ export async function signWithWallet(
     rule: outcome.rule,
     policyVersion: outcome.policyVersion,
   };
-  const type = outcome.allowed ? 'wallet.signature.created' : 'wallet.signature.denied';
-  // One statement (so one round trip, atomic): the audit entry, the event, the relay's wake-up.
-  const audit = auditInsert(deps.db, {
-    organisation_id: organisationId,
-    project_id: wallet.project_id,
+  await deps.decisions.record({
+    organisationId,
+    projectId: wallet.project_id,
+    walletId: wallet.id,
     actor: who.actor,
-    action: type,
-    target: `wallet:${wallet.id}`,
-    status: outcome.allowed ? 200 : 403,
-    request_id: who.requestId,
+    requestId: who.requestId,
+    type: outcome.allowed ? 'wallet.signature.created' : 'wallet.signature.denied',
     details: decision,
+    at: new Date(deps.now()),
   });
-  const row = await outboxRowOf(wallet.project_id, [{ type, data: decision, walletId: wallet.id }], new Date(deps.now()));
-  // The event only for a project that subscribes to it; the relay woken only when there is one.
-  await deps.db.with('audit', audit).with('event', subscribedEventInsert(deps.db, row)).select(outboxNotice(deps.db)).from('event');
   if (!outcome.allowed) {
     throw new AppError(
       403,

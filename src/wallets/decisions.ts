@@ -1,0 +1,80 @@
+import { AUDIT_COLUMNS, auditInsertFrom } from '../audit/record.js';
+import { hotQuery, pgArray, type Knex } from '../db/knex.js';
+import { GroupCommit } from '../db/group-commit.js';
+import { EVENT_SOURCE_COLUMNS, outboxRowOf, subscribedEventsFrom } from '../events/record.js';
+import type { EventType } from '../events/catalogue.js';
+import { OUTBOX_CHANNEL } from '../outbox/repository.js';
+
+/** A signing decision as it is recorded: an audit entry, and an event for the subscriptions that name it. */
+export interface Decision {
+  organisationId: number;
+  projectId: number;
+  walletId: number;
+  actor: string;
+  requestId: string | null;
+  type: Extract<EventType, 'wallet.signature.created' | 'wallet.signature.denied'>;
+  /** Ids and digests only, never the payload: the audit entry's details and the event's data. */
+  details: Record<string, unknown>;
+  at: Date;
+}
+
+/** One array per column of the statement's source, in DECISION_COLUMNS' order. */
+const DECISION_COLUMNS = [...AUDIT_COLUMNS, ...EVENT_SOURCE_COLUMNS.filter((c) => c !== 'project_id')] as const;
+const TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
+  organisation_id: 'bigint',
+  project_id: 'bigint',
+  actor: 'text',
+  action: 'text',
+  target: 'text',
+  status: 'int',
+  request_id: 'text',
+  details: 'jsonb',
+  event: 'text',
+  payload: 'text',
+  event_count: 'int',
+  message_id: 'text',
+  wallet_id: 'bigint',
+};
+
+/**
+ * Every decision in one statement whatever their number (a prepared statement, db/knex.ts): the
+ * rows as one array per column, their audit entries, their events, and the relays' wake-up when
+ * an event was queued.
+ */
+const RECORD_DECISIONS = `WITH d AS (
+  SELECT * FROM unnest(${DECISION_COLUMNS.map((c, i) => `$${i + 1}::${TYPES[c]}[]`).join(', ')}) AS d (${DECISION_COLUMNS.join(', ')})
+), audit AS (${auditInsertFrom('d')}
+), event AS (${subscribedEventsFrom('d')})
+SELECT pg_notify($${DECISION_COLUMNS.length + 1}, '') FROM (SELECT 1 FROM event LIMIT 1) queued`;
+
+/**
+ * Records signing decisions (SIGNING.md: every decision, allowed or denied) before their answers
+ * go out. Decisions made while earlier ones are being written go together in the next statement
+ * (GroupCommit): one commit for many signatures under load, none waiting when idle.
+ */
+export class DecisionLog {
+  readonly #group: GroupCommit<Record<(typeof DECISION_COLUMNS)[number], unknown>>;
+
+  constructor(db: Knex) {
+    this.#group = new GroupCommit(async (rows) => {
+      const columns = DECISION_COLUMNS.map((c) => pgArray(rows.map((r) => r[c] as string | number | null)));
+      await hotQuery(db, 'custody_record_decisions', RECORD_DECISIONS, [...columns, OUTBOX_CHANNEL]);
+    });
+  }
+
+  /** Resolves once `d` is committed. */
+  async record(d: Decision): Promise<void> {
+    const row = await outboxRowOf(d.projectId, [{ type: d.type, data: d.details, walletId: d.walletId }], d.at);
+    await this.#group.add({
+      ...(Object.fromEntries(EVENT_SOURCE_COLUMNS.map((c, i) => [c, row[i]])) as Record<(typeof EVENT_SOURCE_COLUMNS)[number], unknown>),
+      organisation_id: d.organisationId,
+      project_id: d.projectId,
+      actor: d.actor,
+      action: d.type,
+      target: `wallet:${d.walletId}`,
+      status: d.type === 'wallet.signature.created' ? 200 : 403,
+      request_id: d.requestId,
+      details: JSON.stringify(d.details),
+    });
+  }
+}
