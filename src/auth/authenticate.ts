@@ -2,10 +2,21 @@ import type { Knex } from 'knex';
 import { UnauthorizedError } from '../errors.js';
 import { constantTimeEqual, hashSecret } from '../crypto/secrets.js';
 import { findLiveTokenByHash } from '../tokens/repository.js';
-import type { AppMiddleware } from '../http/context.js';
+import type { AppContext, AppMiddleware } from '../http/context.js';
 import type { Principal } from './principal.js';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/i;
+const ID = /^[1-9][0-9]{0,14}$/;
+
+/**
+ * The project a request names (`:projectId` in its path, or `?projectId`), read with the token in
+ * one round trip; the tenant resolution uses it if it resolves that project (tenancy/resolve.ts).
+ * Anything but a plain id is left to the route's validation.
+ */
+function namedProjectId(ctx: AppContext): number | null {
+  const named = ctx.params['projectId'] ?? ctx.query['projectId'];
+  return typeof named === 'string' && ID.test(named) ? Number(named) : null;
+}
 
 /**
  * Resolves `Authorization: Bearer <API token>` to a principal. The operator token is compared by
@@ -20,8 +31,11 @@ export function authenticate(db: Knex, operatorTokenHash: Buffer): AppMiddleware
     if (constantTimeEqual(hash, operatorTokenHash)) {
       principal = { scope: 'operator', role: 'admin' };
     } else {
-      const row = await findLiveTokenByHash(db, hash);
-      if (!row) throw new UnauthorizedError('The API token is unknown or revoked.');
+      const named = namedProjectId(ctx);
+      const found = await findLiveTokenByHash(db, hash, named);
+      if (!found) throw new UnauthorizedError('The API token is unknown or revoked.');
+      if (named !== null) ctx.state.namedProject = { id: named, row: found.project };
+      const row = found.token;
       principal =
         row.project_id === null
           ? { scope: 'organisation', role: row.role, tokenId: row.id, organisationId: row.organisation_id }

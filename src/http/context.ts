@@ -3,6 +3,7 @@ import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/knex.js';
 import type { Logger } from '../logger.js';
 import type { TenantScope } from '../tenancy/scope.js';
+import type { ProjectRow } from '../projects/repository.js';
 
 export interface AppState {
   requestId: string;
@@ -11,6 +12,8 @@ export interface AppState {
   principal?: Principal;
   /** Set by a user endpoint's authentication: the user, as idempotency records are scoped (`user:<projectId>:<email>`). */
   userKey?: string;
+  /** The project the request names, as `authenticate` read it with the token (null: not reached by it). */
+  namedProject?: { readonly id: number; readonly row: ProjectRow | null };
   /** Set when an API-token endpoint has resolved the tenant it acts on (tenancy/resolve.ts). */
   scope?: TenantScope;
   /**

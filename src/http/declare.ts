@@ -132,7 +132,7 @@ function withScope(route: Route, handler: Handler): Handler {
   if (route.auth !== 'apiToken') return handler;
   return async (ctx, input) => {
     const naming = { params: ctx.params, query: (input.query ?? {}) as Record<string, unknown> };
-    const scope = await resolveScope(ctx.state.db, principalOf(ctx), route.tenant, route.may, naming);
+    const scope = await resolveScope(ctx.state.db, principalOf(ctx), route.tenant, route.may, naming, ctx.state.namedProject);
     ctx.state.scope = scope;
     return handler(ctx, { ...input, scope });
   };

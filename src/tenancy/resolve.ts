@@ -3,6 +3,7 @@ import type { Executor } from '../db/knex.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { authorize, type Action } from './policy.js';
 import type { TenantRule, TenantScope } from './scope.js';
+import type { ProjectRow } from '../projects/repository.js';
 import { findVisibleOrganisation, findVisibleProject } from './visible.js';
 
 /** The validated parts of a request a tenant is named by. */
@@ -37,7 +38,14 @@ function projectIdOf(p: Principal, rule: TenantRule & { level: 'project' }, nami
  * reach is 404 (another tenant's resources do not exist for it); then the table of
  * tenancy/policy.ts says whether it may do the action (403).
  */
-export async function resolveScope(db: Executor, p: Principal, rule: TenantRule, action: Action, naming: Naming): Promise<TenantScope> {
+export async function resolveScope(
+  db: Executor,
+  p: Principal,
+  rule: TenantRule,
+  action: Action,
+  naming: Naming,
+  named?: { readonly id: number; readonly row: ProjectRow | null },
+): Promise<TenantScope> {
   let scope: TenantScope;
   if (rule.level === 'deployment') {
     scope = { level: 'deployment', principal: p };
@@ -49,7 +57,8 @@ export async function resolveScope(db: Executor, p: Principal, rule: TenantRule,
     scope = { level: 'organisation', principal: p, organisationId: id, organisation };
   } else {
     const id = projectIdOf(p, rule, naming);
-    const project = await findVisibleProject(db, p, id);
+    // Read with the token when the request named it (auth/authenticate.ts), by the same rule.
+    const project = named?.id === id ? (named.row ?? undefined) : await findVisibleProject(db, p, id);
     if (!project) throw noProject();
     scope = { level: 'project', principal: p, organisationId: project.organisation_id, projectId: id, project };
   }

@@ -29,7 +29,7 @@ export async function findVisibleOrganisation(db: Executor, p: Principal, id: nu
 }
 
 /** A project's columns, named (a prepared statement's `*` would break when a migration adds one). */
-const PROJECT_COLUMNS = [
+export const PROJECT_COLUMNS = [
   'id',
   'organisation_id',
   'name',
@@ -46,19 +46,22 @@ const PROJECT_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof ProjectRow>;
 
 /**
- * visibleProjects' rule for one project, as the prepared statement every project-scoped request
- * runs (db/knex.ts hotQuery): a project token reaches its own project only, an organisation
- * token its organisation's, the operator any.
+ * visibleProjects' rule as SQL, for the prepared statements of the hot path: the project `p` of
+ * organisation `o` is live and reached by a caller of organisation `organisation` (NULL: the
+ * operator, any) and project `project` (NULL: any of the organisation's).
  */
+export const projectReachedBy = (organisation: string, project: string, p = 'p', o = 'o'): string =>
+  `${p}.deleted_at IS NULL AND ${o}.deleted_at IS NULL AND (${organisation} IS NULL OR ${p}.organisation_id = ${organisation}) AND (${project} IS NULL OR ${p}.id = ${project})`;
+
+/** One project by that rule, as the prepared statement a project-scoped request runs unless its authentication read it already. */
 export async function findVisibleProject(db: Executor, p: Principal, id: number): Promise<ProjectRow | undefined> {
-  if (p.scope === 'project' && p.projectId !== id) return undefined;
   const rows = await hotQuery<ProjectRow>(
     db,
     'custody_visible_project',
     `SELECT ${PROJECT_COLUMNS.map((c) => `p.${c}`).join(', ')}
        FROM projects p JOIN organisations o ON o.id = p.organisation_id
-      WHERE p.id = $1 AND ($2::bigint IS NULL OR p.organisation_id = $2::bigint) AND p.deleted_at IS NULL AND o.deleted_at IS NULL`,
-    [id, p.scope === 'organisation' ? p.organisationId : null],
+      WHERE p.id = $1 AND ${projectReachedBy('$2::bigint', '$3::bigint')}`,
+    [id, p.scope === 'operator' ? null : p.organisationId, p.scope === 'project' ? p.projectId : null],
   );
   return rows[0];
 }

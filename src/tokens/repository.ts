@@ -1,6 +1,8 @@
 import { hotQuery, type Executor } from '../db/knex.js';
 import type { TokenRole } from '../auth/principal.js';
 import type { Page } from '../http/pagination.js';
+import type { ProjectRow } from '../projects/repository.js';
+import { PROJECT_COLUMNS, projectReachedBy } from '../tenancy/visible.js';
 
 export interface ApiTokenRow {
   id: number;
@@ -18,24 +20,38 @@ const COLUMNS = ['id', 'organisation_id', 'project_id', 'name', 'role', 'created
 /** What authenticating a request needs of its token. */
 export type LiveToken = Pick<ApiTokenRow, 'id' | 'organisation_id' | 'project_id' | 'role'>;
 
+type TokenAndProject = LiveToken & { [C in (typeof PROJECT_COLUMNS)[number] as `p_${C}`]: ProjectRow[C] | null };
+
 /**
  * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
  * for a project token, its project not deleted (CONTRACT.md section 10: undelete brings it back).
- * Every API-token request runs it: a prepared statement (db/knex.ts hotQuery).
+ * With `projectId` (the project a request names), in the same round trip, that project if the
+ * token reaches it (tenancy/visible.ts), else null. Every API-token request runs it: a prepared
+ * statement (db/knex.ts hotQuery).
  */
-export async function findLiveTokenByHash(db: Executor, hash: Buffer): Promise<LiveToken | undefined> {
-  const rows = await hotQuery<LiveToken>(
+export async function findLiveTokenByHash(
+  db: Executor,
+  hash: Buffer,
+  projectId: number | null = null,
+): Promise<{ token: LiveToken; project: ProjectRow | null } | undefined> {
+  const rows = await hotQuery<TokenAndProject>(
     db,
     'custody_live_token',
-    `SELECT t.id, t.organisation_id, t.project_id, t.role
+    `SELECT t.id, t.organisation_id, t.project_id, t.role, ${PROJECT_COLUMNS.map((c) => `np.${c} AS p_${c}`).join(', ')}
        FROM api_tokens t
        JOIN organisations o ON o.id = t.organisation_id
        LEFT JOIN projects p ON p.id = t.project_id
+       LEFT JOIN (projects np JOIN organisations npo ON npo.id = np.organisation_id)
+              ON np.id = $2::bigint AND ${projectReachedBy('t.organisation_id', 't.project_id', 'np', 'npo')}
       WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND o.deleted_at IS NULL
         AND (t.project_id IS NULL OR p.deleted_at IS NULL)`,
-    [hash],
+    [hash, projectId],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row) return undefined;
+  const token: LiveToken = { id: row.id, organisation_id: row.organisation_id, project_id: row.project_id, role: row.role };
+  if (row.p_id === null) return { token, project: null };
+  return { token, project: Object.fromEntries(PROJECT_COLUMNS.map((c) => [c, row[`p_${c}`]])) as unknown as ProjectRow };
 }
 
 export async function insertToken(

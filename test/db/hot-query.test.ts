@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import { createDb, hotQuery, type Knex } from '../../src/db/knex.js';
 import { hashSecret } from '../../src/crypto/secrets.js';
 import { findProjectAndWallet } from '../../src/tenancy/project-key.js';
-import { findLiveTokenByHash } from '../../src/tokens/repository.js';
+import { findLiveTokenByHash, type LiveToken } from '../../src/tokens/repository.js';
+import type { ProjectRow } from '../../src/projects/repository.js';
 import { findVisibleProject, visibleProjects } from '../../src/tenancy/visible.js';
 import { findProjectWallet } from '../../src/wallets/repository.js';
 import type { Principal } from '../../src/auth/principal.js';
@@ -61,32 +62,40 @@ describe('hot-path queries (db/knex.ts hotQuery)', () => {
       return viaPool;
     };
 
-    const token = await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)));
-    expect(token).to.deep.equal({ id: t.tokens.projectAdmin.id, organisation_id: t.org.id, project_id: t.project.id, role: 'admin' });
-    expect(await three((db) => findLiveTokenByHash(db, hashSecret('no such token')))).to.equal(undefined);
+    const principalOf = (tok: LiveToken): Principal =>
+      tok.project_id === null
+        ? { scope: 'organisation', role: tok.role, tokenId: tok.id, organisationId: tok.organisation_id }
+        : { scope: 'project', role: tok.role, tokenId: tok.id, organisationId: tok.organisation_id, projectId: tok.project_id };
+    const found = await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)));
+    expect(found).to.deep.equal({
+      token: { id: t.tokens.projectAdmin.id, organisation_id: t.org.id, project_id: t.project.id, role: 'admin' },
+      project: null,
+    });
+    expect(await three((db) => findLiveTokenByHash(db, hashSecret('no such token'), t.project.id))).to.equal(undefined);
 
-    const principals: Principal[] = [
-      { scope: 'operator', role: 'admin' },
-      { scope: 'organisation', role: 'admin', tokenId: 1, organisationId: t.org.id },
-      { scope: 'organisation', role: 'admin', tokenId: 1, organisationId: other.org.id },
-      { scope: 'project', role: 'admin', tokenId: 1, organisationId: t.org.id, projectId: t.project.id },
-      { scope: 'project', role: 'admin', tokenId: 1, organisationId: other.org.id, projectId: other.project.id },
-    ];
+    // Who reaches t's project, read alone, read with the token, and listed: the operator, t's
+    // organisation token and t's project token; not the other tenant's.
+    const operator: Principal = { scope: 'operator', role: 'admin' };
+    const tokens = [t.tokens.orgAdmin, other.tokens.orgAdmin, t.tokens.projectAdmin, other.tokens.projectAdmin];
     const reached = async () => {
-      const found: boolean[] = [];
-      for (const p of principals) {
+      const reaches = async (p: Principal, withToken?: ProjectRow | null) => {
         const hot = await three((db) => findVisibleProject(db, p, t.project.id));
         const listed = (await visibleProjects(app.db, p).where('p.id', t.project.id)) as unknown[];
-        expect(hot === undefined ? [] : [hot], `${p.scope}`).to.deep.equal(listed);
-        found.push(hot !== undefined);
+        expect(hot === undefined ? [] : [hot], p.scope).to.deep.equal(listed);
+        if (withToken !== undefined) expect(withToken ?? undefined, p.scope).to.deep.equal(hot);
+        return hot !== undefined;
+      };
+      const found = [await reaches(operator)];
+      for (const tok of tokens) {
+        const live = await three((db) => findLiveTokenByHash(db, hashSecret(tok.token), t.project.id));
+        found.push(live ? await reaches(principalOf(live.token), live.project) : false);
       }
       return found;
     };
     expect(await reached()).to.deep.equal([true, true, false, true, false]);
-    // A soft-deleted organisation's project is reached by no one, on either path.
+    // A soft-deleted organisation's project is reached by no one (its tokens are not live), on every path.
     expect((await app.client.delete(`/api/v1/organisations/${t.org.id}`)).status).to.equal(204);
     expect(await reached()).to.deep.equal([false, false, false, false, false]);
-    expect(await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)))).to.equal(undefined);
     expect((await app.client.post(`/api/v1/organisations/${t.org.id}/undelete`)).status).to.equal(200);
     expect(await reached()).to.deep.equal([true, true, false, true, false]);
 
