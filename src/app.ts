@@ -32,6 +32,7 @@ import { walletEndpoints } from './wallets/routes.js';
 import { rpcEndpoints } from './wallets/rpc-routes.js';
 import { PolicyLimits } from './policies/limits.js';
 import { DecisionLog } from './wallets/decisions.js';
+import { ActivatedWallets } from './wallets/activated.js';
 import { policyOwnerEndpoints } from './policies/owner-routes.js';
 import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
@@ -138,6 +139,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     // Counted once the project key is known, before the JWT is verified (0: not limited).
     ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     authFailures,
+    activated: new ActivatedWallets(),
   };
   // The policies' rolling-window limits, counted here on PostgreSQL (SIGNING.md).
   const policyLimits = new PolicyLimits(deps.signer, deps.now ?? systemClock);

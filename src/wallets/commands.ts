@@ -18,17 +18,8 @@ import type { SignerClient } from '../signer/client.js';
 import type { ProjectKeyCache } from '../tenancy/key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
 import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
-import {
-  activateWallet,
-  claimWallet,
-  findProjectWallet,
-  findWallet,
-  findWalletForSignin,
-  findWalletOf,
-  listWallets,
-  type SigninWallet,
-  type WalletRow,
-} from './repository.js';
+import type { ActivatedWallets, ActiveWallet } from './activated.js';
+import { activateWallet, claimWallet, findWallet, findWalletForSignin, findWalletOf, listWallets, type SigninWallet, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
@@ -43,6 +34,8 @@ export interface WalletDeps {
   authFailures?: AuthFailureGuard;
   /** The time of the events a wallet's creation records. */
   now: Clock;
+  /** Activated wallets this process has read (activated.ts). */
+  activated: ActivatedWallets;
 }
 
 export interface WalletCaller {
@@ -213,10 +206,11 @@ export async function listProjectWallets(
   return listWallets(db, scope.projectId, filter, page);
 }
 
-export async function getProjectWallet(db: Executor, scope: ProjectScope, walletId: number): Promise<WalletRow & { address: string }> {
-  const wallet = await findProjectWallet(db, scope.projectId, walletId);
-  if (!wallet || wallet.address === null) throw new NotFoundError('No such wallet.');
-  return { ...wallet, address: wallet.address };
+/** An activated wallet of the scope's project (404 otherwise), from the process's kept rows when it has it (activated.ts). */
+export async function getProjectWallet(deps: Pick<WalletDeps, 'activated'>, db: Executor, scope: ProjectScope, walletId: number): Promise<ActiveWallet> {
+  const wallet = await deps.activated.find(db, scope.projectId, walletId);
+  if (!wallet) throw new NotFoundError('No such wallet.');
+  return wallet;
 }
 
 /** The signing user's own wallet (SIGNING.md): 404 `wallet_not_found` until it has one. */

@@ -145,7 +145,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
         },
       },
       async (ctx, { scope, params }) => {
-        ctx.body = presentWallet(await getProjectWallet(ctx.state.db, scope, Number(params.walletId)));
+        ctx.body = presentWallet(await getProjectWallet(deps.wallets, ctx.state.db, scope, Number(params.walletId)));
       },
     ),
   ];

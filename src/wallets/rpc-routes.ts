@@ -101,7 +101,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
         },
       },
       async (ctx, { scope, params, body }) => {
-        const wallet = await getProjectWallet(ctx.state.db, scope, Number(params.walletId));
+        const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
         const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
         ctx.body = await signWithWallet(wallets, wallet, scope.organisationId, body, who);
       },
