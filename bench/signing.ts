@@ -159,51 +159,61 @@ type MethodResult = Measured & {
   rounds: Round[];
 };
 
+const METHODS: Method[] = ['personal_sign', 'eth_signTransaction'];
+
 /**
- * ROUNDS times: the ceiling for a slice (the service idle), then PER_ROUND signatures through the
- * service at concurrency 32 (the bench process idle but for its client); each totalled over its
- * slices, the ratio theirs.
+ * Both methods warmed up first (WARM_UP signatures each: whichever method went first was 15%
+ * slower after its own warm-up alone, in both orders), then ROUNDS times, method after method:
+ * the ceiling for a slice (the service idle), then PER_ROUND signatures through the service at
+ * concurrency 32 (the bench process idle but for its client). Each method's slices totalled, the
+ * ratio theirs.
  */
 async function saturate(
   service: Service,
   load: LoadClient,
-  method: Method,
   ceiling: (method: Method) => Promise<{ ops: number; seconds: number }>,
   goal: number,
-) {
+): Promise<Record<Method, MethodResult>> {
   let next = 0;
-  const sign = async () => {
+  const signer = (method: Method) => async () => {
     const i = next++;
     const reply = await load.post(service.paths[i % service.paths.length] ?? '', bodyOf(method, i), service.signerTokens[i % TOKENS] ?? '');
     if (reply.status !== 200) throw new Error(`${method}: ${reply.status} ${reply.text.slice(0, 300)}`);
   };
-  await closedLoop(WARM_UP, CONCURRENCY, sign);
-  await ceiling(method);
-  const slices = new Slices();
-  const rounds: Round[] = [];
-  let topOps = 0;
-  let topSeconds = 0;
+  for (const method of METHODS) await closedLoop(WARM_UP, CONCURRENCY, signer(method));
+  for (const method of METHODS) await ceiling(method);
+  const state = new Map(METHODS.map((m) => [m, { slices: new Slices(), rounds: [] as Round[], topOps: 0, topSeconds: 0 }]));
   for (let r = 0; r < ROUNDS; r++) {
-    const top = await ceiling(method);
-    const run = await withCpu(service.pid, () => closedLoop(PER_ROUND, CONCURRENCY, sign, slices.latencies));
-    slices.add(run);
-    topOps += top.ops;
-    topSeconds += top.seconds;
-    const round = { ceiling: top.ops / top.seconds, perSecond: run.perSecond, ratio: run.perSecond / (top.ops / top.seconds) };
-    rounds.push(round);
-    console.log(`  ${method} round ${r + 1}: ceiling ${round.ceiling.toFixed(0)}/s, service ${round.perSecond.toFixed(0)}/s, ratio ${round.ratio.toFixed(2)}`);
+    for (const method of METHODS) {
+      const s = state.get(method);
+      if (!s) throw new Error(`no state for ${method}`);
+      const top = await ceiling(method);
+      const run = await withCpu(service.pid, () => closedLoop(PER_ROUND, CONCURRENCY, signer(method), s.slices.latencies));
+      s.slices.add(run);
+      s.topOps += top.ops;
+      s.topSeconds += top.seconds;
+      const round = { ceiling: top.ops / top.seconds, perSecond: run.perSecond, ratio: run.perSecond / (top.ops / top.seconds) };
+      s.rounds.push(round);
+      console.log(
+        `  ${method} round ${r + 1}: ceiling ${round.ceiling.toFixed(0)}/s, service ${round.perSecond.toFixed(0)}/s, ratio ${round.ratio.toFixed(2)}`,
+      );
+    }
   }
-  const total = slices.run();
-  const top = topOps / topSeconds;
-  const result: MethodResult = { ...total, ceiling: top, ratio: total.perSecond / top, goal, rounds };
-  console.log(
-    `${method} @${CONCURRENCY}: ${result.perSecond.toFixed(0)}/s (p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms); ceiling ${top.toFixed(0)}/s; ratio ${result.ratio.toFixed(2)} (goal >= ${goal})`,
-  );
-  const ms = (v: number | undefined) => (v === undefined ? '?' : v.toFixed(2));
-  console.log(
-    `  CPU ms per signature: API ${ms(result.cpuMsPerOp)}, signer ${ms(result.childCpuMsPerOp)}, PostgreSQL ${ms(result.postgresCpuMsPerOp)}, load client ${ms(result.clientCpuMsPerOp)}, machine ${ms(result.machineCpuMsPerOp)} (idle ${((result.idleShare ?? 0) * 100).toFixed(0)}%); the bare loop ${(1000 / top).toFixed(2)}`,
-  );
-  return result;
+  const results = {} as Record<Method, MethodResult>;
+  for (const [method, s] of state) {
+    const total = s.slices.run();
+    const top = s.topOps / s.topSeconds;
+    const result: MethodResult = { ...total, ceiling: top, ratio: total.perSecond / top, goal, rounds: s.rounds };
+    console.log(
+      `${method} @${CONCURRENCY}: ${result.perSecond.toFixed(0)}/s (p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms); ceiling ${top.toFixed(0)}/s; ratio ${result.ratio.toFixed(2)} (goal >= ${goal})`,
+    );
+    const ms = (v: number | undefined) => (v === undefined ? '?' : v.toFixed(2));
+    console.log(
+      `  CPU ms per signature: API ${ms(result.cpuMsPerOp)}, signer ${ms(result.childCpuMsPerOp)}, PostgreSQL ${ms(result.postgresCpuMsPerOp)}, load client ${ms(result.clientCpuMsPerOp)}, machine ${ms(result.machineCpuMsPerOp)} (idle ${((result.idleShare ?? 0) * 100).toFixed(0)}%); the bare loop ${(1000 / top).toFixed(2)}`,
+    );
+    results[method] = result;
+  }
+  return results;
 }
 
 async function atRate(service: Service, load: LoadClient, method: Method) {
@@ -222,11 +232,7 @@ try {
   const load = new LoadClient(local.url);
   try {
     const bare = (method: Method) => Promise.resolve(bareLocal(method, CEILING_SECONDS));
-    results['local'] = {
-      personal_sign: await saturate(local, load, 'personal_sign', bare, 0.5),
-      eth_signTransaction: await saturate(local, load, 'eth_signTransaction', bare, 0.5),
-      atRate: await atRate(local, load, 'personal_sign'),
-    };
+    results['local'] = { ...(await saturate(local, load, bare, 0.5)), atRate: await atRate(local, load, 'personal_sign') };
   } finally {
     load.close();
     await local.stop();
@@ -261,8 +267,7 @@ try {
           };
           results['vault'] = {
             bin: dev.bin,
-            personal_sign: await saturate(vaultService, vaultLoad, 'personal_sign', bare, 0.6),
-            eth_signTransaction: await saturate(vaultService, vaultLoad, 'eth_signTransaction', bare, 0.6),
+            ...(await saturate(vaultService, vaultLoad, bare, 0.6)),
             atRate: await atRate(vaultService, vaultLoad, 'personal_sign'),
           };
         } finally {
