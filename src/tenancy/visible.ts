@@ -45,27 +45,6 @@ export const PROJECT_COLUMNS = [
   'deleted_at',
 ] as const satisfies ReadonlyArray<keyof ProjectRow>;
 
-const PROJECT_TIMES = new Set<string>(['wallet_webhook_secret_prev_expires_at', 'created_at', 'updated_at', 'deleted_at'] satisfies Array<keyof ProjectRow>);
-
-/**
- * A project row of alias `p` as one JSON array in PROJECT_COLUMNS' order, times as epoch
- * milliseconds: node-postgres decodes a row description and a value per column on every
- * execution, and one JSON column costs it a fraction of thirteen typed ones (as sign-in's look-up,
- * bench/README.md).
- */
-export const projectTuple = (p: string): string =>
-  `json_build_array(${PROJECT_COLUMNS.map((c) => (PROJECT_TIMES.has(c) ? `floor(extract(epoch FROM ${p}.${c}) * 1000)::bigint` : `${p}.${c}`)).join(', ')})`;
-
-/** The row a projectTuple encodes. */
-export function projectFromTuple(tuple: unknown[]): ProjectRow {
-  const row: Record<string, unknown> = {};
-  PROJECT_COLUMNS.forEach((c, i) => {
-    const v = tuple[i] ?? null;
-    row[c] = PROJECT_TIMES.has(c) && v !== null ? new Date(Number(v)) : v;
-  });
-  return row as unknown as ProjectRow;
-}
-
 /**
  * visibleProjects' rule as SQL, for the prepared statements of the hot path: the project `p` of
  * organisation `o` is live and reached by a caller of organisation `organisation` (NULL: the
@@ -76,14 +55,13 @@ export const projectReachedBy = (organisation: string, project: string, p = 'p',
 
 /** One project by that rule, as the prepared statement a project-scoped request runs unless its authentication read it already. */
 export async function findVisibleProject(db: Executor, p: Principal, id: number): Promise<ProjectRow | undefined> {
-  const rows = await hotQuery<{ project: unknown[] }>(
+  const rows = await hotQuery<ProjectRow>(
     db,
     'custody_visible_project',
-    `SELECT ${projectTuple('p')} AS project
+    `SELECT ${PROJECT_COLUMNS.map((c) => `p.${c}`).join(', ')}
        FROM projects p JOIN organisations o ON o.id = p.organisation_id
       WHERE p.id = $1 AND ${projectReachedBy('$2::bigint', '$3::bigint')}`,
     [id, p.scope === 'operator' ? null : p.organisationId, p.scope === 'project' ? p.projectId : null],
   );
-  const row = rows[0];
-  return row ? projectFromTuple(row.project) : undefined;
+  return rows[0];
 }

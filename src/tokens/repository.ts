@@ -2,7 +2,7 @@ import { hotQuery, type Executor } from '../db/knex.js';
 import type { TokenRole } from '../auth/principal.js';
 import type { Page } from '../http/pagination.js';
 import type { ProjectRow } from '../projects/repository.js';
-import { projectFromTuple, projectReachedBy, projectTuple } from '../tenancy/visible.js';
+import { PROJECT_COLUMNS, projectReachedBy } from '../tenancy/visible.js';
 
 export interface ApiTokenRow {
   id: number;
@@ -20,6 +20,8 @@ const COLUMNS = ['id', 'organisation_id', 'project_id', 'name', 'role', 'created
 /** What authenticating a request needs of its token. */
 export type LiveToken = Pick<ApiTokenRow, 'id' | 'organisation_id' | 'project_id' | 'role'>;
 
+type TokenAndProject = LiveToken & { [C in (typeof PROJECT_COLUMNS)[number] as `p_${C}`]: ProjectRow[C] | null };
+
 /**
  * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
  * for a project token, its project not deleted (CONTRACT.md section 10: undelete brings it back).
@@ -32,10 +34,10 @@ export async function findLiveTokenByHash(
   hash: Buffer,
   projectId: number | null = null,
 ): Promise<{ token: LiveToken; project: ProjectRow | null } | undefined> {
-  const rows = await hotQuery<LiveToken & { project: unknown[] | null }>(
+  const rows = await hotQuery<TokenAndProject>(
     db,
     'custody_live_token',
-    `SELECT t.id, t.organisation_id, t.project_id, t.role, CASE WHEN np.id IS NOT NULL THEN ${projectTuple('np')} END AS project
+    `SELECT t.id, t.organisation_id, t.project_id, t.role, ${PROJECT_COLUMNS.map((c) => `np.${c} AS p_${c}`).join(', ')}
        FROM api_tokens t
        JOIN organisations o ON o.id = t.organisation_id
        LEFT JOIN projects p ON p.id = t.project_id
@@ -48,7 +50,8 @@ export async function findLiveTokenByHash(
   const row = rows[0];
   if (!row) return undefined;
   const token: LiveToken = { id: row.id, organisation_id: row.organisation_id, project_id: row.project_id, role: row.role };
-  return { token, project: row.project === null ? null : projectFromTuple(row.project) };
+  if (row.p_id === null) return { token, project: null };
+  return { token, project: Object.fromEntries(PROJECT_COLUMNS.map((c) => [c, row[`p_${c}`]])) as unknown as ProjectRow };
 }
 
 export async function insertToken(
