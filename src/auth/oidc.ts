@@ -6,6 +6,7 @@ import type { EgressPolicy } from '../net/egress.js';
 import { OutboundError, outboundRequest } from '../net/outbound.js';
 import { safeText } from '../text/safe.js';
 import type { WarnOncePer } from '../logging/once.js';
+import { setRecent } from '../recent.js';
 
 /**
  * `email_verified` as providers send it (CONTRACT.md section 4): only `true` and the string
@@ -321,13 +322,7 @@ export class OidcVerifier {
       this.#loading.set(issuer, loading);
     }
     const fresh = await loading;
-    this.#cache.delete(issuer);
-    this.#cache.set(issuer, fresh);
-    while (this.#cache.size > this.options.maxIssuers) {
-      const oldest = this.#cache.keys().next().value;
-      if (oldest === undefined) break;
-      this.#cache.delete(oldest);
-    }
+    setRecent(this.#cache, issuer, fresh, this.options.maxIssuers);
     return fresh;
   }
 

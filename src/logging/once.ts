@@ -1,5 +1,6 @@
 import { systemClock } from '../clock.js';
 import type { Logger } from '../logger.js';
+import { setRecent } from '../recent.js';
 
 /**
  * Warnings an operator needs (an identity provider that fails, a receiver that fails) without a
@@ -24,12 +25,7 @@ export class WarnOncePer {
       seen.held++;
       return;
     }
-    this.#last.delete(key);
-    this.#last.set(key, { at: now, held: 0 });
-    if (this.#last.size > this.maxKeys) {
-      const oldest = this.#last.keys().next().value;
-      if (oldest !== undefined) this.#last.delete(oldest);
-    }
+    setRecent(this.#last, key, { at: now, held: 0 }, this.maxKeys);
     this.log.warn({ ...fields, ...(seen && seen.held > 0 ? { heldBack: seen.held } : {}) }, message);
   }
 }

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import { ListenConnection } from '../db/listen.js';
 import type { Logger } from '../logger.js';
 import type { CallerProject } from './project-key.js';
+import { setRecent } from '../recent.js';
 
 /** The longest wait between two attempts to listen. */
 const MAX_RETRY_MS = 30_000;
@@ -135,12 +136,7 @@ export class ProjectKeyCache {
 
   set(keyId: string, project: CallerProject, keyExpiresAt: number | null, generation: number): void {
     if (!this.#listening || generation !== this.#generation) return;
-    this.#entries.delete(keyId);
-    this.#entries.set(keyId, { project: Object.freeze(project), keyExpiresAt, cachedAt: this.#now() });
-    if (this.#entries.size > this.options.maxEntries) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
-    }
+    setRecent(this.#entries, keyId, { project: Object.freeze(project), keyExpiresAt, cachedAt: this.#now() }, this.options.maxEntries);
   }
 
   /** Organisations, projects or keys changed: every entry goes, and look-ups in flight do not come back in. */

@@ -1,5 +1,6 @@
 import type { Executor } from '../db/knex.js';
 import { findProjectWallet, type WalletRow } from './repository.js';
+import { setRecent } from '../recent.js';
 
 /** An activated wallet: its key and address exist. */
 export type ActiveWallet = WalletRow & { address: string };
@@ -20,15 +21,13 @@ export class ActivatedWallets {
   async find(db: Executor, projectId: number, walletId: number): Promise<ActiveWallet | undefined> {
     const kept = this.#rows.get(walletId);
     if (kept) {
-      this.#rows.delete(walletId);
-      this.#rows.set(walletId, kept);
+      setRecent(this.#rows, walletId, kept, this.max);
       return kept.project_id === projectId ? kept : undefined;
     }
     const row = await findProjectWallet(db, projectId, walletId);
     if (!row || row.address === null) return undefined;
     const active = { ...row, address: row.address };
-    this.#rows.set(walletId, active);
-    if (this.#rows.size > this.max) this.#rows.delete(this.#rows.keys().next().value as number);
+    setRecent(this.#rows, walletId, active, this.max);
     return active;
   }
 
