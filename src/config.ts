@@ -2,9 +2,40 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseCidrs } from './net/egress.js';
 
-/** Process roles of section 12. Roles that are not built yet are refused by main.ts. */
+/** Process roles of section 12. */
 export const ROLES = ['all', 'api', 'worker', 'keyvault', 'migrate'] as const;
 export type Role = (typeof ROLES)[number];
+
+/**
+ * What each role uses, and so all it is asked for: the one place that decides which settings a
+ * role requires. `database`: `url` needs DATABASE_URL, `embedded` starts its own PostgreSQL without
+ * one (development only); `signer`: `child` starts its own, `remote` needs KEYVAULT_URL and
+ * KEYVAULT_TOKEN. The signer (ROLE=keyvault) is its own program with its own configuration
+ * (keyvault/config.ts): nothing here is asked of it, and main.ts never reads this one for it.
+ */
+export interface RoleNeeds {
+  readonly database: 'url' | 'embedded' | 'none';
+  /** Serves the API: the audience of users' JWTs and the operator token. */
+  readonly api: boolean;
+  /** Opens sealed values (webhook secrets, stored answers): DATA_ENCRYPTION_KEY. */
+  readonly dataKey: boolean;
+  readonly signer: 'child' | 'remote' | 'none';
+}
+export const ROLE_NEEDS: Readonly<Record<Role, RoleNeeds>> = {
+  all: { database: 'embedded', api: true, dataKey: true, signer: 'child' },
+  api: { database: 'url', api: true, dataKey: true, signer: 'remote' },
+  worker: { database: 'url', api: false, dataKey: true, signer: 'remote' },
+  migrate: { database: 'embedded', api: false, dataKey: false, signer: 'none' },
+  keyvault: { database: 'none', api: false, dataKey: false, signer: 'none' },
+};
+
+/** ROLE as main.ts dispatches on it, before any role's configuration is read. */
+export function roleOf(env: Readonly<Record<string, string | undefined>> = process.env): Role {
+  const v = env['ROLE'];
+  if (v === undefined || v === '') return 'all';
+  if ((ROLES as readonly string[]).includes(v)) return v as Role;
+  throw new ConfigError([`ROLE must be one of ${ROLES.join(', ')} (got "${v}")`]);
+}
 export const APP_ENVS = ['testnet', 'production'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -159,6 +190,7 @@ export function loadConfig(env: Env = process.env): Config {
   };
 
   const role = oneOf('ROLE', ROLES, 'all');
+  if (role === 'keyvault') problems.push("ROLE=keyvault reads the signer's own configuration (keyvault/config.ts), not this one");
   const appEnv = oneOf('APP_ENV', APP_ENVS, 'testnet');
   const production = appEnv === 'production';
   // 0: any free port (tests running several workers on one host).
@@ -166,31 +198,28 @@ export function loadConfig(env: Env = process.env): Config {
   const embeddedPgPort = int('EMBEDDED_PG_PORT', 54329, 1024, 65535);
   if (embeddedPgPort === 5432) problems.push('EMBEDDED_PG_PORT must not be 5432, which a system PostgreSQL may hold');
 
-  const databaseUrl = secret('DATABASE_URL');
+  const needs = ROLE_NEEDS[role];
+  const databaseUrl = needs.database === 'none' ? undefined : secret('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
-  if (databaseUrl === undefined && (role === 'api' || role === 'worker')) {
+  if (databaseUrl === undefined && needs.database === 'url') {
     problems.push(`DATABASE_URL is required for ROLE=${role} (the embedded PostgreSQL is only for ROLE=all and ROLE=migrate)`);
-  }
-  if (databaseUrl === undefined && production) {
+  } else if (databaseUrl === undefined && needs.database === 'embedded' && production) {
     problems.push('DATABASE_URL is required when APP_ENV=production (the embedded PostgreSQL is for development)');
   }
 
-  // Each role is asked only for what it uses: migrations need the database alone, the worker no
-  // operator token or audience.
-  const servesApi = role === 'all' || role === 'api';
-  const usesSecrets = servesApi || role === 'worker';
+  const servesApi = needs.api;
   const serviceAudience = plain('SERVICE_AUDIENCE') ?? (production ? '' : 'urn:custody:testnet');
   if (serviceAudience === '' && servesApi) problems.push('SERVICE_AUDIENCE is required when APP_ENV=production');
 
-  const operatorToken = secret('OPERATOR_TOKEN');
+  const operatorToken = servesApi ? secret('OPERATOR_TOKEN') : undefined;
   if (operatorToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(operatorToken)) {
     problems.push('OPERATOR_TOKEN must be 32 to 256 printable ASCII characters without spaces');
   }
   if (operatorToken === undefined && production && servesApi) problems.push('OPERATOR_TOKEN is required when APP_ENV=production');
 
-  const dekText = secret('DATA_ENCRYPTION_KEY');
+  const dekText = needs.dataKey ? secret('DATA_ENCRYPTION_KEY') : undefined;
   let dataEncryptionKey: Buffer | undefined;
   if (dekText !== undefined) {
     // 32 bytes are exactly 43 base64 characters and one '=' of padding.
@@ -199,7 +228,7 @@ export function loadConfig(env: Env = process.env): Config {
     } else {
       dataEncryptionKey = Buffer.from(dekText, 'base64');
     }
-  } else if (production && usesSecrets) {
+  } else if (production && needs.dataKey) {
     problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
   }
 
@@ -209,11 +238,11 @@ export function loadConfig(env: Env = process.env): Config {
   } else if (keyvaultUrl?.startsWith('http://') && !/^http:\/\/(127\.\d+\.\d+\.\d+|\[::1\]|localhost)(:\d+)?(\/|$)/i.test(keyvaultUrl)) {
     problems.push('KEYVAULT_URL to another host must be https:// (plain HTTP only on a Unix socket or loopback): see KEYVAULT_CA_FILE');
   }
-  const keyvaultToken = secret('KEYVAULT_TOKEN');
+  const keyvaultToken = needs.signer === 'remote' ? secret('KEYVAULT_TOKEN') : undefined;
   if (keyvaultToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(keyvaultToken)) {
     problems.push('KEYVAULT_TOKEN must be 32 to 256 printable ASCII characters');
   }
-  if ((role === 'api' || role === 'worker') && (keyvaultUrl === undefined || keyvaultToken === undefined)) {
+  if (needs.signer === 'remote' && (keyvaultUrl === undefined || keyvaultToken === undefined)) {
     problems.push(`KEYVAULT_URL and KEYVAULT_TOKEN are required for ROLE=${role} (ROLE=all starts its own signer)`);
   }
 

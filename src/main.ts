@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import { assembleApi, assembleBackground, type BackgroundParts } from './assembly.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, roleOf, type Config } from './config.js';
 import { hashSecret, newSecret } from './crypto/secrets.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { createDb } from './db/knex.js';
@@ -227,6 +227,12 @@ function onShutdown(log: Logger, drain: () => Promise<void>): void {
 async function main(): Promise<void> {
   let config: Config;
   try {
+    // The signer is its own program with its own configuration: nothing of the API's is read for it.
+    if (roleOf() === 'keyvault') {
+      const { runSigner } = await import('../keyvault/main.js');
+      await runSigner();
+      return;
+    }
     config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
@@ -244,12 +250,8 @@ async function main(): Promise<void> {
     case 'all':
       await runApi(config, log);
       return;
-    case 'keyvault': {
-      // The signer is its own program with its own configuration; this entry point only selects it.
-      const { runSigner } = await import('../keyvault/main.js');
-      await runSigner();
-      return;
-    }
+    case 'keyvault':
+      throw new Error('unreachable: ROLE=keyvault is dispatched before the API configuration is read');
     case 'worker':
       await runWorker(config, log);
       return;

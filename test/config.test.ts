@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, ROLE_NEEDS, ROLES, roleOf, type RoleNeeds } from '../src/config.js';
 
 const problemsOf = (env: Record<string, string>): string[] => {
   try {
@@ -54,6 +54,46 @@ describe('config (section 12)', () => {
     expect(worker[0]).to.include('DATA_ENCRYPTION_KEY');
     const api = problemsOf({ ...db, ROLE: 'api', KEYVAULT_URL: 'https://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) }).join('\n');
     for (const name of ['SERVICE_AUDIENCE', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY']) expect(api).to.include(name);
+  });
+
+  it('asks each role in production for exactly what ROLE_NEEDS says it uses, and reads nothing else', () => {
+    /** The settings a role's needs call for, in production. */
+    const required = (needs: RoleNeeds): Record<string, string> => ({
+      ...(needs.database !== 'none' ? { DATABASE_URL: 'postgres://db/custody' } : {}),
+      ...(needs.api ? { SERVICE_AUDIENCE: 'urn:custody', OPERATOR_TOKEN: 'o'.repeat(40) } : {}),
+      ...(needs.dataKey ? { DATA_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64') } : {}),
+      ...(needs.signer === 'remote' ? { KEYVAULT_URL: 'https://signer:8300', KEYVAULT_TOKEN: 'k'.repeat(40) } : {}),
+    });
+    // Files nobody can read: a role that reads a setting it does not use reports it.
+    const unreadable = (name: string) => ({ [`${name}_FILE`]: '/nonexistent/custody-config-test' });
+    const secretNames = ['DATABASE_URL', 'OPERATOR_TOKEN', 'DATA_ENCRYPTION_KEY', 'KEYVAULT_TOKEN'];
+    for (const role of ROLES.filter((r) => r !== 'keyvault')) {
+      const needs = ROLE_NEEDS[role];
+      const env = { APP_ENV: 'production', ROLE: role, ...required(needs) };
+      expect(problemsOf(env), role).to.deep.equal([]);
+      for (const name of Object.keys(required(needs))) {
+        const without: Record<string, string> = { ...env };
+        delete without[name];
+        const problems = problemsOf(without);
+        expect(problems, `${role} without ${name}`).to.have.length(1);
+        expect(problems[0], `${role} without ${name}`).to.include(name);
+      }
+      for (const name of secretNames.filter((n) => !(n in env))) {
+        expect(problemsOf({ ...env, ...unreadable(name) }), `${role} reads ${name}_FILE`).to.deep.equal([]);
+      }
+    }
+    // Every problem of a role at once, in one message.
+    const none = problemsOf({ APP_ENV: 'production', ROLE: 'api' });
+    for (const name of Object.keys(required(ROLE_NEEDS.api))) expect(none.join('\n'), name).to.include(name);
+  });
+
+  it("leaves ROLE=keyvault to the signer's own configuration", () => {
+    expect(ROLE_NEEDS.keyvault).to.deep.equal({ database: 'none', api: false, dataKey: false, signer: 'none' });
+    expect(roleOf({ ROLE: 'keyvault' })).to.equal('keyvault');
+    expect(roleOf({})).to.equal('all');
+    expect(() => roleOf({ ROLE: 'signer' })).to.throw(ConfigError, 'ROLE must be one of');
+    // main.ts dispatches before this loader: reading it for the signer is a mistake, said so.
+    expect(problemsOf({ ROLE: 'keyvault', APP_ENV: 'production' })[0]).to.include("signer's own configuration");
   });
 
   it('requires DATABASE_URL for ROLE=api and ROLE=worker', () => {
