@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { imageApp } from './support/image.js';
 import { freePort, scratchDatabase, spawnService, type Service } from './support/process.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -18,7 +19,6 @@ const IMAGE_USER = process.getuid?.() === 0 ? { uid: 10001, gid: 10001 } : {};
  */
 describe('container image layout (Dockerfile)', function () {
   this.timeout(300_000);
-  let layout: string;
   let app: string;
   let writable: string;
   let db: { url: string; drop(): Promise<void> };
@@ -39,8 +39,7 @@ describe('container image layout (Dockerfile)', function () {
   };
 
   before(async () => {
-    app = execFileSync('bash', [path.join(ROOT, 'scripts/image-layout.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-    layout = path.dirname(app);
+    app = imageApp();
     // The only writable place, as the chart's emptyDir volumes are.
     writable = mkdtempSync(path.join(tmpdir(), 'custody-image-tmp-'));
     chmodSync(writable, 0o700);
@@ -52,8 +51,6 @@ describe('container image layout (Dockerfile)', function () {
     for (const svc of running) if (svc.proc.exitCode === null) svc.proc.kill('SIGKILL');
     await Promise.all(running.map((s) => s.exited));
     await db.drop();
-    execFileSync('chmod', ['-R', 'u+w', layout]);
-    rmSync(layout, { recursive: true, force: true });
     rmSync(writable, { recursive: true, force: true });
   });
 

@@ -1,6 +1,7 @@
 import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 import { adminQuery as admin, databaseUrlFor, setTestDatabase, testDb } from './db.js';
+import { removeImageLayout } from './image.js';
 import { checkObservedResponses } from './openapi-check.js';
 import { setSharedSigner, sharedSigner, startSigner } from './signer.js';
 
@@ -24,5 +25,6 @@ export const mochaHooks = {
     await sharedSigner().destroy();
     await testDb().destroy();
     await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    removeImageLayout();
   },
 };

@@ -29,7 +29,8 @@ async function pkcs8Pem(key: X509Keys['privateKey']): Promise<string> {
 /** A certificate authority made at test time; its certificates serve the test IdP. */
 export interface TestCa {
   certPem: string;
-  issue(): Promise<{ certPem: string; keyPem: string }>;
+  /** A server certificate for localhost and 127.0.0.1, and `names` (host names or IPv4 addresses). */
+  issue(names?: string[]): Promise<{ certPem: string; keyPem: string }>;
 }
 
 export async function createCa(name: string): Promise<TestCa> {
@@ -43,7 +44,7 @@ export async function createCa(name: string): Promise<TestCa> {
   });
   return {
     certPem: ca.toString('pem'),
-    async issue() {
+    async issue(names: string[] = []) {
       const leafKeys = (await webcrypto.subtle.generateKey(RSA, true, ['sign', 'verify'])) as unknown as X509Keys;
       const leaf = await X509CertificateGenerator.create({
         subject: 'CN=localhost',
@@ -58,6 +59,7 @@ export async function createCa(name: string): Promise<TestCa> {
           new SubjectAlternativeNameExtension([
             { type: 'dns', value: 'localhost' },
             { type: 'ip', value: '127.0.0.1' },
+            ...names.map((n) => (/^\d+\.\d+\.\d+\.\d+$/.test(n) ? { type: 'ip' as const, value: n } : { type: 'dns' as const, value: n })),
           ]),
         ],
       });

@@ -25,6 +25,11 @@ export function spawnService(
     stdio: ['ignore', 'pipe', 'pipe'],
     ...options,
   });
+  return watchProcess(proc);
+}
+
+/** Collects a child's stdout and stderr and lets a test wait for a line or the exit. */
+export function watchProcess(proc: ChildProcess): Service {
   let out = '';
   const waiters: Array<() => void> = [];
   const onData = (chunk: Buffer) => {
