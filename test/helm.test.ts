@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -110,6 +110,26 @@ describe('Helm chart (helm/custody)', function () {
             .map((m) => m.metadata.name as string)
             .sort(),
         ).to.deep.equal([`${base}-keyvault-client-tls`, `${base}-keyvault-tls`]);
+      });
+
+      it('decodes strictly (no unknown or misspelt field) as every supported Kubernetes version reads it, offline', () => {
+        const dir = toolPath('kube-strict');
+        const res = template(valuesArgs(file));
+        for (const bin of readdirSync(dir).filter((f) => /^kube-strict-1\.\d+$/.test(f))) {
+          const checked = spawnSync(path.join(dir, bin), [], { input: res.stdout, encoding: 'utf8' });
+          expect(checked.status, `${bin}: ${checked.stdout}${checked.stderr}`).to.equal(0);
+        }
+      });
+
+      it('restarts the pods that use the generated signer TLS when it changes (a checksum of exactly the rendered Secrets)', () => {
+        const secrets = Object.fromEntries(byKind(ms, 'Secret').map((s) => [s.metadata.name as string, s.data as Record<string, string>]));
+        const base = (byKind(ms, 'Deployment').find((d) => component(d) === 'api').metadata.name as string).replace(/-api$/, '');
+        const sorted = (o: Record<string, string> | undefined) => Object.fromEntries(Object.entries(o ?? {}).sort(([a], [b]) => a.localeCompare(b)));
+        // Helm's toJson of { client, server }: keys sorted, no spaces.
+        const json = JSON.stringify({ client: sorted(secrets[`${base}-keyvault-client-tls`]), server: sorted(secrets[`${base}-keyvault-tls`]) });
+        const sum = createHash('sha256').update(json).digest('hex');
+        for (const d of byKind(ms, 'Deployment')) expect(d.spec.template.metadata.annotations?.['checksum/signer-tls'], component(d)).to.equal(sum);
+        for (const j of byKind(ms, 'Job')) expect(j.spec.template.metadata.annotations?.['checksum/signer-tls'], 'migrations').to.equal(undefined);
       });
 
       it('deploys the API, the worker and the signer, a pre-install/pre-upgrade migration Job, services and probes', () => {
@@ -467,6 +487,19 @@ describe('Helm chart (helm/custody)', function () {
         env: { ...process.env, RELEASE: release },
       });
       expect(script.stdout.trim(), release).to.equal(account);
+    }
+  });
+
+  it('refuses a misspelt field in what an operator merges in (readOnlyRootFileSystem), with every supported Kubernetes version', () => {
+    const dir = toolPath('kube-strict');
+    const res = template(setArgs('containerSecurityContext.readOnlyRootFileSystem=true'));
+    expect(res.status, res.stderr).to.equal(0);
+    const bins = readdirSync(dir).filter((f) => /^kube-strict-1\.\d+$/.test(f));
+    expect(bins.sort()).to.deep.equal(['kube-strict-1.31', 'kube-strict-1.33', 'kube-strict-1.36']);
+    for (const bin of bins) {
+      const checked = spawnSync(path.join(dir, bin), [], { input: res.stdout, encoding: 'utf8' });
+      expect(checked.status, bin).to.equal(1);
+      expect(checked.stdout, bin).to.include('unknown field').and.include('readOnlyRootFileSystem');
     }
   });
 

@@ -9,6 +9,8 @@ const TOOLS = {
   helm: { env: 'HELM_BIN', script: 'helm.sh' },
   chromium: { env: 'CHROMIUM_BIN', script: 'chromium.sh' },
   'kube-score': { env: 'KUBE_SCORE_BIN', script: 'kube-score.sh' },
+  /** A directory of `kube-strict-<minor>` binaries, one per Kubernetes version the chart supports. */
+  'kube-strict': { env: 'KUBE_STRICT_DIR', script: 'kube-strict.sh' },
 } as const;
 
 export type Tool = keyof typeof TOOLS;

@@ -86,13 +86,46 @@ labels:
   {{- with (merge (deepCopy (default dict .values.podLabels)) (deepCopy .root.Values.podLabels)) }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-{{- with (merge (deepCopy (default dict .values.podAnnotations)) (deepCopy .root.Values.podAnnotations)) }}
+{{- $annotations := merge (deepCopy (default dict .values.podAnnotations)) (deepCopy .root.Values.podAnnotations) -}}
+{{- /* Pods that use the generated signer TLS restart when it changes (it is made anew on every render where Helm cannot look up the cluster). */ -}}
+{{- if and (has .component (list "api" "worker" "keyvault")) (eq .root.Values.signer.tls.source "generate") -}}
+{{- $_ := set $annotations "checksum/signer-tls" (include "custody.signerTlsGenerated" .root | sha256sum) -}}
+{{- end }}
+{{- with $annotations }}
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
+{{/*
+The signer's generated TLS (signer.tls.source generate) as JSON { server, client } of Secret data:
+kept from the cluster when Helm can look the Secrets up, otherwise made here. Made once per render
+and kept in the values map, so the Secrets and the pods' checksum annotation see the same bytes.
+*/}}
+{{- define "custody.signerTlsGenerated" -}}
+{{- if not (hasKey .Values "_custodySignerTlsGenerated") -}}
+{{- $svc := include "custody.name" (dict "root" . "component" "keyvault") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- $server := lookup "v1" "Secret" $ns (include "custody.signerTlsSecret" .) -}}
+{{- $client := lookup "v1" "Secret" $ns (include "custody.signerClientTlsSecret" .) -}}
+{{- $kept := dict -}}
+{{- if and $server $server.data $client $client.data -}}
+{{- $kept = dict "server" $server.data "client" $client.data -}}
+{{- else -}}
+{{- $ca := genCA (printf "%s-ca" $svc) 3650 -}}
+{{- $cert := genSignedCert $svc nil $names 3650 $ca -}}
+{{- $clientCert := genSignedCert (printf "%s-client" (include "custody.fullname" .)) nil nil 3650 $ca -}}
+{{- $kept = dict "server" (dict "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) "client" (dict "tls.crt" ($clientCert.Cert | b64enc) "tls.key" ($clientCert.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) -}}
+{{- end -}}
+{{- $_ := set .Values "_custodySignerTlsGenerated" $kept -}}
+{{- end -}}
+{{- toJson (get .Values "_custodySignerTlsGenerated") -}}
+{{- end -}}
+
 {{- define "custody.podCommon" -}}
+# No Docker-link variables of the namespace's Services: nothing reads them, and a Service's name must never become a setting.
+enableServiceLinks: false
 securityContext:
   {{- include "custody.podSecurityContext" .root | nindent 2 }}
 {{- with .root.Values.imagePullSecrets }}
