@@ -17,7 +17,10 @@
 #   K8S_CA_CERT, TOKEN_REVIEWER_JWT   files, for a Vault outside the cluster
 #   APPROLE_MOUNT: custody-approle   APPROLE_BOUND_CIDRS (required for approle)   SECRET_ID_TTL: 720h
 # Flags: --print-approle prints VAULT_ROLE_ID=… and VAULT_SECRET_ID=… (a fresh secret id) on
-# stdout; --service-account-name prints the ServiceAccount name the role binds, and exits.
+# stdout and revokes every earlier secret id of the role (a rotation leaves one live id);
+# --service-account-name prints the ServiceAccount name the role binds, and exits.
+# A second release in the same Vault: give it its own mounts (TRANSIT_MOUNT, KV_MOUNT, K8S_MOUNT,
+# APPROLE_MOUNT, e.g. custody-<release>-transit) here and the same names in its values.
 set -euo pipefail
 
 AUTH=${AUTH:-kubernetes}
@@ -80,7 +83,7 @@ own_mount() {
   elif [ "$found" = "$type	$MARK" ]; then
     say "$path/ is this release's $type mount already"
   else
-    die "$path/ exists and is not this release's (${found/	/, description: }): refusing to touch it; choose another path"
+    die "$path/ exists and is not this release's (${found/	/, description: }): refusing to touch it; choose another path (for a second release: TRANSIT_MOUNT, KV_MOUNT, K8S_MOUNT, APPROLE_MOUNT of its own, e.g. custody-$RELEASE-${type}, and the same in its values: signer.vault.transitMount, kvMount, kubernetes.mountPath, approle.mountPath)"
   fi
 }
 
@@ -105,6 +108,7 @@ path "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" { capabilities = ["read"] }
 path "$KV_MOUNT/data/$KV_PREFIX/*" { capabilities = ["create", "read"] }
 path "$KV_MOUNT/config" { capabilities = ["read"] }
 path "sys/internal/ui/mounts/$KV_MOUNT" { capabilities = ["read"] }
+$( [ "$AUTH" != kubernetes ] && printf 'path "auth/%s/role/%s/secret-id/lookup" { capabilities = ["update"] }\n' "$APPROLE_MOUNT" "$ROLE" )
 POLICY
 
 # 4. Kubernetes auth on its own mount: the signer's ServiceAccount (the name the chart creates),
@@ -129,8 +133,22 @@ if [ "$AUTH" != kubernetes ]; then
     secret_id_ttl="$SECRET_ID_TTL" secret_id_bound_cidrs="$APPROLE_BOUND_CIDRS" token_bound_cidrs="$APPROLE_BOUND_CIDRS" >&2
   say "AppRole: role $ROLE at auth/$APPROLE_MOUNT (secret ids live $SECRET_ID_TTL, bound to $APPROLE_BOUND_CIDRS)"
   if [ "${1:-}" = "--print-approle" ]; then
+    # A new secret id, then every earlier one revoked: a rotation leaves exactly one live id, and a
+    # leaked old id stops working now rather than when it would have expired.
+    earlier=$(v list -format=json "auth/$APPROLE_MOUNT/role/$ROLE/secret-id" 2>/dev/null | grep -oE '[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}' || true)
+    created=$(v write -f -format=json "auth/$APPROLE_MOUNT/role/$ROLE/secret-id")
+    secret_id=$(printf '%s' "$created" | sed -n 's/.*"secret_id": *"\([^"]*\)".*/\1/p')
+    accessor=$(printf '%s' "$created" | sed -n 's/.*"secret_id_accessor": *"\([^"]*\)".*/\1/p')
+    [ -n "$secret_id" ] && [ -n "$accessor" ] || die "Vault returned no secret id"
+    revoked=0
+    for a in $earlier; do
+      [ "$a" = "$accessor" ] && continue
+      v write "auth/$APPROLE_MOUNT/role/$ROLE/secret-id-accessor/destroy" secret_id_accessor="$a" >/dev/null
+      revoked=$((revoked + 1))
+    done
+    say "AppRole: new secret id (accessor $accessor); $revoked earlier one(s) revoked"
     echo "VAULT_ROLE_ID=$(v read -field=role_id "auth/$APPROLE_MOUNT/role/$ROLE/role-id")"
-    echo "VAULT_SECRET_ID=$(v write -f -field=secret_id "auth/$APPROLE_MOUNT/role/$ROLE/secret-id")"
+    echo "VAULT_SECRET_ID=$secret_id"
   fi
 fi
 say "done: transit $TRANSIT_MOUNT/keys/$TRANSIT_KEY, records in $KV_MOUNT/$KV_PREFIX, policy $POLICY"

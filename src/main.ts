@@ -17,7 +17,7 @@ import { startSignerChild } from './signer/child.js';
 import { SignerClient } from './signer/client.js';
 import { bindSigner } from './signer/bind.js';
 import { readDeploymentId } from './db/deployment.js';
-import { bindOutboxDepth } from './metrics.js';
+import { bindOutboxDepth, bindSignerCredential } from './metrics.js';
 import { outboxDepth } from './outbox/repository.js';
 import { startWorkerHttp } from './worker-http.js';
 
@@ -105,6 +105,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await readDeploymentId(db),
     config.keyvaultTls,
   );
+  bindSignerCredential(async () => (await signer.health()).credentialExpiresAt);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {
@@ -176,6 +177,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     await readDeploymentId(database.db),
     config.keyvaultTls,
   );
+  bindSignerCredential(async () => (await signer.health()).credentialExpiresAt);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {

@@ -67,6 +67,23 @@ export const eventsFannedOut = new Counter({
 
 type DepthReader = () => Promise<Array<{ kind: string; status: string; n: number }>>;
 let depthSource: DepthReader | undefined;
+let credentialSource: (() => Promise<number | null | undefined>) | undefined;
+
+/** What the signer-credential gauge reads at scrape time (the signer's health). */
+export function bindSignerCredential(read: () => Promise<number | null | undefined>): void {
+  credentialSource = read;
+}
+
+new Gauge({
+  name: 'custody_signer_vault_credential_expiry_timestamp_seconds',
+  help: "When the signer's AppRole secret id expires (Unix time), read from Vault at scrape time; absent when it never expires or cannot be read. Alert days before.",
+  registers: [registry],
+  async collect() {
+    this.reset();
+    const at = await credentialSource?.().catch(() => undefined);
+    if (typeof at === 'number') this.set(at);
+  },
+});
 
 /** What the outbox depth gauge reads at scrape time (outbox/repository.ts outboxDepth). */
 export function bindOutboxDepth(read: DepthReader): void {

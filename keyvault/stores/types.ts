@@ -32,6 +32,8 @@ export interface StoreHealth {
   sealed?: boolean;
   standby?: boolean;
   transitKey?: { name: string; latestVersion: number; minDecryptionVersion: number };
+  /** When the Vault credential that cannot renew itself (an AppRole secret id) expires; null: never. */
+  credentialExpiresAt?: string | null;
 }
 
 /** A key-encryption backend plus a write-once record store. */

@@ -170,6 +170,7 @@ export class VaultKeyStore implements KeyStore {
   async health(): Promise<StoreHealth> {
     const h = await this.vault.health();
     const out: StoreHealth = { backend: 'vault', ok: h.initialized && !h.sealed, ...h };
+    if (this.vault.credentialExpiresAt !== undefined) out.credentialExpiresAt = this.vault.credentialExpiresAt;
     if (out.ok) {
       const key = await this.vault.read(`${this.paths.transitMount}/keys/${this.paths.transitKey}`);
       out.transitKey = {

@@ -46,6 +46,20 @@ export function classify(err: unknown): SignerError & { status?: number; vaultSt
 }
 
 /**
+ * An AppRole login refused for the address it came from: Vault sees a node or NAT address for a
+ * Vault outside the cluster, not the pod network, which is the usual cause. Says what to do.
+ */
+function explainCidr(err: unknown): never {
+  if (err instanceof SignerError && /CIDR|source address/i.test(err.message)) {
+    throw new SignerError(
+      'auth_failed',
+      `${err.message}. The AppRole's bound CIDRs (APPROLE_BOUND_CIDRS of scripts/vault-setup.sh) must hold the source address Vault sees for the signer: for a Vault outside the cluster usually a node or NAT address, not the pod network (docs/operations.md, "AppRole and source addresses")`,
+    );
+  }
+  throw err;
+}
+
+/**
  * The one place that talks to Vault: node-vault with a request timeout, bounded retries with
  * backoff for retryable failures, and token renewal (or a fresh login for AppRole and
  * Kubernetes auth) before the token expires.
@@ -77,6 +91,35 @@ export class VaultAdapter {
     return this.#loggingIn;
   }
 
+  /**
+   * When the AppRole secret id the signer logs in with expires (ISO time); null: never; undefined:
+   * not known (the policy lacks the secret-id lookup that scripts/vault-setup.sh grants).
+   */
+  credentialExpiresAt: string | null | undefined;
+
+  /** Reads the expiry of our AppRole secret id, so that an alert can fire days before it lapses. */
+  async #lookUpSecretId(mount: string, secretId: string): Promise<void> {
+    try {
+      const self = (await this.#raw(() => this.#client.tokenLookupSelf())) as VaultBody;
+      const role = (self.data?.['meta'] as Record<string, unknown> | undefined)?.['role_name'];
+      if (typeof role !== 'string') throw new Error('no role_name in the token');
+      const found = (await this.#raw(() => this.#client.write(`auth/${mount}/role/${role}/secret-id/lookup`, { secret_id: secretId }))) as VaultBody;
+      const expiration = found.data?.['expiration_time'];
+      const at = typeof expiration === 'string' ? expiration : '';
+      const time = Date.parse(at);
+      this.credentialExpiresAt = Number.isNaN(time) || time <= 0 ? null : new Date(time).toISOString();
+      const days = this.credentialExpiresAt === null ? Infinity : (time - Date.now()) / 86_400_000;
+      if (days < 7)
+        this.log.warn(
+          { expiresAt: this.credentialExpiresAt },
+          `the AppRole secret id expires in ${days.toFixed(1)} days: rotate it (scripts/vault-setup.sh --print-approle)`,
+        );
+    } catch (err) {
+      this.credentialExpiresAt = undefined;
+      this.log.warn({ code: classify(err).code }, 'cannot read the AppRole secret id expiry (re-run scripts/vault-setup.sh to grant the lookup)');
+    }
+  }
+
   async #login(): Promise<void> {
     const auth = this.settings.auth;
     let ttl: number;
@@ -88,13 +131,14 @@ export class VaultAdapter {
     } else {
       const body =
         auth.kind === 'approle'
-          ? await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role_id: auth.roleId, secret_id: auth.secretId }))
+          ? await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role_id: auth.roleId, secret_id: auth.secretId })).catch(explainCidr)
           : await this.#raw(() => this.#client.write(`auth/${auth.mount}/login`, { role: auth.role, jwt: readFileSync(auth.jwtFile, 'utf8').trim() }));
       const token = (body as VaultBody).auth?.['client_token'];
       if (typeof token !== 'string') throw new SignerError('auth_failed', 'Vault login returned no token');
       this.#client.token = token;
       ttl = Number((body as VaultBody).auth?.['lease_duration'] ?? 0);
       renewable = (body as VaultBody).auth?.['renewable'] === true;
+      if (auth.kind === 'approle') await this.#lookUpSecretId(auth.mount, auth.secretId);
     }
     this.#schedule(ttl, renewable);
   }

@@ -38,12 +38,17 @@ export interface SignerHealth {
   ok: boolean;
   backend?: string;
   sealed?: boolean;
+  /** When the signer's Vault credential (an AppRole secret id) expires, as epoch seconds; null: never. */
+  credentialExpiresAt?: number | null;
 }
 
 /** The signer's own answers for a key store it cannot use at the moment (the process itself is fine). */
 const STORE_UNAVAILABLE = new Set<string>(['vault_sealed', 'vault_unavailable'] satisfies StoreUnavailableCode[]);
 
 /** APP_ENV=production with a signer that reports the local development key store: refused (start and /readyz). */
+const credentialExpiry = (v: unknown): Pick<SignerHealth, 'credentialExpiresAt'> =>
+  v === null ? { credentialExpiresAt: null } : typeof v === 'string' && !Number.isNaN(Date.parse(v)) ? { credentialExpiresAt: Date.parse(v) / 1000 } : {};
+
 export const developmentStoreInProduction = (appEnv: string, health: SignerHealth): boolean =>
   appEnv === 'production' && health.backend !== undefined && health.backend !== 'vault';
 
@@ -370,6 +375,7 @@ export class SignerClient {
         ok,
         ...(typeof b.backend === 'string' ? { backend: b.backend } : {}),
         ...(typeof b.sealed === 'boolean' ? { sealed: b.sealed } : {}),
+        ...credentialExpiry(b.credentialExpiresAt),
       };
     } catch {
       return { reachable: false, ok: false };

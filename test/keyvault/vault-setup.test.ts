@@ -156,6 +156,66 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     }
   });
 
+  it('rotates the AppRole secret id leaving one live id; the signer reports its expiry; a login from outside the bound CIDRs says what to do', async () => {
+    const release = { RELEASE: 'rotation', TRANSIT_MOUNT: 'rotation-transit', KV_MOUNT: 'rotation-kv', APPROLE_MOUNT: 'rotation-approle', AUTH: 'approle' };
+    const rotate = (cidrs: string) => {
+      const res = run('scripts/vault-setup.sh --print-approle', { ...release, APPROLE_BOUND_CIDRS: cidrs, SECRET_ID_TTL: '200h' });
+      expect(res.status, res.stderr).to.equal(0);
+      return Object.fromEntries([...res.stdout.matchAll(/^(VAULT_ROLE_ID|VAULT_SECRET_ID)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+    };
+    const ids = [rotate('127.0.0.1/32'), rotate('127.0.0.1/32'), rotate('127.0.0.1/32')];
+    const accessors = json(['list', 'auth/rotation-approle/role/custody-keyvault/secret-id']) as unknown as string[];
+    expect(accessors, 'three rotations leave one live secret id').to.have.length(1);
+    const login = (c: Record<string, string>) =>
+      spawnSync(vault.bin, ['write', 'auth/rotation-approle/login', `role_id=${c['VAULT_ROLE_ID']}`, `secret_id=${c['VAULT_SECRET_ID']}`], {
+        encoding: 'utf8',
+        env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', VAULT_ADDR: vault.addr },
+      });
+    expect(login(ids[0] ?? {}).status, 'the first id, revoked').to.not.equal(0);
+    expect(login(ids[1] ?? {}).status, 'the second id, revoked').to.not.equal(0);
+    expect(login(ids[2] ?? {}).status, 'the current id').to.equal(0);
+
+    // The signer reads when its secret id lapses (the policy grants the lookup): an alert can fire days before.
+    const current = ids[2] ?? {};
+    const signer = await startSigner({
+      VAULT_ADDR: vault.addr,
+      VAULT_ROLE_ID: current['VAULT_ROLE_ID'] ?? '',
+      VAULT_SECRET_ID: current['VAULT_SECRET_ID'] ?? '',
+      VAULT_APPROLE_MOUNT: 'rotation-approle',
+      VAULT_TRANSIT_MOUNT: 'rotation-transit',
+      VAULT_KV_MOUNT: 'rotation-kv',
+      VAULT_KV_PREFIX: 'custody/rotation/keys',
+    });
+    try {
+      const health = await new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT).health();
+      expect(health.ok).to.equal(true);
+      const expected = Date.now() / 1000 + 200 * 3600;
+      expect(health.credentialExpiresAt).to.be.a('number').and.closeTo(expected, 120);
+    } finally {
+      await signer.destroy();
+    }
+
+    // Bound to a pod network Vault does not see (this Vault sees 127.0.0.1): the refusal an operator meets, with the way out.
+    const outside = rotate('10.42.0.0/16');
+    const refused = spawnService(
+      {
+        KEYVAULT_TOKEN: 't'.repeat(40),
+        KEYVAULT_LISTEN: '127.0.0.1:0',
+        VAULT_ADDR: vault.addr,
+        VAULT_ROLE_ID: outside['VAULT_ROLE_ID'] ?? '',
+        VAULT_SECRET_ID: outside['VAULT_SECRET_ID'] ?? '',
+        VAULT_APPROLE_MOUNT: 'rotation-approle',
+        VAULT_TRANSIT_MOUNT: 'rotation-transit',
+        VAULT_KV_MOUNT: 'rotation-kv',
+        VAULT_ATTEMPTS: '1',
+      },
+      SIGNER_MAIN,
+    );
+    expect(await refused.exited, refused.output()).to.equal(1);
+    expect(refused.output()).to.match(/CIDR/);
+    expect(refused.output()).to.include('APPROLE_BOUND_CIDRS').and.include('node or NAT address');
+  });
+
   it('refuses mounts it did not create, changing nothing', () => {
     const before = otherTeam();
     for (const [env, path] of [
@@ -172,6 +232,20 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
       expect(res.stderr).to.include('refusing to touch it');
     }
     expect(otherTeam()).to.deep.equal(before);
+    // A second release: the refusal says how, and with mounts of its own (as docs/operations.md shows) it succeeds.
+    const second = run('scripts/vault-setup.sh', { RELEASE: 'custody-eu' });
+    expect(second.stderr).to.include('for a second release').and.include('signer.vault.transitMount');
+    const own = run('scripts/vault-setup.sh', {
+      RELEASE: 'custody-eu',
+      NAMESPACE: 'custody-eu',
+      TRANSIT_MOUNT: 'custody-eu-transit',
+      KV_MOUNT: 'custody-eu-kv',
+      K8S_MOUNT: 'custody-eu-kubernetes',
+      K8S_HOST: 'https://k8s-api.example.internal:6443',
+      K8S_CA_CERT: 'k8s-ca.crt',
+    });
+    expect(own.status, own.stderr).to.equal(0);
+    expect(json(['read', 'auth/custody-eu-kubernetes/role/custody-keyvault']).data?.['bound_service_account_names']).to.deep.equal(['custody-eu-keyvault']);
     const noCidrs = run('scripts/vault-setup.sh', { AUTH: 'approle', RELEASE: 'fresh', TRANSIT_MOUNT: 'fresh-transit', KV_MOUNT: 'fresh-kv' });
     expect(noCidrs.status).to.not.equal(0);
     expect(noCidrs.stderr).to.include('APPROLE_BOUND_CIDRS');
