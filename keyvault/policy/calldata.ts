@@ -29,32 +29,42 @@ export function parseFunctionAbi(signature: string): FunctionAbi | undefined {
   return { signature, selector, args };
 }
 
-/** The call's arguments, or undefined when `data` is not a well-formed call of this function. */
-export function decodeCall(abi: FunctionAbi, data: Uint8Array): ArgValue[] | undefined {
-  if (data.length !== 4 + 32 * abi.args.length) return undefined;
-  if (`0x${Buffer.from(data.subarray(0, 4)).toString('hex')}` !== abi.selector) return undefined;
+/**
+ * `data` as a call of this function: its arguments when it is the one encoding the ABI defines
+ * (the selector, then one word per argument, each clean for its type, and nothing after);
+ * `another call` when it does not start with the selector; `non-canonical` when it does but is
+ * any other encoding. Decoders differ on those: Solidity ignores trailing bytes, ABI coder v1
+ * ignores the high bits of an address, a bool, a short integer or the low bytes of a bytesN
+ * where v2 reverts, and before 0.5 a call too short was padded with zeros. No one reading of them
+ * is the contract's, so a rule cannot judge their arguments.
+ */
+export type Call = ArgValue[] | 'another call' | 'non-canonical';
+
+export function readCall(abi: FunctionAbi, data: Uint8Array): Call {
+  if (data.length < 4 || `0x${Buffer.from(data.subarray(0, 4)).toString('hex')}` !== abi.selector) return 'another call';
+  if (data.length !== 4 + 32 * abi.args.length) return 'non-canonical';
   const out: ArgValue[] = [];
   for (const [i, type] of abi.args.entries()) {
     const w = data.subarray(4 + 32 * i, 36 + 32 * i);
     const n = BigInt(`0x${Buffer.from(w).toString('hex')}`);
     if (type === 'address') {
-      if (n >> 160n !== 0n) return undefined;
+      if (n >> 160n !== 0n) return 'non-canonical';
       out.push({ kind: 'address', value: toChecksumAddress(n.toString(16).padStart(40, '0')) });
     } else if (type === 'bool') {
-      if (n > 1n) return undefined;
+      if (n > 1n) return 'non-canonical';
       out.push({ kind: 'boolean', value: n === 1n });
     } else if (type.startsWith('bytes')) {
       const size = Number(type.slice(5));
-      if (w.subarray(size).some((b) => b !== 0)) return undefined;
+      if (w.subarray(size).some((b) => b !== 0)) return 'non-canonical';
       out.push({ kind: 'hex', value: `0x${Buffer.from(w.subarray(0, size)).toString('hex')}` });
     } else {
       const bits = BigInt(type.replace(/^u?int/, ''));
       if (type.startsWith('uint')) {
-        if (n >> bits !== 0n) return undefined;
+        if (n >> bits !== 0n) return 'non-canonical';
         out.push({ kind: 'quantity', value: n });
       } else {
         const v = BigInt.asIntN(256, n);
-        if (v !== BigInt.asIntN(Number(bits), v)) return undefined;
+        if (v !== BigInt.asIntN(Number(bits), v)) return 'non-canonical';
         out.push({ kind: 'quantity', value: v });
       }
     }

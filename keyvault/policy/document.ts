@@ -1,5 +1,5 @@
 import { SignerError } from '../errors.js';
-import { address as readAddress, object, quantity } from '../sign/input.js';
+import { address as readAddress, object, quantity, signedText } from '../sign/input.js';
 import { METHODS, type Method } from '../sign/operation.js';
 import { parseFunctionAbi, type FunctionAbi } from './calldata.js';
 import { CALLDATA_ARG_FIELD, CATALOGUE, OPERATORS, OPERATORS_FOR, TYPED_MESSAGE_FIELD, type FieldKind, type Operator } from './catalogue.js';
@@ -70,14 +70,20 @@ function valueOf(kind: FieldKind | 'any', v: unknown, path: string): ConditionVa
       return v;
     case 'string':
       if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string of at most 1,024 characters');
-      return v;
+      return text(v, path);
     case 'any':
       if (typeof v === 'boolean') return v;
       if (typeof v === 'number') return quantity(v, path);
       if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string, number or boolean');
-      return v;
+      return text(v, path);
   }
 }
+
+/**
+ * Text as signed messages read theirs: an unpaired surrogate is no text (signed, it is U+FFFD), so
+ * a condition naming one could never mean what it says.
+ */
+const text = (v: string, path: string): string => (signedText(v) === v ? v : refuse(path, 'must be well-formed text (no unpaired surrogates)'));
 
 function kindOf(method: Method, field: string, abi: FunctionAbi | undefined, path: string): FieldKind | 'any' {
   const fixed = CATALOGUE[method][field];

@@ -1,6 +1,6 @@
-import type { Operation } from '../sign/operation.js';
-import { decodeCall, type ArgValue } from './calldata.js';
-import { CALLDATA_ARG_FIELD, type FieldKind } from './catalogue.js';
+import { UNREADABLE, type Operation } from '../sign/operation.js';
+import { readCall, type Call } from './calldata.js';
+import { CALLDATA_ARG_FIELD, OPERATORS_FOR, type FieldKind } from './catalogue.js';
 import type { Caller, Condition, ConditionValue, Policy, Rule } from './document.js';
 
 /**
@@ -13,23 +13,30 @@ export interface Decision {
   rule: string | null;
 }
 
-type Field = { kind: FieldKind; value: ConditionValue } | undefined;
+/**
+ * What a condition reads: the field's value in its kind; `absent` when the operation has no such
+ * field (a creation's `to`, a typed message without that path); `unreadable` when it has one that
+ * cannot be read as the rule needs (message bytes that are not UTF-8, the arguments of a call of
+ * the rule's function in a non-canonical encoding).
+ */
+type Field = { kind: FieldKind; value: ConditionValue } | 'absent' | 'unreadable';
 
 const kindOfType = (type: string): FieldKind =>
   type === 'address' ? 'address' : type === 'bool' ? 'boolean' : type === 'string' ? 'string' : /^u?int/.test(type) ? 'quantity' : 'hex';
 
-/** A field's value normalised as conditions hold theirs (quantities bigint, addresses and hex lower-case). */
+/** A value in a kind as conditions hold theirs (quantities bigint, addresses and hex lower-case), or undefined when it is not one. */
 function normalise(kind: FieldKind, v: unknown): ConditionValue | undefined {
-  if (v === undefined || v === null) return undefined;
   switch (kind) {
     case 'quantity':
       if (typeof v === 'bigint') return v;
-      if (typeof v === 'number') return BigInt(v);
+      if (typeof v === 'number') return Number.isSafeInteger(v) ? BigInt(v) : undefined;
       if (typeof v === 'string' && /^-?(0|[1-9][0-9]*)$|^0x[0-9a-fA-F]+$/.test(v)) return BigInt(v);
       return undefined;
     case 'address':
+      return typeof v === 'string' && /^0x[0-9a-fA-F]{40}$/.test(v) ? v.toLowerCase() : undefined;
     case 'hex':
-      return typeof v === 'string' ? v.toLowerCase() : undefined;
+      // Any number of digits: a `prefix` may end inside a byte.
+      return typeof v === 'string' && /^0x[0-9a-fA-F]*$/.test(v) ? v.toLowerCase() : undefined;
     case 'boolean':
       return typeof v === 'boolean' ? v : undefined;
     case 'string':
@@ -37,21 +44,26 @@ function normalise(kind: FieldKind, v: unknown): ConditionValue | undefined {
   }
 }
 
-function fieldOf(op: Operation, args: ArgValue[] | undefined, c: Condition): Field {
+/** An operation's value read as `kind`; one it has but that is not of the kind is unreadable, never absent. */
+function read(kind: FieldKind, v: unknown): Field {
+  if (v === undefined) return 'absent';
+  if (v === UNREADABLE) return 'unreadable';
+  const value = normalise(kind, v);
+  return value === undefined ? 'unreadable' : { kind, value };
+}
+
+function fieldOf(op: Operation, call: Call | undefined, c: Condition): Field {
   const arg = CALLDATA_ARG_FIELD.exec(c.field);
   if (arg) {
-    const a = args?.[Number(arg[1])];
-    return a ? { kind: a.kind, value: typeof a.value === 'string' ? a.value.toLowerCase() : a.value } : undefined;
+    if (call === 'non-canonical') return 'unreadable';
+    const a = Array.isArray(call) ? call[Number(arg[1])] : undefined;
+    return a ? read(a.kind, a.value) : 'absent';
   }
   if (c.kind === 'any') {
     const leaf = op.typedLeaf?.(c.field.split('.').slice(1));
-    if (!leaf) return undefined;
-    const kind = kindOfType(leaf.type);
-    const value = normalise(kind, leaf.value);
-    return value === undefined ? undefined : { kind, value };
+    return leaf ? read(kindOfType(leaf.type), leaf.value) : 'absent';
   }
-  const value = normalise(c.kind, op.fields[c.field]);
-  return value === undefined ? undefined : { kind: c.kind, value };
+  return read(c.kind, op.fields[c.field]);
 }
 
 /** A condition's value read as the field's kind (a typed message's leaf is known only now). */
@@ -61,16 +73,21 @@ function asKind(kind: FieldKind, v: ConditionValue): ConditionValue | undefined 
 }
 
 /**
- * One condition. An absent field (a contract creation's `to`, a call that is not the rule's
- * function) equals nothing: `eq`, `in`, order and `prefix` are false, `neq` and `not_in` true, so
- * a deny rule on "to not_in [...]" denies a contract creation and an allow rule on "to in [...]"
- * does not allow one.
+ * One condition of a rule with `action`. An absent field equals nothing: `eq`, `in`, order and
+ * `prefix` are false, `neq` and `not_in` true, so a deny rule on "to not_in [...]" denies a
+ * contract creation and an allow rule on "to in [...]" does not allow one. A condition that
+ * cannot be judged (the field unreadable, an operator or a value that does not fit the kind of a
+ * typed message's leaf) fails closed: it holds for a deny rule and not for an allow rule, so no
+ * spelling the rule cannot read escapes a deny or widens an allow.
  */
-function holds(c: Condition, field: Field): boolean {
-  const negated = c.op === 'neq' || c.op === 'not_in';
-  if (!field) return negated;
+function holds(c: Condition, field: Field, action: Rule['action']): boolean {
+  const cannotJudge = action === 'deny';
+  if (field === 'unreadable') return cannotJudge;
+  if (field === 'absent') return c.op === 'neq' || c.op === 'not_in';
+  if (!OPERATORS_FOR[field.kind].includes(c.op)) return cannotJudge;
   const values = c.values.map((v) => asKind(field.kind, v));
-  const equal = values.some((v) => v !== undefined && v === field.value);
+  if (values.some((v) => v === undefined)) return cannotJudge;
+  const equal = values.some((v) => v === field.value);
   switch (c.op) {
     case 'eq':
     case 'in':
@@ -82,7 +99,7 @@ function holds(c: Condition, field: Field): boolean {
       return typeof field.value === 'string' && typeof values[0] === 'string' && field.value.startsWith(values[0]);
     default: {
       const [v] = values;
-      if (typeof v !== 'bigint' || typeof field.value !== 'bigint') return false;
+      if (typeof v !== 'bigint' || typeof field.value !== 'bigint') return cannotJudge;
       if (c.op === 'lt') return field.value < v;
       if (c.op === 'lte') return field.value <= v;
       if (c.op === 'gt') return field.value > v;
@@ -98,13 +115,14 @@ const namesChainZero = (rule: Rule): boolean =>
 function matches(rule: Rule, op: Operation, caller: Caller): boolean {
   if (rule.method !== op.method) return false;
   if (rule.callers && !rule.callers.includes(caller)) return false;
-  let args: ArgValue[] | undefined;
+  let call: Call | undefined;
   if (rule.abi) {
-    args = op.calldata ? decodeCall(rule.abi, op.calldata) : undefined;
-    // A rule about a function says nothing about calldata that is not a call of it.
-    if (!args) return false;
+    call = op.calldata ? readCall(rule.abi, op.calldata) : 'another call';
+    // A rule about a function says nothing about other calls. A call of it in another encoding than
+    // the canonical one is never allowed by it; a deny rule about it cannot read its arguments.
+    if (call === 'another call' || (call === 'non-canonical' && rule.action === 'allow')) return false;
   }
-  return rule.conditions.every((c) => holds(c, fieldOf(op, args, c)));
+  return rule.conditions.every((c) => holds(c, fieldOf(op, call, c), rule.action));
 }
 
 export function evaluate(policy: Policy | undefined, op: Operation, caller: Caller): Decision {

@@ -63,5 +63,22 @@ export function address(v: unknown, path: string): string {
   return checksummed;
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The text UTF-8 bytes spell, or undefined when they are not UTF-8 (overlong forms, surrogates and
+ * stray continuation bytes included). A leading byte-order mark is kept: it is signed too.
+ */
+export function utf8Text(bytes: Uint8Array): string | undefined {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A string as the UTF-8 hashed for it reads back: TextEncoder writes an unpaired surrogate as U+FFFD. */
+export const signedText = (s: string): string => utf8Text(new TextEncoder().encode(s)) ?? s;
+
 export const hex = (b: Uint8Array): string => `0x${Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex')}`;
 export const quantityHex = (n: bigint): string => `0x${n.toString(16)}`;

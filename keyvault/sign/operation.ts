@@ -3,13 +3,22 @@ import { authorizationDigest, parseAuthorization } from './authorization.js';
 import { hex, object, quantityHex, refuse } from './input.js';
 import { parsePersonalSign, personalDigest } from './message.js';
 import { parseTransaction, serializeSigned, transactionDigest } from './transaction.js';
-import { parseTypedData, typedLeaf } from './typed-data.js';
+import { domainValue, parseTypedData, typedLeaf } from './typed-data.js';
 
 export const METHODS = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
 export type Method = (typeof METHODS)[number];
 
-/** What a policy condition may read: the catalogue's fields of the method, as strings, numbers or booleans. */
-export type PolicyFields = Record<string, string | number | boolean | bigint | undefined>;
+/**
+ * A field the operation has but that cannot be read as its kind (message bytes that are not UTF-8
+ * text): a condition on it cannot be judged, so a deny rule naming it denies (fail closed).
+ */
+export const UNREADABLE: unique symbol = Symbol('unreadable');
+
+/**
+ * What a policy condition may read: the catalogue's fields of the method, each as the digest
+ * covers it whatever the request's spelling; undefined when the operation has no such field.
+ */
+export type PolicyFields = Record<string, string | number | boolean | bigint | typeof UNREADABLE | undefined>;
 
 /**
  * An operation the signer has read and hashed: the digest it will sign, the fields its policy
@@ -24,8 +33,8 @@ export interface Operation {
   from?: string;
   /** A transaction's calldata, for conditions on a call's arguments. */
   calldata?: Uint8Array;
-  /** A typed-data message's leaf by path, with its declared type, for `message.<path>` conditions. */
-  typedLeaf?: (path: readonly string[]) => { type: string; value: unknown } | undefined;
+  /** A typed-data message's leaf by path, with its declared type and its value as hashed, for `message.<path>` conditions. */
+  typedLeaf?: (path: readonly string[]) => { type: string; value: bigint | string | boolean } | undefined;
   answer(sig: Signature): Record<string, unknown>;
 }
 
@@ -42,22 +51,22 @@ export function parseOperation(body: unknown): Operation {
       return {
         method: 'personal_sign',
         digest: personalDigest(m.bytes),
-        fields: { length: m.bytes.length, isHex: m.isHex, message: m.text },
+        // Read from the bytes signed: `isHex` says they are not text, whichever way the request spelled them.
+        fields: { length: m.bytes.length, isHex: m.text === undefined, message: m.text ?? UNREADABLE },
         answer: (sig) => ({ signature: rsv(sig) }),
       };
     }
     case 'eth_signTypedData_v4': {
       const td = parseTypedData(o['params']);
-      const d = td.domain;
       return {
         method: 'eth_signTypedData_v4',
         digest: td.digest,
         fields: {
           primaryType: td.primaryType,
-          'domain.name': typeof d['name'] === 'string' ? d['name'] : undefined,
-          'domain.version': typeof d['version'] === 'string' ? d['version'] : undefined,
-          'domain.chainId': d['chainId'] === undefined ? undefined : BigInt(d['chainId'] as string | number),
-          'domain.verifyingContract': typeof d['verifyingContract'] === 'string' ? d['verifyingContract'] : undefined,
+          'domain.name': domainValue(td, 'name'),
+          'domain.version': domainValue(td, 'version'),
+          'domain.chainId': domainValue(td, 'chainId'),
+          'domain.verifyingContract': domainValue(td, 'verifyingContract'),
         },
         typedLeaf: (path) => typedLeaf(td, path),
         answer: (sig) => ({ signature: rsv(sig) }),

@@ -1,6 +1,6 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import { word } from './ecdsa.js';
-import { address, hexBytes, object, quantity, refuse, type Json } from './input.js';
+import { address, hex, hexBytes, object, quantity, refuse, signedText, type Json } from './input.js';
 
 /**
  * EIP-712 (`eth_signTypedData_v4`), written from the specification: the type grammar is checked
@@ -173,6 +173,29 @@ class Encoder {
   }
 }
 
+/** intN / uintN as it is hashed; an intN may be negative, as a number or as a string with a minus sign. */
+function integer(type: string, value: unknown, path: string): bigint {
+  const sized = /^(u?int)([0-9]+)$/.exec(type);
+  const bits = BigInt(sized?.[2] ?? '256');
+  if (sized?.[1] === 'uint') return quantity(value, path, (1n << bits) - 1n);
+  const negative = (typeof value === 'string' && value.startsWith('-')) || (typeof value === 'number' && value < 0);
+  const magnitude = negative ? quantity(typeof value === 'string' ? value.slice(1) : -value, path) : quantity(value, path);
+  if (negative && magnitude === 0n) refuse(path, 'must not be negative zero');
+  const n = negative ? -magnitude : magnitude;
+  if (n < -(1n << (bits - 1n)) || n >= 1n << (bits - 1n)) refuse(path, `is out of range for int${bits}`);
+  return n;
+}
+
+/** bytesN: exactly N bytes of hex. */
+function fixedBytes(type: string, value: unknown, path: string): Uint8Array {
+  const n = Number(type.slice(5));
+  const b = hexBytes(value, path, n);
+  if (b.length !== n) refuse(path, `must be exactly ${n} bytes`);
+  return b;
+}
+
+const isFixedBytes = (type: string): boolean => /^bytes[0-9]+$/.test(type);
+
 function encodeAtomic(type: string, value: unknown, path: string): Uint8Array {
   switch (type) {
     case 'string':
@@ -186,25 +209,35 @@ function encodeAtomic(type: string, value: unknown, path: string): Uint8Array {
     case 'address':
       return word(BigInt(address(value, path)));
   }
-  const bytesN = /^bytes([0-9]+)$/.exec(type);
-  if (bytesN) {
-    const n = Number(bytesN[1]);
-    const b = hexBytes(value, path, n);
-    if (b.length !== n) refuse(path, `must be exactly ${n} bytes`);
+  if (isFixedBytes(type)) {
     const out = new Uint8Array(32);
-    out.set(b);
+    out.set(fixedBytes(type, value, path));
     return out;
   }
-  const sized = /^(u?int)([0-9]+)$/.exec(type);
-  const bits = BigInt(sized?.[2] ?? '256');
-  if (sized?.[1] === 'uint') return word(quantity(value, path, (1n << bits) - 1n));
-  // intN: two's complement in 256 bits; a decimal string may carry a minus sign.
-  const negative = (typeof value === 'string' && value.startsWith('-')) || (typeof value === 'number' && value < 0);
-  const magnitude = negative ? quantity(typeof value === 'string' ? value.slice(1) : -value, path) : quantity(value, path);
-  if (negative && magnitude === 0n) refuse(path, 'must not be negative zero');
-  const n = negative ? -magnitude : magnitude;
-  if (n < -(1n << (bits - 1n)) || n >= 1n << (bits - 1n)) refuse(path, `is out of range for int${bits}`);
-  return word(BigInt.asUintN(256, n));
+  // intN: two's complement in 256 bits.
+  return word(BigInt.asUintN(256, integer(type, value, path)));
+}
+
+/**
+ * An atomic value as its hash reads it, whatever its spelling, for policy conditions: integers as
+ * bigint (a number, a decimal, `0x` hex with any case and leading zeros, a minus sign on either),
+ * addresses and bytes as lower-case hex, text as the UTF-8 hashed for it reads back. The readers
+ * are the encoder's, so a spelling the hash accepts cannot read as something else here.
+ */
+export function atomicValue(type: string, value: unknown, path: string): bigint | string | boolean {
+  switch (type) {
+    case 'string':
+      if (typeof value !== 'string') return refuse(path, 'must be a string');
+      return signedText(value);
+    case 'bytes':
+      return hex(hexBytes(value, path, 1 << 20));
+    case 'bool':
+      if (typeof value !== 'boolean') return refuse(path, 'must be true or false');
+      return value;
+    case 'address':
+      return address(value, path).toLowerCase();
+  }
+  return isFixedBytes(type) ? hex(fixedBytes(type, value, path)) : integer(type, value, path);
 }
 
 export function domainSeparator(td: TypedData): Uint8Array {
@@ -220,8 +253,18 @@ export function typedDataDigest(td: TypedData): Uint8Array {
   return keccak_256(Buffer.concat([Uint8Array.of(0x19, 0x01), domainSeparator(td), hashMessage(td)]));
 }
 
-/** A leaf of the message by its path (`a.b.0`), with its declared type; undefined when there is none. */
-export function typedLeaf(td: Pick<TypedData, 'types' | 'primaryType' | 'message'>, path: readonly string[]): { type: string; value: unknown } | undefined {
+/** A domain field as its hash reads it (see atomicValue); undefined when the domain does not have it. */
+export function domainValue(td: Pick<TypedData, 'domain'>, name: string): bigint | string | boolean | undefined {
+  const field = DOMAIN_FIELDS.find((f) => f.name === name);
+  const value = td.domain[name];
+  return field && value !== undefined ? atomicValue(field.type, value, `/params/typedData/domain/${name}`) : undefined;
+}
+
+/** A leaf of the message by its path (`a.b.0`), with its declared type and its value as hashed; undefined when there is none. */
+export function typedLeaf(
+  td: Pick<TypedData, 'types' | 'primaryType' | 'message'>,
+  path: readonly string[],
+): { type: string; value: bigint | string | boolean } | undefined {
   let type = td.primaryType;
   let value: unknown = td.message;
   for (const segment of path) {
@@ -238,5 +281,6 @@ export function typedLeaf(td: Pick<TypedData, 'types' | 'primaryType' | 'message
     }
     if (value === undefined) return undefined;
   }
-  return td.types.has(type) || /\]$/.test(type) ? undefined : { type, value };
+  if (td.types.has(type) || /\]$/.test(type)) return undefined;
+  return { type, value: atomicValue(type, value, `/params/typedData/message/${path.join('/')}`) };
 }

@@ -148,6 +148,113 @@ describe('signing policies: decisions', () => {
   }
 });
 
+/**
+ * The review's findings (issue 30): a deny rule was judged on the request's spelling, not on what
+ * is signed. (a) personal_sign of the hex bytes of a denied text; (b) a denied ERC-20 transfer with
+ * a trailing byte or dirty address bits. The generated cases are in spellings.test.ts.
+ */
+const hexText = (t: string) => `0x${Buffer.from(t, 'utf8').toString('hex')}`;
+const DENIED = 'Transfer all funds to 0x0000000000000000000000000000000000000B0B';
+const noTransfers = {
+  rules: [
+    { name: 'no transfers by message', action: 'deny', method: 'personal_sign', conditions: [{ field: 'message', op: 'prefix', value: 'Transfer all funds' }] },
+    { name: 'any message', action: 'allow', method: 'personal_sign' },
+  ],
+};
+const binary = { rules: [{ name: 'binary messages', action: 'allow', method: 'personal_sign', conditions: [{ field: 'isHex', op: 'eq', value: true }] }] };
+const replacement = {
+  rules: [
+    { name: 'no replacement character', action: 'deny', method: 'personal_sign', conditions: [{ field: 'message', op: 'eq', value: 'a\uFFFD' }] },
+    { name: 'any message', action: 'allow', method: 'personal_sign' },
+  ],
+};
+const neverBob = {
+  rules: [
+    {
+      name: 'never Bob',
+      action: 'deny',
+      method: 'eth_signTransaction',
+      abi: 'transfer(address,uint256)',
+      conditions: [{ field: 'data.args.0', op: 'eq', value: BOB }],
+    },
+    { name: 'no approvals', action: 'deny', method: 'eth_signTransaction', abi: 'approve(address,uint256)' },
+    { name: 'USDC', action: 'allow', method: 'eth_signTransaction', conditions: [{ field: 'to', op: 'eq', value: USDC }] },
+  ],
+};
+const dirty = (data: string, word: number, high: string) => `${data.slice(0, 10 + 64 * word)}${high}${data.slice(10 + 64 * word + high.length)}`;
+const approve = (to: string, amount: bigint) => transfer(to, amount).replace('a9059cbb', '095ea7b3');
+const signedInt = {
+  rules: [
+    { name: 'no negative deltas', action: 'deny', method: 'eth_signTypedData_v4', conditions: [{ field: 'message.delta', op: 'lt', value: '0' }] },
+    { name: 'any typed data', action: 'allow', method: 'eth_signTypedData_v4' },
+  ],
+};
+const delta = (value: unknown) => ({
+  method: 'eth_signTypedData_v4',
+  params: { typedData: { types: { Change: [{ name: 'delta', type: 'int64' }] }, primaryType: 'Change', domain: { name: 'x' }, message: { delta: value } } },
+});
+
+const spellings: Array<[string, unknown, unknown, boolean, string | null]> = [
+  ['(a) the denied text', noTransfers, message(DENIED), false, 'no transfers by message'],
+  ['(a) the denied text as hex', noTransfers, message(hexText(DENIED)), false, 'no transfers by message'],
+  ['(a) the denied text as upper-case hex', noTransfers, message(`0x${hexText(DENIED).slice(2).toUpperCase()}`), false, 'no transfers by message'],
+  ['(a) other text as hex', noTransfers, message(hexText('hello')), true, 'any message'],
+  ['(a) bytes that are not UTF-8, under a deny rule on the text', noTransfers, message('0xff00'), false, 'no transfers by message'],
+  [
+    '(a) a sign-in message as hex: the same bytes',
+    siwe,
+    message(hexText('app.example.com wants you to sign in with your Ethereum account')),
+    true,
+    'sign-in messages',
+  ],
+  ['(a) bytes that are not UTF-8, under an allow rule on the text', siwe, message('0xff'), false, null],
+  ['(a) isHex: text spelled in hex is text', binary, message(hexText('hello')), false, null],
+  ['(a) isHex: bytes that are not text', binary, message('0xc0af'), true, 'binary messages'],
+  ['(a) an unpaired surrogate, signed as U+FFFD', replacement, message('a\uD800'), false, 'no replacement character'],
+  ['(b) the denied transfer', neverBob, tx({ to: USDC, data: transfer(BOB, 1n) }), false, 'never Bob'],
+  ['(b) the denied transfer with a trailing byte', neverBob, tx({ to: USDC, data: `${transfer(BOB, 1n)}00` }), false, 'never Bob'],
+  ['(b) the denied transfer with dirty address bits', neverBob, tx({ to: USDC, data: dirty(transfer(BOB, 1n), 0, 'ff') }), false, 'never Bob'],
+  ['(b) the denied transfer cut short', neverBob, tx({ to: USDC, data: transfer(BOB, 256n).slice(0, -2) }), false, 'never Bob'],
+  ['(b) another transfer', neverBob, tx({ to: USDC, data: transfer(ALICE, 1n) }), true, 'USDC'],
+  ['(b) another transfer with a trailing byte: the deny rule cannot read it', neverBob, tx({ to: USDC, data: `${transfer(ALICE, 1n)}00` }), false, 'never Bob'],
+  ['(b) an approval with a trailing byte', neverBob, tx({ to: USDC, data: `${approve(ALICE, 1n)}00` }), false, 'no approvals'],
+  [
+    '(b) an allowed transfer with dirty address bits, under an allow rule on it',
+    erc20,
+    tx({ to: USDC, data: dirty(transfer(ALICE, 1n), 0, '01') }),
+    false,
+    null,
+  ],
+  ['(b) an allowed transfer with dirty amount bits is a different amount', erc20, tx({ to: USDC, data: dirty(transfer(ALICE, 1n), 1, '01') }), false, null],
+  ['a negative typed integer in decimal', signedInt, delta('-5'), false, 'no negative deltas'],
+  ['a negative typed integer in hex', signedInt, delta('-0x05'), false, 'no negative deltas'],
+  ['a negative typed integer as a number', signedInt, delta(-5), false, 'no negative deltas'],
+  ['a positive typed integer in hex', signedInt, delta('0x05'), true, 'any typed data'],
+];
+
+describe('signing policies: what is signed decides, not how the request spells it', () => {
+  for (const [what, policy, body, allowed, rule] of spellings) {
+    it(`${what}: ${allowed ? 'allowed' : 'denied'} by ${rule ?? 'no rule'}`, () => {
+      expect(evaluate(parsePolicy(policy), parseOperation(body), 'user')).to.deep.equal({ allowed, rule });
+    });
+  }
+
+  it('a typed condition that cannot be judged (an order on a string) denies for a deny rule, does not allow for an allow rule', () => {
+    const on = (action: string) => ({
+      rules: [
+        { name: 'r', action, method: 'eth_signTypedData_v4', conditions: [{ field: 'message.delta', op: 'gt', value: 0 }] },
+        ...(action === 'deny' ? [{ name: 'any typed data', action: 'allow', method: 'eth_signTypedData_v4' }] : []),
+      ],
+    });
+    const text = {
+      method: 'eth_signTypedData_v4',
+      params: { typedData: { types: { Change: [{ name: 'delta', type: 'string' }] }, primaryType: 'Change', domain: {}, message: { delta: '5' } } },
+    };
+    expect(evaluate(parsePolicy(on('deny')), parseOperation(text), 'user')).to.deep.equal({ allowed: false, rule: 'r' });
+    expect(evaluate(parsePolicy(on('allow')), parseOperation(text), 'user')).to.deep.equal({ allowed: false, rule: null });
+  });
+});
+
 describe('signing policies: documents refused when written', () => {
   const rule = (extra: Record<string, unknown>) => ({ rules: [{ name: 'r', action: 'allow', method: 'eth_signTransaction', ...extra }] });
   const refusals: Array<[string, unknown, string]> = [
@@ -177,6 +284,11 @@ describe('signing policies: documents refused when written', () => {
     ],
     ['a window not offered', { rules: [], limits: [{ method: 'personal_sign', per: 'wallet', window: '5s', count: 1 }] }, '/limits/0/window'],
     ['a limit of zero', { rules: [], limits: [{ method: 'personal_sign', per: 'wallet', window: '24h', count: 0 }] }, '/limits/0/count'],
+    [
+      'text with an unpaired surrogate (signed, it is U+FFFD)',
+      { rules: [{ name: 'r', action: 'deny', method: 'personal_sign', conditions: [{ field: 'message', op: 'eq', value: 'a\uD800' }] }] },
+      '/rules/0/conditions/0/value',
+    ],
   ];
   for (const [what, doc, names] of refusals) {
     it(`refuses ${what}, naming it`, () => {
