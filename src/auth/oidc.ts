@@ -1,3 +1,4 @@
+import { carriesClaim, type TokenClaim } from '../projects/issuer-binding.js';
 import { systemClock } from '../clock.js';
 import { jwtKeyCache } from '../metrics.js';
 import { compactVerify, createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
@@ -45,6 +46,14 @@ export interface IssuerCheck {
   name: string;
   outcome: 'passed' | 'failed' | 'skipped';
   detail?: string;
+}
+
+/** What verifying a user's JWT needs of the project it is for. */
+export interface VerifyingProject {
+  issuer: string;
+  requireVerifiedEmail: boolean;
+  /** A claim the token must carry (projects/issuer-binding.ts); null or absent: none. */
+  tokenClaim?: TokenClaim | null;
 }
 
 export interface VerifiedUser {
@@ -239,7 +248,7 @@ export class OidcVerifier {
    * without creating anything (`POST /project/{id}/issuer/check`). A check whose input is
    * missing because an earlier one failed is reported as skipped.
    */
-  async diagnose(token: string, project: { issuer: string; requireVerifiedEmail: boolean }): Promise<IssuerCheck[]> {
+  async diagnose(token: string, project: VerifyingProject): Promise<IssuerCheck[]> {
     const checks: IssuerCheck[] = [];
     const run = async <T>(name: string, fn: () => Promise<T> | T): Promise<T | undefined> => {
       try {
@@ -298,6 +307,12 @@ export class OidcVerifier {
       if (project.requireVerifiedEmail && !emailVerified(claims['email_verified']))
         throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
     });
+    const claim = project.tokenClaim;
+    if (claim) {
+      await run('tokenClaim', () => {
+        if (!carriesClaim(claims, claim)) throw new InvalidTokenError(`${claim.name}: does not name this project`);
+      });
+    }
     return checks;
   }
 
@@ -327,7 +342,7 @@ export class OidcVerifier {
   }
 
   /** `parsed`: the token as parseJwt decoded it already, if it did. */
-  async verify(token: string, project: { issuer: string; requireVerifiedEmail: boolean }, parsed?: ParsedJwt): Promise<VerifiedUser> {
+  async verify(token: string, project: VerifyingProject, parsed?: ParsedJwt): Promise<VerifiedUser> {
     const { header, problem } = parsed?.token === token ? parsed : parseJwt(token);
     if (problem !== undefined || header === undefined) throw new InvalidTokenError(problem ?? 'token: not a signed JWT in compact form');
     if (header['alg'] !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(header['alg']).slice(0, 20)})`);
@@ -363,6 +378,7 @@ export class OidcVerifier {
     if (project.requireVerifiedEmail && !emailVerified(payload['email_verified'])) {
       throw new InvalidTokenError('email_verified: the project requires a verified e-mail');
     }
+    if (project.tokenClaim && !carriesClaim(payload, project.tokenClaim)) throw new InvalidTokenError(`${project.tokenClaim.name}: does not name this project`);
     return { email, claims: payload };
   }
 }

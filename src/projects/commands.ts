@@ -4,6 +4,7 @@ import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
 import { hashSecret, type SecretBox } from '../crypto/secrets.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../errors.js';
+import { checkIssuerBinding, tokenClaimOf } from './issuer-binding.js';
 import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import type { OrganisationScope, ProjectScope } from '../tenancy/scope.js';
@@ -53,6 +54,7 @@ export async function createProject(
   return db.transaction(async (tx) => {
     const id = await nextProjectId(tx);
     const generatedSecret = body.walletWebhookSecret === undefined ? newWebhookSecret() : undefined;
+    await checkIssuerBinding(tx, { id: undefined, organisationId: scope.organisationId, issuer: body.issuer, claim: body.tokenClaim ?? null });
     const project = await insertProject(tx, {
       id,
       organisation_id: scope.organisationId,
@@ -64,6 +66,8 @@ export async function createProject(
       wallet_webhook_secret_prev_enc: null,
       wallet_webhook_secret_prev_expires_at: null,
       require_verified_email: body.requireVerifiedEmail ?? true,
+      token_claim_name: body.tokenClaim?.name ?? null,
+      token_claim_value: body.tokenClaim?.value ?? null,
     });
     const projectKey = newProjectKey(deps.env);
     await insertProjectKey(tx, id, hashSecret(projectKey));
@@ -81,8 +85,14 @@ async function lockLive(tx: Executor, scope: ProjectScope): Promise<ProjectRow> 
 export async function changeProject(db: Executor, scope: ProjectScope, deps: ProjectDeps, body: Static<typeof UpdateProjectBody>): Promise<ProjectRow> {
   await checkFields(deps, body);
   return db.transaction(async (tx) => {
-    await lockLive(tx, scope);
+    const current = await lockLive(tx, scope);
     const values: Partial<ProjectRow> = {};
+    if (body.issuer !== undefined || body.tokenClaim !== undefined) {
+      const claim = body.tokenClaim !== undefined ? body.tokenClaim : tokenClaimOf(current);
+      await checkIssuerBinding(tx, { id: current.id, organisationId: current.organisation_id, issuer: body.issuer ?? current.issuer, claim });
+      values.token_claim_name = claim?.name ?? null;
+      values.token_claim_value = claim?.value ?? null;
+    }
     if (body.name !== undefined) values.name = body.name;
     if (body.issuer !== undefined) values.issuer = body.issuer;
     if (body.walletWebhookUrl !== undefined) values.wallet_webhook_url = body.walletWebhookUrl;

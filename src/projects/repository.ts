@@ -13,6 +13,9 @@ export interface ProjectRow {
   wallet_webhook_secret_prev_enc: string | null;
   wallet_webhook_secret_prev_expires_at: Date | null;
   require_verified_email: boolean;
+  /** A claim users' JWTs must carry (projects/issuer-binding.ts); both null when none. */
+  token_claim_name: string | null;
+  token_claim_value: string | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;

@@ -18,6 +18,9 @@ import {
 } from './schemas.js';
 import * as ex from '../openapi/examples.js';
 
+/** The one rule of projects/issuer-binding.ts, as the reference states it. */
+const ISSUER_IN_USE =
+  'issuer_in_use: another organisation trusts this issuer. Organisations share an issuer only when each of their projects requires a claim of its own (`tokenClaim`), so that a token minted for one project cannot be used at another.';
 export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   return [
     declare(
@@ -39,6 +42,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
             "Returns the project key once (`pk_test_…` or `pk_live_…`, this deployment's environment). `issuer` must be https; `walletWebhookUrl` https in production (http allowed in testnet) and not a private address in production. Without `walletWebhookSecret` one is generated and shown once.",
           tag: 'Projects',
           requestExample: { name: 'Members app', issuer: 'https://login.example.com', walletWebhookUrl: 'https://api.example.com/hooks/wallets' },
+          errors: { 409: ISSUER_IN_USE },
           responses: {
             201: {
               description: 'Created; the key (and a generated secret) shown once.',
@@ -113,6 +117,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
           description: 'Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook.',
           tag: 'Projects',
           requestExample: { requireVerifiedEmail: false },
+          errors: { 409: ISSUER_IN_USE },
           responses: { 200: { description: 'The changed project.', schema: ProjectOut, example: ex.project } },
         },
       },

@@ -6,6 +6,17 @@ export const OrganisationIdParams = strictObject({ id: Id });
 export const ProjectParams = strictObject({ projectId: Id });
 
 const Url = Type.String({ minLength: 1, maxLength: 2048 });
+const TokenClaim = Type.Object(
+  {
+    name: Type.String({ pattern: '^[A-Za-z0-9_.:-]{1,64}$', description: 'a top-level claim of the JWT, e.g. azp, client_id, tid' }),
+    value: Type.String({ minLength: 1, maxLength: 256 }),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'A claim every user JWT must carry with this value (a string equal to it, or a list holding it): what binds tokens to this project when other organisations trust the same issuer.',
+  },
+);
 
 export const CreateProjectBody = strictObject({
   name: Name,
@@ -13,6 +24,7 @@ export const CreateProjectBody = strictObject({
   walletWebhookUrl: Type.Optional(Url),
   walletWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
   requireVerifiedEmail: Type.Optional(Type.Boolean({ default: true })),
+  tokenClaim: Type.Optional(Type.Union([TokenClaim, Type.Null()])),
 });
 
 /** Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook. */
@@ -22,6 +34,7 @@ export const UpdateProjectBody = Type.Object(
     issuer: Type.Optional(Url),
     walletWebhookUrl: Type.Optional(Type.Union([Url, Type.Null()])),
     requireVerifiedEmail: Type.Optional(Type.Boolean()),
+    tokenClaim: Type.Optional(Type.Union([TokenClaim, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -41,6 +54,7 @@ const projectFields = {
   issuer: Type.String(),
   walletWebhookUrl: Type.Union([Type.String(), Type.Null()]),
   requireVerifiedEmail: Type.Boolean(),
+  tokenClaim: Type.Union([TokenClaim, Type.Null()]),
   createdAt: Timestamp,
   updatedAt: Timestamp,
   deletedAt: NullableTimestamp,

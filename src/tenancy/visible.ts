@@ -40,6 +40,8 @@ export const PROJECT_COLUMNS = [
   'wallet_webhook_secret_prev_enc',
   'wallet_webhook_secret_prev_expires_at',
   'require_verified_email',
+  'token_claim_name',
+  'token_claim_value',
   'created_at',
   'updated_at',
   'deleted_at',

@@ -1,3 +1,4 @@
+import { tokenClaimOf } from '../projects/issuer-binding.js';
 import type { Clock } from '../clock.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
@@ -100,7 +101,11 @@ export async function identifyCaller(
     throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
       'WWW-Authenticate': 'Bearer',
     });
-  const user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email }, parsed);
+  const user = await deps.oidc.verify(
+    bearer,
+    { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email, tokenClaim: tokenClaimOf(project) },
+    parsed,
+  );
   const prefetched = email !== undefined && found?.wallet !== undefined ? { emailLower: foldIdentity(email), wallet: found.wallet ?? undefined } : undefined;
   return {
     project,
@@ -227,6 +232,10 @@ export const userKey = (caller: WalletCaller): string => `user:${caller.project.
 /** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */
 export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: string) {
   const { project } = scope;
-  const checks = await deps.oidc.diagnose(token, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email });
+  const checks = await deps.oidc.diagnose(token, {
+    issuer: project.issuer,
+    requireVerifiedEmail: project.require_verified_email,
+    tokenClaim: tokenClaimOf(project),
+  });
   return { ok: checks.every((c) => c.outcome === 'passed'), issuer: project.issuer, checks };
 }

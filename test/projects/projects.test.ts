@@ -40,6 +40,7 @@ describe('projects', () => {
       'issuer',
       'walletWebhookUrl',
       'requireVerifiedEmail',
+      'tokenClaim',
       'createdAt',
       'updatedAt',
       'deletedAt',
@@ -60,13 +61,21 @@ describe('projects', () => {
   it('keeps a given wallet webhook secret without echoing it, and checks its rules', async () => {
     const org = await createOrganisation(app.client);
     const given = 'a-long-enough-shared-secret';
-    const res = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookSecret: given });
+    const res = await app.client.post(`/api/v1/organisations/${org.id}/projects`, {
+      name: 'p',
+      issuer: `https://idp.example.com/org-${org.id}`,
+      walletWebhookSecret: given,
+    });
     expect(res.status).to.equal(201);
     expect(res.body).not.to.have.property('walletWebhookSecret');
     expect(new SecretBox(app.dataEncryptionKey).open((await row(res.body.id)).wallet_webhook_secret_enc, walletSecretAad(res.body.id))).to.equal(given);
 
     for (const bad of ['short', 'has spaces in the secret!', 'whsec_notbase64!!!!!!!!!!!!!!!!', `whsec_${Buffer.alloc(8).toString('base64')}`]) {
-      const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookSecret: bad });
+      const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, {
+        name: 'p',
+        issuer: `https://idp.example.com/org-${org.id}`,
+        walletWebhookSecret: bad,
+      });
       expect(r.status, bad).to.equal(400);
       expect(r.problem.code).to.equal('validation_failed');
     }
@@ -86,7 +95,11 @@ describe('projects', () => {
       expect(r.problem.errors?.[0]?.path).to.equal('/issuer');
     }
     for (const walletWebhookUrl of ['ftp://hooks.example.com', 'not a url', `https://x.example.com/${'a'.repeat(2050)}`]) {
-      const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, { name: 'p', issuer: 'https://idp.example.com', walletWebhookUrl });
+      const r = await app.client.post(`/api/v1/organisations/${org.id}/projects`, {
+        name: 'p',
+        issuer: `https://idp.example.com/org-${org.id}`,
+        walletWebhookUrl,
+      });
       expect(r.status, walletWebhookUrl).to.equal(400);
     }
   });
@@ -121,7 +134,7 @@ describe('projects', () => {
     const p = await createProject(app.client, org.id, { walletWebhookUrl: 'https://hooks.example.com/a' });
     const upd = await app.client.put(`/api/v1/project/${p.id}`, { requireVerifiedEmail: false, walletWebhookUrl: null });
     expect(upd.status).to.equal(200);
-    expect(upd.body).to.include({ requireVerifiedEmail: false, walletWebhookUrl: null, issuer: 'https://idp.example.com' });
+    expect(upd.body).to.include({ requireVerifiedEmail: false, walletWebhookUrl: null, issuer: p.issuer });
     expect((await app.client.put(`/api/v1/project/${p.id}`, {})).status).to.equal(400);
 
     const other = await createProject(app.client, org.id);

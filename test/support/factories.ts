@@ -9,6 +9,7 @@ export interface Org {
 export interface Project {
   id: number;
   organisationId: number;
+  issuer?: string;
   projectKey: string;
   walletWebhookSecret?: string;
 }
@@ -29,7 +30,8 @@ export async function createOrganisation(operator: Client, name = unique('Org'))
 export async function createProject(client: Client, organisationId: number, body: Record<string, unknown> = {}): Promise<Project> {
   const res = await client.post(`/api/v1/organisations/${organisationId}/projects`, {
     name: unique('Project'),
-    issuer: 'https://idp.example.com',
+    // An issuer of the organisation's own: organisations share one only with claims (projects/issuer-binding.ts).
+    issuer: `https://idp.example.com/org-${organisationId}`,
     ...body,
   });
   expect(res.status, res.text).to.equal(201);

@@ -19,6 +19,8 @@ const project = (id: number): CallerProject => ({
   issuer: 'https://idp.example.com',
   wallet_webhook_url: null,
   require_verified_email: true,
+  token_claim_name: null,
+  token_claim_value: null,
 });
 
 describe('project-key cache', function () {
