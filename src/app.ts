@@ -97,7 +97,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
         });
       });
     }, 'authenticate'),
-    idempotent: mark(idempotency(deps.db, deps.config.idempotencyTtlS, secretBox), 'idempotent'),
+    idempotent: mark(idempotency(deps.db, { ttlS: deps.config.idempotencyTtlS, leaseS: deps.config.idempotencyLeaseS }, secretBox), 'idempotent'),
     audited,
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),

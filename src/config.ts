@@ -65,6 +65,11 @@ export interface Config {
   /** Lifetime of an entry of the API's project-key cache (0: no cache); see src/projects/key-cache.ts. */
   readonly projectCacheTtlMs: number;
   readonly idempotencyTtlS: number;
+  /**
+   * How long an Idempotency-Key record stays reserved for the request running it before another
+   * request with the key may take it over: longer than any request runs (src/http/idempotency.ts).
+   */
+  readonly idempotencyLeaseS: number;
   /** Where the signer is (`unix:/path` or http(s)://); unset in ROLE=all: the signer it starts. */
   readonly keyvaultUrl: string | undefined;
   /** Shared secret for the signer; unset in ROLE=all: generated for the signer it starts. */
@@ -308,6 +313,9 @@ export function loadConfig(env: Env = process.env): Config {
     dbPreparedStatements: bool('DB_PREPARED_STATEMENTS', true),
     projectCacheTtlMs: int('PROJECT_CACHE_TTL_MS', 5_000, 0, 3_600_000),
     idempotencyTtlS: int('IDEMPOTENCY_TTL_S', 86_400, 1, 30 * 86_400),
+    // A signature waits on the signer twice (policy, then sign or dry run); a minute more covers
+    // its statements, each waiting at most the pool's 10 s for a connection.
+    idempotencyLeaseS: Math.ceil((2 * keyvaultTimeoutMs) / 1000) + 60,
     keyvaultUrl,
     keyvaultToken,
     keyvaultTimeoutMs,

@@ -19,10 +19,11 @@ function targetOf(ctx: AppContext, target: AuditTarget, answer: Record<string, u
 }
 
 /**
- * For every management write: runs the rest of the request in a transaction (a savepoint inside
- * the idempotency middleware's, when there is one) and, when it succeeds, records who did what in
- * that same transaction, so the change and its audit entry commit together or not at all. Tenant
- * and target come from the endpoint's declaration and its resolved scope, never from the path.
+ * For every management write: runs the rest of the request in a transaction and, when it
+ * succeeds, records who did what in that same transaction, so the change and its audit entry
+ * commit together or not at all; an Idempotency-Key answer is stored in it too. The transaction
+ * is the request's one connection: the handler works through `ctx.state.db` only. Tenant and
+ * target come from the endpoint's declaration and its resolved scope, never from the path.
  */
 export function audited(route: Route, target: AuditTarget): AppMiddleware {
   const action = `${route.method} ${route.path}`;
@@ -35,21 +36,22 @@ export function audited(route: Route, target: AuditTarget): AppMiddleware {
       } finally {
         ctx.state.db = outer;
       }
-      if (ctx.status >= 400) return;
       const principal = ctx.state.principal;
-      if (!principal) return;
-      const answer = (typeof ctx.body === 'object' && ctx.body !== null ? ctx.body : {}) as Record<string, unknown>;
-      const { organisationId, projectId } = tenantOf(ctx, target, answer);
-      await recordAudit(tx, {
-        organisation_id: organisationId,
-        project_id: projectId,
-        actor: principalKey(principal),
-        action,
-        target: targetOf(ctx, target, answer),
-        status: ctx.status,
-        request_id: ctx.state.requestId,
-        details: { params: { ...ctx.params }, ...(ctx.query['projectId'] === undefined ? {} : { projectId: String(ctx.query['projectId']) }) },
-      });
+      if (ctx.status < 400 && principal) {
+        const answer = (typeof ctx.body === 'object' && ctx.body !== null ? ctx.body : {}) as Record<string, unknown>;
+        const { organisationId, projectId } = tenantOf(ctx, target, answer);
+        await recordAudit(tx, {
+          organisation_id: organisationId,
+          project_id: projectId,
+          actor: principalKey(principal),
+          action,
+          target: targetOf(ctx, target, answer),
+          status: ctx.status,
+          request_id: ctx.state.requestId,
+          details: { params: { ...ctx.params }, ...(ctx.query['projectId'] === undefined ? {} : { projectId: String(ctx.query['projectId']) }) },
+        });
+      }
+      await ctx.state.idempotentAnswer?.storeIn(tx);
     });
   };
 }

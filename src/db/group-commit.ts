@@ -1,3 +1,5 @@
+import { needsConnection, outsideRequests } from './held.js';
+
 /**
  * Rows that must be committed before their callers go on, written together: a row added while
  * earlier writes are in flight waits for the next statement, which takes every row waiting (up
@@ -17,6 +19,8 @@ export class GroupCommit<T> {
 
   /** Resolves once `row` is committed; rejects with the statement's error. */
   add(row: T): Promise<void> {
+    // The caller waits for a statement that takes a pooled connection: it may hold none meanwhile.
+    needsConnection('a group commit waited for');
     return new Promise<void>((resolve, reject) => {
       this.#waiting.push({ row, settle: (err) => (err === undefined ? resolve() : reject(err)) });
       this.#next();
@@ -27,7 +31,8 @@ export class GroupCommit<T> {
     while (this.#inFlight < this.parallel && this.#waiting.length > 0) {
       const group = this.#waiting.splice(0, this.maxRows);
       this.#inFlight++;
-      this.write(group.map((g) => g.row))
+      // The statement is every waiting caller's: no one request's (db/held.ts).
+      outsideRequests(() => this.write(group.map((g) => g.row)))
         .then(
           () => group.forEach((g) => g.settle()),
           (err: unknown) => {

@@ -18,6 +18,7 @@ const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  */
 class RequestState implements AppState {
   principal?: Principal;
+  idempotentAnswer?: AppState['idempotentAnswer'];
   #child: Logger | undefined;
 
   constructor(

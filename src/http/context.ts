@@ -17,10 +17,16 @@ export interface AppState {
   /** Set when an API-token endpoint has resolved the tenant it acts on (tenancy/resolve.ts). */
   scope?: TenantScope;
   /**
-   * Where this request's commands run: the pool, or the transaction the idempotency middleware
-   * opened so that the stored answer commits together with the change.
+   * Where this request's commands run: the pool, or the transaction of the change that the audit
+   * middleware opened (which then holds the request's only connection: nothing in it may use the pool).
    */
   db: Executor;
+  /**
+   * Set by the idempotency middleware while the request holds its Idempotency-Key record: stores
+   * the answer in `tx`. The audit middleware calls it in the change's transaction, so that the
+   * change and its stored answer commit together (http/idempotency.ts).
+   */
+  idempotentAnswer?: { storeIn(tx: Executor): Promise<void> } | undefined;
 }
 
 export type AppContext = RouterContext<AppState>;

@@ -141,9 +141,9 @@ function withScope(route: Route, handler: Handler): Handler {
 /**
  * Registers endpoints, each with the same middlewares in the one order every request follows:
  * cache invalidation (outermost, so it sees the committed outcome), authentication, idempotency
- * (its transaction holds the stored answer), audit (a savepoint with the change and its entry),
- * then body reading (after auth: http/body.ts), validation, the page asked for, the tenant scope
- * (in the change's transaction) and the handler.
+ * (the key's record reserved by a statement of its own), audit (the change's transaction, with
+ * its entry and the stored answer), then body reading (after auth: http/body.ts), validation, the
+ * page asked for, the tenant scope (in the change's transaction) and the handler.
  */
 export function mount(
   router: Router<AppState>,

@@ -1,31 +1,37 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { principalOf } from '../auth/access.js';
 import { principalKey } from '../auth/principal.js';
+import type { Executor } from '../db/knex.js';
 import { ConflictError, IdempotencyKeyReusedError, ValidationError } from '../errors.js';
-import { lockKey, reserveKey, restartKey, storeResponse } from '../idempotency/repository.js';
-import type { AppMiddleware } from './context.js';
+import { claimKey, releaseKey, storeResponse, type Reservation } from '../idempotency/repository.js';
+import type { AppContext, AppMiddleware } from './context.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { DEFAULT_BODY_LIMIT, readBody } from './body.js';
 import { sendProblem, toAppError } from './problem.js';
 
 const KEY = /^[\x20-\x7e]{1,255}$/;
-const LOCK_NOT_AVAILABLE = '55P03';
 
-/**
- * CONTRACT.md section 2b. The request runs inside a transaction that holds the key's row lock
- * and stores the answer before committing, so the change and its stored answer commit together:
- * a crash leaves neither, and a retry after it runs the request afresh. A second request while
- * the first holds the lock gets 409; 5xx answers are never stored.
- */
 /** What a stored answer is sealed to: another record's ciphertext does not open here. */
 export const recordAad = (principal: string, key: string, fingerprint: string) => `custody:idempotency:v1:${principal}:${fingerprint}:${key}`;
 
+const inProgress = () => new ConflictError('A request with this Idempotency-Key is still in progress.', 'request_in_progress');
+
 /**
- * Stored answers are sealed under DATA_ENCRYPTION_KEY (answers carry shown-once secrets: API
- * tokens, project keys, webhook secrets), bound to their record; a replay opens them.
+ * CONTRACT.md section 2b, without holding a connection across the request (docs/decisions.md):
+ * 1. the key's record is claimed by one committed statement, naming this request its owner for a
+ *    lease (`idempotencyLeaseS`); a second request while it runs gets 409, one with another body
+ *    422, one after the answer its replay;
+ * 2. the handler runs on the pool, as it does without the header (its own transactions for what
+ *    must be atomic);
+ * 3. the answer is stored by the owner only: in the change's own transaction where the audit
+ *    middleware opens one (so the change and its answer commit together, and a request that lost
+ *    its record to a takeover commits nothing), otherwise in a statement of its own after the
+ *    handler. A 5xx or an error gives the record up, so that a retry runs afresh.
+ * Stored answers are sealed under DATA_ENCRYPTION_KEY (they carry shown-once secrets: API tokens,
+ * project keys, webhook secrets), bound to their record; a replay opens them.
  */
-export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddleware {
+export function idempotency(db: Knex, times: { ttlS: number; leaseS: number }, box: SecretBox): AppMiddleware {
   return async (ctx, next) => {
     const header = ctx.headers['idempotency-key'];
     if (header === undefined) {
@@ -45,50 +51,63 @@ export function idempotency(db: Knex, ttlS: number, box: SecretBox): AppMiddlewa
     const fingerprint = createHash('sha256')
       .update(`${ctx.method} ${ctx.originalUrl}\n${typeof raw === 'string' ? raw : ''}`)
       .digest('base64url');
-    await reserveKey(db, principal, header, fingerprint, ttlS);
+    const record: Reservation = { principal, key: header, fingerprint, owner: randomUUID() };
 
-    const tx = await db.transaction();
+    const claim = await claimKey(db, record, times);
+    if (!claim.claimed) {
+      const { held } = claim;
+      if (held === undefined) throw inProgress();
+      if (held.fingerprint !== fingerprint) throw new IdempotencyKeyReusedError();
+      if (held.response_status === null) throw inProgress();
+      ctx.status = held.response_status;
+      ctx.body = held.response_body ? box.open(held.response_body, recordAad(principal, header, fingerprint)) : '';
+      if (held.response_content_type) ctx.type = held.response_content_type;
+      ctx.set('Idempotent-Replayed', 'true');
+      return;
+    }
+
+    // Whether the answer went into the change's transaction (which then committed, unless the handler threw).
+    let storedWithChange = false;
+    ctx.state.idempotentAnswer = {
+      storeIn: async (tx: Executor) => {
+        if (ctx.status >= 500) return;
+        // Taken over after the lease: the other request's change is the one to keep.
+        if (!(await storeResponse(tx, record, answerOf(ctx, box, record)))) throw inProgress();
+        storedWithChange = true;
+      },
+    };
     try {
-      let row;
-      try {
-        row = await lockKey(tx, principal, header);
-      } catch (err) {
-        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
-          throw new ConflictError('A request with this Idempotency-Key is still in progress.', 'request_in_progress');
-        }
-        throw err;
-      }
-      if (!row || row.expired) {
-        await restartKey(tx, principal, header, fingerprint, ttlS);
-      } else if (row.fingerprint !== fingerprint) {
-        throw new IdempotencyKeyReusedError();
-      } else if (row.response_status !== null) {
-        ctx.status = row.response_status;
-        ctx.body = row.response_body ? box.open(row.response_body, recordAad(principal, header, fingerprint)) : '';
-        if (row.response_content_type) ctx.type = row.response_content_type;
-        ctx.set('Idempotent-Replayed', 'true');
-        await tx.commit();
-        return;
-      }
-
-      ctx.state.db = tx;
       try {
         await next();
       } catch (err) {
+        storedWithChange = false;
         const known = toAppError(err);
         if (!known || known.status >= 500) throw err;
         sendProblem(ctx, known, ctx.state.requestId);
       }
-      if (ctx.status >= 500) return; // not stored; `finally` rolls the change back
-      const body = ctx.body === undefined || ctx.body === null ? '' : typeof ctx.body === 'string' ? ctx.body : JSON.stringify(ctx.body);
-      await storeResponse(tx, principal, header, {
-        status: ctx.status,
-        contentType: ctx.response.type,
-        body: body === '' ? '' : box.seal(body, recordAad(principal, header, fingerprint)),
-      });
-      await tx.commit();
+      if (ctx.status >= 500) {
+        await releaseKey(db, record);
+        return;
+      }
+      // A refusal, or an endpoint whose command commits on its own: the answer in a statement of its own.
+      if (!storedWithChange) await storeResponse(db, record, answerOf(ctx, box, record));
+    } catch (err) {
+      await releaseKey(db, record).catch((e: unknown) =>
+        ctx.state.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'an Idempotency-Key record was not given up; it is free once its lease ends'),
+      );
+      throw err;
     } finally {
-      if (!tx.isCompleted()) await tx.rollback().catch(() => undefined);
+      ctx.state.idempotentAnswer = undefined;
     }
+  };
+}
+
+/** The answer as it is stored: status, type and the body sealed to its record. */
+function answerOf(ctx: AppContext, box: SecretBox, r: Reservation): { status: number; contentType: string; body: string } {
+  const body = ctx.body === undefined || ctx.body === null ? '' : typeof ctx.body === 'string' ? ctx.body : JSON.stringify(ctx.body);
+  return {
+    status: ctx.status,
+    contentType: ctx.response.type,
+    body: body === '' ? '' : box.seal(body, recordAad(r.principal, r.key, r.fingerprint)),
   };
 }

@@ -1,62 +1,79 @@
 import type { Executor } from '../db/knex.js';
 
-export interface IdempotencyRow {
+/** The request that holds an Idempotency-Key record: its principal, key and fingerprint, and a random owner id. */
+export interface Reservation {
   principal: string;
   key: string;
+  fingerprint: string;
+  owner: string;
+}
+
+/** What a request found when it could not claim the record: another request's, running or answered. */
+export interface HeldRecord {
   fingerprint: string;
   response_status: number | null;
   response_content_type: string | null;
   response_body: string | null;
-  expired: boolean;
-}
-
-/** Makes sure a row exists for (principal, key), committed on its own so that others can see it. */
-export async function reserveKey(db: Executor, principal: string, key: string, fingerprint: string, ttlS: number): Promise<void> {
-  await db.raw(
-    `INSERT INTO idempotency_keys (principal, key, fingerprint, expires_at)
-     VALUES (?, ?, ?, now() + make_interval(secs => ?))
-     ON CONFLICT (principal, key) DO NOTHING`,
-    [principal, key, fingerprint, ttlS],
-  );
 }
 
 /**
- * Locks the row for this request's transaction. NOWAIT: while another request holds it, that
- * request is still running (PostgreSQL error 55P03), which the caller answers with 409.
+ * Claims the record of (principal, key) for `r` in one statement, committed on its own: a new
+ * key, an answered record past its time to live, or an unanswered one whose lease has run out
+ * (its request died; taken over only for the same request, unless expired too). Answers
+ * `{ claimed: true }`, or the record as it stands (`undefined` when a concurrent claim committed
+ * it after this statement's snapshot: that request is running).
  */
-export async function lockKey(tx: Executor, principal: string, key: string): Promise<IdempotencyRow | undefined> {
-  const { rows } = await tx.raw<{ rows: IdempotencyRow[] }>(
-    `SELECT principal, key, fingerprint, response_status, response_content_type, response_body, expires_at <= now() AS expired
-       FROM idempotency_keys WHERE principal = ? AND key = ? FOR UPDATE NOWAIT`,
-    [principal, key],
+export async function claimKey(
+  db: Executor,
+  r: Reservation,
+  times: { ttlS: number; leaseS: number },
+): Promise<{ claimed: true } | { claimed: false; held: HeldRecord | undefined }> {
+  const { rows } = await db.raw<{ rows: Array<HeldRecord & { claimed: boolean; found: boolean }> }>(
+    `WITH claim AS (
+       INSERT INTO idempotency_keys AS k (principal, key, fingerprint, owner, lease_until, expires_at)
+       VALUES (:principal, :key, :fingerprint, :owner, now() + make_interval(secs => :leaseS), now() + make_interval(secs => :ttlS))
+       ON CONFLICT (principal, key) DO UPDATE
+          SET fingerprint = EXCLUDED.fingerprint, owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until,
+              expires_at = EXCLUDED.expires_at, created_at = now(),
+              response_status = NULL, response_content_type = NULL, response_body = NULL
+        WHERE CASE WHEN k.response_status IS NULL
+                   THEN k.lease_until <= now() AND (k.fingerprint = EXCLUDED.fingerprint OR k.expires_at <= now())
+                   ELSE k.expires_at <= now() END
+       RETURNING 1
+     )
+     SELECT EXISTS (SELECT 1 FROM claim) AS claimed, k.principal IS NOT NULL AS found,
+            k.fingerprint, k.response_status, k.response_content_type, k.response_body
+       FROM (SELECT 1) one LEFT JOIN idempotency_keys k ON k.principal = :principal AND k.key = :key`,
+    { ...r, ttlS: times.ttlS, leaseS: times.leaseS },
   );
-  return rows[0];
+  const row = rows[0];
+  if (row?.claimed) return { claimed: true };
+  return { claimed: false, held: row?.found ? row : undefined };
 }
 
-/** An expired row starts over for the new request. */
-export async function restartKey(tx: Executor, principal: string, key: string, fingerprint: string, ttlS: number): Promise<void> {
-  await tx.raw(
-    `UPDATE idempotency_keys SET fingerprint = ?, response_status = NULL, response_content_type = NULL, response_body = NULL,
-            created_at = now(), expires_at = now() + make_interval(secs => ?)
-      WHERE principal = ? AND key = ?`,
-    [fingerprint, ttlS, principal, key],
-  );
-}
-
-export async function storeResponse(
-  tx: Executor,
-  principal: string,
-  key: string,
-  response: { status: number; contentType: string; body: string },
-): Promise<void> {
-  await tx('idempotency_keys')
-    .where({ principal, key })
+/**
+ * Stores the answer of the request that holds the record; false when it no longer does (its lease
+ * ran out and another request took the record over). In the change's transaction when there is
+ * one (audit/middleware.ts), so that the change and its answer commit together.
+ */
+export async function storeResponse(db: Executor, r: Reservation, response: { status: number; contentType: string; body: string }): Promise<boolean> {
+  const updated = await db('idempotency_keys')
+    .where({ principal: r.principal, key: r.key, owner: r.owner })
+    .whereNull('response_status')
     .update({ response_status: response.status, response_content_type: response.contentType, response_body: response.body });
+  return updated === 1;
 }
 
+/** Gives the record up (a 5xx or an error): a retry with the same key runs afresh. */
+export async function releaseKey(db: Executor, r: Reservation): Promise<void> {
+  await db('idempotency_keys').where({ principal: r.principal, key: r.key, owner: r.owner }).whereNull('response_status').delete();
+}
+
+/** Deletes records past their time to live, at most `batch` per call; one still running is kept until its lease ends. */
 export async function deleteExpiredKeys(db: Executor, batch = 1000): Promise<number> {
   const { rowCount } = await db.raw<{ rowCount: number }>(
-    `DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys WHERE expires_at < now() LIMIT ?)`,
+    `DELETE FROM idempotency_keys WHERE ctid IN (
+       SELECT ctid FROM idempotency_keys WHERE expires_at < now() AND (response_status IS NOT NULL OR lease_until < now()) LIMIT ?)`,
     [batch],
   );
   return rowCount;

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import { AppError } from '../errors.js';
 import type { AppContext } from '../http/context.js';
 import type { Logger } from '../logger.js';
+import { outsideRequests } from '../db/held.js';
 
 /** One key's hits added in a window, as a flush sends them. */
 export interface HitBatch {
@@ -202,7 +203,8 @@ export class RateLimiter {
     if (this.#timer || this.flushMs <= 0) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      void this.flush();
+      // Every request's hits, not the one whose hit started the timer (db/held.ts).
+      void outsideRequests(() => this.flush());
     }, this.flushMs);
     this.#timer.unref();
   }

@@ -17,6 +17,7 @@ import type { Lifecycle } from '../../src/lifecycle.js';
 import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
+import { watchPool, watchRequest, type NestedAcquisitionError } from '../../src/db/held.js';
 import { Client } from './http.js';
 import { TestIdp } from './idp.js';
 import { Receiver } from './receiver.js';
@@ -38,6 +39,8 @@ export interface TestApp {
   projectCache: ProjectKeyCache | undefined;
   /** Every endpoint the app declared (src/http/declare.ts). */
   endpoints: readonly Declaration[];
+  /** Each time a request asked the pool for a connection while it held one (src/db/held.ts); close() fails if any. */
+  nested: NestedAcquisitionError[];
   close(): Promise<void>;
 }
 
@@ -102,8 +105,15 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   }
   const relay = background?.relay;
   const handle = app.callback();
+  // Every request is watched: one that asks the pool for a connection while it holds one fails
+  // there, and the suite fails when the app closes (src/db/held.ts).
+  watchPool(db);
+  const nested: NestedAcquisitionError[] = [];
   const server: Server = createServer((req, res) => {
-    void handle(req, res);
+    watchRequest(
+      (err) => nested.push(err),
+      () => void handle(req, res),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -119,6 +129,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     relay,
     projectCache,
     endpoints: declaredEndpoints(app),
+    nested,
     close: async () => {
       await background?.stop();
       await parts.close();
@@ -126,6 +137,9 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      if (nested.length > 0) {
+        throw new Error(`requests asked the pool for a connection while holding one:\n${nested.map((e) => e.stack ?? e.message).join('\n')}`);
+      }
     },
   };
 }

@@ -145,6 +145,34 @@ describe("wallets: a backend signs with a user's wallet under the project's poli
     expect(again.body).to.deep.equal(first.body);
   });
 
+  it("signs again, to the same bytes, when a signature's answer was never stored (its process died) and the lease has ended", async () => {
+    const { org, project, admin, signer, rpc } = await setup();
+    const policy = {
+      rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }],
+      limits: [{ method: 'personal_sign', per: 'wallet', window: '1h', count: 5 }],
+    };
+    expect((await admin.put(`/api/v1/project/${project.id}/policy`, policy)).status).to.equal(201);
+    const message = { method: 'personal_sign', params: { message: 'lost answer' } };
+    const headers = { 'idempotency-key': 'lost-1' };
+    const first = await signer.post(rpc, message, { headers });
+    expect(first.status, first.text).to.equal(200);
+    // As a process that died between the signature and storing its answer leaves the record.
+    const record = () => env.app.db('idempotency_keys').where({ key: 'lost-1' });
+    await record().update({ response_status: null, response_content_type: null, response_body: null });
+    expect((await signer.post(rpc, message, { headers })).status, 'while the lease runs').to.equal(409);
+    await record().update({ lease_until: env.app.db.raw(`now() - interval '1 second'`) });
+    const again = await signer.post(rpc, message, { headers });
+    expect(again.status).to.equal(200);
+    expect(again.headers.get('idempotent-replayed')).to.equal(null);
+    expect(again.body, 'deterministic signatures: nothing new reaches the caller').to.deep.equal(first.body);
+    // What it costs: a second limit place and a second decision, both true.
+    expect(await env.app.db('wallet_signatures').where({ project_id: project.id })).to.have.length(2);
+    const audit = await env.app.client.get(`/api/v1/organisations/${org.id}/audit`);
+    const created = audit.body.entries.filter((e) => e.action === 'wallet.signature.created');
+    expect(created).to.have.length(2);
+    expect(created[0]?.details['digest']).to.equal(created[1]?.details['digest']);
+  });
+
   it('the user present signs with their own wallet (JWT and project key, as sign-in): caller "user" in the policy, audited, idempotent per user', async () => {
     const { org, project, wallet, admin, signer, rpc, userJwt } = await setup();
     await admin.put(`/api/v1/project/${project.id}/policy`, siwePolicy);
