@@ -11,10 +11,12 @@ src=$(cd "$(dirname "$0")/kube-strict" && pwd)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/custody-kube-strict/$(cat "$src"/*.go | sha256sum | cut -c1-12)"
 newest=${VERSIONS##* }
 mkdir -p "$out"
+beating=
 for v in $VERSIONS; do
   [ -x "$out/kube-strict-$v" ] && continue
   echo "kube-strict.sh: building the strict decoder for Kubernetes $v (first use only)" >&2
-  heartbeat "kube-strict.sh $v"
+  # One heartbeat for the whole run (each sets the EXIT trap that stops it).
+  [ -n "$beating" ] || { heartbeat kube-strict.sh; beating=1; }
   work=$(mktemp -d)
   minor=${v#1.}
   (
@@ -22,7 +24,7 @@ for v in $VERSIONS; do
     cp "$src/main.go" .
     printf 'module custody.local/kubestrict\n\ngo 1.24\n' > go.mod
     tags=""
-    go get "k8s.io/api@v0.$minor" "k8s.io/apimachinery@v0.$minor" "sigs.k8s.io/yaml@v1.4.0" >&2
+    go get "k8s.io/api@v0.$minor" "k8s.io/apimachinery@v0.$minor" "sigs.k8s.io/yaml" "sigs.k8s.io/json" >&2
     if [ "$v" = "$newest" ]; then
       # The prometheus-operator types (ServiceMonitor) need a recent k8s.io/api: the newest build only.
       tags=monitoring

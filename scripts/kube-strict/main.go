@@ -20,6 +20,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -103,7 +104,19 @@ func main() {
 			failed++
 			continue
 		}
-		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		// As the API server decodes: field names are case-sensitive (encoding/json's are not, so a
+		// misspelt readOnlyRootFileSystem would pass it), unknown and repeated fields are errors.
+		data, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			fmt.Printf("%s %s: %v\n", h.Kind, h.Metadata.Name, err)
+			failed++
+			continue
+		}
+		strict, err := kjson.UnmarshalStrict(data, obj, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+		if err == nil && len(strict) > 0 {
+			err = fmt.Errorf("%v", strict)
+		}
+		if err != nil {
 			fmt.Printf("%s %s: %v\n", h.Kind, h.Metadata.Name, err)
 			failed++
 			continue
