@@ -41,7 +41,7 @@ describe('no secret at rest in clear, anywhere', function () {
     const projectOpts = idem();
     const project = await app.client.post(
       `/api/v1/organisations/${org.body.id}/projects`,
-      { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' },
+      { name: 'Secrets', issuer: `https://idp.example.com/org-${org.body.id}`, walletWebhookUrl: 'https://hooks.example.com/w' },
       projectOpts,
     );
     expect(project.status, project.text).to.equal(201);
@@ -90,7 +90,7 @@ describe('no secret at rest in clear, anywhere', function () {
     expect(again.body.token).to.equal(token.body.token);
     const projectAgain = await app.client.post(
       `/api/v1/organisations/${org.body.id}/projects`,
-      { name: 'Secrets', issuer: 'https://idp.example.com', walletWebhookUrl: 'https://hooks.example.com/w' },
+      { name: 'Secrets', issuer: `https://idp.example.com/org-${org.body.id}`, walletWebhookUrl: 'https://hooks.example.com/w' },
       projectOpts,
     );
     expect(projectAgain.body.projectKey).to.equal(project.body.projectKey);

@@ -11,6 +11,7 @@ export const project = {
   issuer: 'https://login.example.com',
   walletWebhookUrl: 'https://api.example.com/hooks/wallets',
   requireVerifiedEmail: true,
+  tokenClaim: null,
   createdAt: at,
   updatedAt: at,
   deletedAt: null,

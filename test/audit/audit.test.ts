@@ -43,7 +43,7 @@ describe('audit log of management writes and key creations', () => {
     const project = await write(
       orgAdmin,
       'POST /api/v1/organisations/:id/projects',
-      t.orgAdmin.post(`/api/v1/organisations/${org}/projects`, { name: 'second', issuer: 'https://idp.example.com' }),
+      t.orgAdmin.post(`/api/v1/organisations/${org}/projects`, { name: 'second', issuer: `https://idp.example.com/org-${org}` }),
     );
     const keys = await write(orgAdmin, 'POST /api/v1/project/:projectId/keys', t.orgAdmin.post(`/api/v1/project/${pid}/keys`, { graceSeconds: 0 }));
     const secret = await write(

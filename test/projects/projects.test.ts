@@ -115,7 +115,7 @@ describe('projects', () => {
       const org = await createOrganisation(prod.client);
       const http = await prod.client.post(`/api/v1/organisations/${org.id}/projects`, {
         name: 'p',
-        issuer: 'https://idp.example.com',
+        issuer: `https://idp.example.com/org-${org.id}`,
         walletWebhookUrl: 'http://hooks.example.com',
       });
       expect(http.status).to.equal(400);

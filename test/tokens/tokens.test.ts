@@ -19,7 +19,7 @@ function tenantCalls(orgId: number, projectId: number, tokenId: number): Call[] 
     { method: 'DELETE', path: `/api/v1/organisations/${orgId}` },
     { method: 'POST', path: `/api/v1/organisations/${orgId}/undelete` },
     { method: 'GET', path: `/api/v1/organisations/${orgId}/projects` },
-    { method: 'POST', path: `/api/v1/organisations/${orgId}/projects`, json: { name: 'p', issuer: 'https://idp.example.com' } },
+    { method: 'POST', path: `/api/v1/organisations/${orgId}/projects`, json: { name: 'p', issuer: `https://idp.example.com/org-${orgId}` } },
     { method: 'GET', path: `/api/v1/project/${projectId}` },
     { method: 'PUT', path: `/api/v1/project/${projectId}`, json: { name: 'renamed' } },
     { method: 'DELETE', path: `/api/v1/project/${projectId}` },
