@@ -2,7 +2,7 @@ import { tokenClaimOf } from '../projects/issuer-binding.js';
 import type { Clock } from '../clock.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
-import { parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
+import type { OidcVerifier } from '../auth/oidc.js';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
 
@@ -49,11 +49,6 @@ export interface WalletCaller {
 }
 
 /** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
-function claimedEmail(parsed: ParsedJwt | undefined): string | undefined {
-  const email = parsed?.claims?.['email'];
-  return typeof email === 'string' && email.length > 0 && email.length <= 320 ? email : undefined;
-}
-
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
 
 /**
@@ -82,11 +77,9 @@ export async function identifyCaller(
   deps.authFailures?.before(ctx);
   const hash = projectKeyHash(body.key, deps.env);
   const bearer = BEARER.exec(authorization)?.[1];
-  // Sign-in reads the caller's wallet in the same query as the project (one round trip for a known
-  // user). The token is decoded once here; verification below reuses it.
-  const parsed = bearer !== undefined ? parseJwt(bearer) : undefined;
-  const email = options.prefetchWallet ? claimedEmail(parsed) : undefined;
-  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, email, deps.projectCache) : undefined;
+  // Nothing of the token reaches the database before it is verified: the project first (the key
+  // cache answers most), the user's wallet only for the verified e-mail.
+  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, undefined, deps.projectCache) : undefined;
   const project = found?.project;
   if (!project) {
     deps.authFailures?.failed(ctx);
@@ -101,12 +94,14 @@ export async function identifyCaller(
     throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
       'WWW-Authenticate': 'Bearer',
     });
-  const user = await deps.oidc.verify(
-    bearer,
-    { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email, tokenClaim: tokenClaimOf(project) },
-    parsed,
-  );
-  const prefetched = email !== undefined && found?.wallet !== undefined ? { emailLower: foldIdentity(email), wallet: found.wallet ?? undefined } : undefined;
+  const user = await deps.oidc.verify(bearer, {
+    issuer: project.issuer,
+    requireVerifiedEmail: project.require_verified_email,
+    tokenClaim: tokenClaimOf(project),
+  });
+  // Sign-in's wallet, for the verified e-mail: with the project cached (it is now), one round trip.
+  const withWallet = options.prefetchWallet && hash ? await findProjectAndWallet(deps.db, hash, deps.env, user.email, deps.projectCache) : undefined;
+  const prefetched = withWallet?.wallet !== undefined ? { emailLower: foldIdentity(user.email), wallet: withWallet.wallet ?? undefined } : undefined;
   return {
     project,
     email: user.email,
