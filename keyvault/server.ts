@@ -1,3 +1,4 @@
+import { duplicateName } from './json-names.js';
 import type {
   BindAnswer,
   CreatedKey,
@@ -70,11 +71,17 @@ function readJson(req: IncomingMessage, limit = BODY_LIMIT): Promise<unknown> {
     req.on('error', (err) => reject(err));
     req.on('end', () => {
       if (failed) return;
+      let parsed: unknown;
+      const text = Buffer.concat(chunks).toString('utf8');
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        parsed = JSON.parse(text);
       } catch {
         reject(new SignerError('invalid_request', 'body is not JSON'));
+        return;
       }
+      const dup = duplicateName(text);
+      if (dup) reject(new SignerError('invalid_request', `body repeats the member name "${dup.name.slice(0, 64)}" at ${dup.pointer.slice(0, 256)}`));
+      else resolve(parsed);
     });
   });
 }
@@ -155,6 +162,8 @@ export function createSignerServer(deps: {
   signer: Signer;
   policies: PolicyStore;
   owners: OwnerStore;
+  /** The operator's recovery keys: may replace a project's owners when theirs are lost (KEYVAULT_RECOVERY_KEYS_FILE). */
+  recoveryKeys: readonly OwnerKey[];
   log: SignerLog;
   /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
   tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
@@ -204,7 +213,7 @@ export function createSignerServer(deps: {
       const projectId = projectIdOf(policyPath[1], 'the project id');
       if (req.method === 'PUT' && policyPath[2] === undefined) {
         const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'policy');
-        const document = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
+        const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
         return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
       }
       if (req.method === 'GET' && policyPath[2] === undefined) {
@@ -233,8 +242,11 @@ export function createSignerServer(deps: {
       const projectId = projectIdOf(ownersPath[1], 'the project id');
       if (req.method === 'PUT') {
         const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'owners');
-        const document = await admitted(deps.owners, projectId, base + 1, 'owners', submitted);
-        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, author)));
+        const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
+        // A recovery is written down with the version it makes, and said where operators look.
+        if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
+        const recorded = by === 'recovery' ? `${author ?? 'unknown'} (recovery key)` : author;
+        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, recorded)));
       }
       if (req.method === 'GET') return send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId)));
     }

@@ -1,3 +1,4 @@
+import { duplicateName } from '../text/json-names.js';
 import { carriesClaim, type TokenClaim } from '../projects/issuer-binding.js';
 import { systemClock } from '../clock.js';
 import { jwtKeyCache } from '../metrics.js';
@@ -77,53 +78,12 @@ const MAX_KEYS = 100;
 const KID = /^[\x21-\x7e]{1,256}$/;
 
 /**
- * Whether every member name at the top level of a JSON object text is distinct (RFC 7519
+ * Whether every member name of a JSON object text is distinct within its object (RFC 7519
  * section 4: a JWT with duplicate claim names is rejected here, not read one way or the other).
- * Names are compared after unescaping, so `"\u0065mail"` repeats `"email"`.
  */
-export function uniqueTopLevelNames(json: string): boolean {
-  const seen = new Set<string>();
-  let depth = 0;
-  for (let i = 0; i < json.length; i++) {
-    const c = json.charCodeAt(i);
-    if (c === 0x7b || c === 0x5b)
-      depth++; // { [
-    else if (c === 0x7d || c === 0x5d)
-      depth--; // } ]
-    else if (c === 0x22) {
-      // A string: find its closing quote, noting whether it has escapes.
-      let j = i + 1;
-      let escaped = false;
-      while (j < json.length && json.charCodeAt(j) !== 0x22) {
-        if (json.charCodeAt(j) === 0x5c) {
-          escaped = true;
-          j += 2;
-        } else j++;
-      }
-      const start = i;
-      i = j;
-      if (depth !== 1) continue;
-      let k = j + 1;
-      while (k < json.length && isJsonSpace(json.charCodeAt(k))) k++;
-      if (json.charCodeAt(k) !== 0x3a) continue; // not followed by ':', so a value
-      let name: string;
-      if (!escaped) name = json.slice(start + 1, j);
-      else {
-        try {
-          name = JSON.parse(json.slice(start, j + 1)) as string;
-        } catch {
-          return false;
-        }
-      }
-      if (seen.has(name)) return false;
-      seen.add(name);
-    }
-  }
-  return true;
-}
+export const uniqueTopLevelNames = (json: string): boolean => duplicateName(json) === undefined;
 
 /** JSON's insignificant whitespace (RFC 8259): space, tab, line feed, carriage return. */
-const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
 /** A compact JWS decoded once, not verified: its header, its claims, or what is wrong with its form. */
 export interface ParsedJwt {

@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import { PayloadTooLargeError, ValidationError } from '../errors.js';
+import { duplicateName } from '../text/json-names.js';
 
 /** Management bodies (a 1,000-item membership issue is ~150 KiB). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -60,6 +61,17 @@ export async function readBody(ctx: Context, limit: number): Promise<void> {
     throw new ValidationError(`The request body nests deeper than ${MAX_BODY_DEPTH} levels.`, [
       { in: 'body', path: '/', message: `nests deeper than ${MAX_BODY_DEPTH} levels` },
     ]);
+  }
+  // JSON.parse kept the last of a repeated name; the signer or a log reader might keep the first.
+  const raw = (ctx.request as { rawBody?: unknown }).rawBody;
+  const dup = typeof raw === 'string' ? duplicateName(raw) : undefined;
+  if (dup) {
+    const path = `${dup.pointer === '/' ? '' : dup.pointer}/${dup.name.replace(/~/g, '~0').replace(/\//g, '~1')}`.slice(0, 256);
+    throw new ValidationError(
+      'The request body repeats a member name within one object.',
+      [{ in: 'body', path, message: 'repeats a member name' }],
+      'duplicate_member',
+    );
   }
 }
 
