@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { VaultAuth, VaultSettings } from './vault/adapter.js';
 import type { VaultPaths } from './stores/vault.js';
 import { DEPLOYMENT_ID } from './key-id.js';
+import { parseOwners, type OwnerKey } from './policy/owners.js';
 
 /**
  * The signer's own configuration (it shares nothing with src/, by design). Read once, every
@@ -24,6 +25,8 @@ export interface SignerConfig {
   localLockWaitMs: number;
   /** Set: the store is checked (or claimed) for this deployment before the signer listens. */
   deploymentId: string | undefined;
+  /** P-256 public keys of the operator's recovery (KEYVAULT_RECOVERY_KEYS_FILE): they may replace a project's policy owners. */
+  recoveryKeys: OwnerKey[];
   /** TLS for a listener another pod reaches (required off loopback); `clientCa`: mutual TLS. */
   tls: { cert: string; key: string; clientCa: string | undefined } | undefined;
 }
@@ -149,6 +152,18 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
       `KEYVAULT_LISTEN ${listenRaw} is reachable from other hosts: set KEYVAULT_TLS_CERT_FILE and KEYVAULT_TLS_KEY_FILE (plain HTTP only on a Unix socket or loopback)`,
     );
   }
+  let recoveryKeys: OwnerKey[] = [];
+  const recoveryFile = plain('KEYVAULT_RECOVERY_KEYS_FILE');
+  if (recoveryFile !== undefined) {
+    try {
+      recoveryKeys = parseOwners(JSON.parse(readFileSync(recoveryFile, 'utf8')));
+      if (recoveryKeys.length === 0) problems.push(`KEYVAULT_RECOVERY_KEYS_FILE: ${recoveryFile} holds no key`);
+    } catch (err) {
+      problems.push(
+        `KEYVAULT_RECOVERY_KEYS_FILE: ${recoveryFile} is not a { "keys": [P-256 public JWKs] } document (${err instanceof Error ? err.message : 'unreadable'})`,
+      );
+    }
+  }
   const deploymentId = plain('KEYVAULT_DEPLOYMENT_ID');
   if (deploymentId !== undefined && !DEPLOYMENT_ID.test(deploymentId))
     problems.push('KEYVAULT_DEPLOYMENT_ID must be a lower-case UUID (the API logs its deployment id at start)');
@@ -164,6 +179,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     keygenThreads,
     localLockWaitMs,
     deploymentId,
+    recoveryKeys,
     tls,
   };
 }

@@ -47,7 +47,7 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   const policies = new PolicyStore(store);
   const signer = new Signer(store, policies);
   const owners = new OwnerStore(store);
-  const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, log, tls: config.tls });
+  const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, recoveryKeys: config.recoveryKeys, log, tls: config.tls });
   const where =
     'socketPath' in config.listen
       ? `unix:${config.listen.socketPath}`

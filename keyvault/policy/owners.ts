@@ -1,3 +1,4 @@
+import { duplicateName } from '../json-names.js';
 import { compactVerify, importJWK } from 'jose';
 import { SignerError } from '../errors.js';
 import { object } from '../sign/input.js';
@@ -74,22 +75,33 @@ export interface Submitted {
  * this project and this version (a signature for another project, or replayed for another
  * version, is refused).
  */
-export async function admitted(owners: OwnerStore, projectId: string, version: number, kind: 'policy' | 'owners', submitted: Submitted): Promise<unknown> {
-  const keys = (await owners.latest(projectId))?.value ?? [];
-  if (keys.length === 0) {
+export async function admitted(
+  owners: OwnerStore,
+  projectId: string,
+  version: number,
+  kind: 'policy' | 'owners',
+  submitted: Submitted,
+  recoveryKeys: readonly OwnerKey[] = [],
+): Promise<{ document: unknown; by: 'plain' | 'owner' | 'recovery' }> {
+  const ownerKeys = (await owners.latest(projectId))?.value ?? [];
+  if (ownerKeys.length === 0) {
     if (submitted.signed !== undefined) throw new SignerError('invalid_owners', '/signed the project has no policy owners: send the document itself');
     if (submitted.plain === undefined) throw new SignerError('invalid_owners', `/${kind} is required`);
-    return submitted.plain;
+    return { document: submitted.plain, by: 'plain' };
   }
+  // The operator's recovery keys (KEYVAULT_RECOVERY_KEYS_FILE) may replace lost owners, never sign a policy.
+  const keys = kind === 'owners' ? [...ownerKeys, ...recoveryKeys] : ownerKeys;
   if (submitted.signed === undefined)
     throw new SignerError('owner_signature_required', `the project has policy owners: a new ${kind} version needs an owner's ES256 signature`);
   if (submitted.plain !== undefined) throw new SignerError('invalid_owners', '/signed carries the document: send it alone');
   const jws = submitted.signed;
   if (typeof jws !== 'string' || jws.length > MAX_JWS) throw new SignerError('invalid_owner_signature', 'signed must be a compact JWS');
   let payload: Uint8Array | undefined;
-  for (const key of keys) {
+  let by: 'owner' | 'recovery' = 'owner';
+  for (const [i, key] of keys.entries()) {
     try {
       payload = (await compactVerify(jws, await importJWK({ ...key }, 'ES256'), { algorithms: ['ES256'] })).payload;
+      by = i < ownerKeys.length ? 'owner' : 'recovery';
       break;
     } catch {
       // Not this owner's signature: the next owner's key may verify it.
@@ -97,11 +109,14 @@ export async function admitted(owners: OwnerStore, projectId: string, version: n
   }
   if (!payload) throw new SignerError('invalid_owner_signature', "the signature is no owner key's ES256 signature");
   let claims: unknown;
+  const text = Buffer.from(payload).toString('utf8');
   try {
-    claims = JSON.parse(Buffer.from(payload).toString('utf8'));
+    claims = JSON.parse(text);
   } catch {
     throw new SignerError('invalid_owner_signature', 'the signed payload is not JSON');
   }
+  // Read one way here and another by whoever checked what the owner signed: refused.
+  if (duplicateName(text)) throw new SignerError('invalid_owner_signature', 'the signed payload repeats a member name');
   const c = claims as Record<string, unknown>;
   if (typeof claims !== 'object' || claims === null || Object.keys(c).sort().join() !== ['projectId', 'version', kind].sort().join())
     throw new SignerError('invalid_owner_signature', `the signed payload must be exactly { projectId, version, ${kind} }`);
@@ -109,5 +124,5 @@ export async function admitted(owners: OwnerStore, projectId: string, version: n
     throw new SignerError('invalid_owner_signature', `the signature is for project ${String(c['projectId'])}, not ${projectId}`);
   if (c['version'] !== version)
     throw new SignerError('policy_conflict', `the signature is for version ${String(c['version'])}; the next version is ${version}`);
-  return c[kind];
+  return { document: c[kind], by };
 }

@@ -1,6 +1,10 @@
 import { expect } from 'chai';
 import { CompactSign, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { startApp, type TestApp } from '../support/app.js';
+import { startSigner } from '../support/signer.js';
 import { createTenant } from '../support/factories.js';
 import { signInMessage as hello, siwePolicy as siwe } from '../support/policies.js';
 
@@ -84,5 +88,44 @@ describe('signing policies signed by their owners', function () {
     const audit = await app.client.get(`/api/v1/organisations/${t.org.id}/audit?limit=100`);
     const ownerWrites = audit.body.entries.filter((e) => e.action === 'PUT /api/v1/project/:projectId/policy/owners');
     expect(ownerWrites.map((e) => e.status)).to.deep.equal([201, 201]);
+  });
+
+  it("the operator's recovery key replaces lost owners (never a policy), and the change is written down", async () => {
+    const recovery = await owner();
+    const dir = mkdtempSync(path.join(tmpdir(), 'custody-recovery-'));
+    writeFileSync(path.join(dir, 'recovery.json'), JSON.stringify({ keys: [recovery.jwk] }));
+    const signer = await startSigner({ KEYVAULT_RECOVERY_KEYS_FILE: path.join(dir, 'recovery.json') });
+    const own = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+    try {
+      const t = await createTenant(own.client);
+      const owners = `/api/v1/project/${t.project.id}/policy/owners` as const;
+      const policy = `/api/v1/project/${t.project.id}/policy` as const;
+      const projectId = String(t.project.id);
+      const lost = await owner();
+      expect((await t.projectAdmin.put(owners, { keys: [lost.jwk] })).status).to.equal(201);
+      // The owner's key is lost: the recovery key may not sign a policy...
+      const widen = { rules: [{ name: 'anything', action: 'allow', method: 'personal_sign' }] };
+      const policyByRecovery = await t.projectAdmin.put(policy, { signed: await sign(recovery.privateKey, { projectId, version: 1, policy: widen }) });
+      expect([policyByRecovery.status, policyByRecovery.problem.code]).to.deep.equal([403, 'invalid_owner_signature']);
+      // ...but may name new owners.
+      const fresh = await owner();
+      const replaced = await t.projectAdmin.put(owners, { signed: await sign(recovery.privateKey, { projectId, version: 2, owners: { keys: [fresh.jwk] } }) });
+      expect(replaced.status, replaced.text).to.equal(201);
+      expect(replaced.body.author).to.match(/\(recovery key\)$/);
+      expect(signer.service.output()).to.include("replaced with the operator's recovery key");
+      const audited = await own.db('audit_log').where({ action: 'PUT /api/v1/project/:projectId/policy/owners', project_id: t.project.id, status: 201 });
+      expect(audited, 'the API audits both owner writes').to.have.length(2);
+      // Owners bound what wallets sign, not who asks within it: an admin still mints a backend's signer token
+      // (docs/signing.md), and that token signs only what the owner-signed policy allows.
+      const minted = await t.orgAdmin.post(`/api/v1/organisations/${t.org.id}/tokens`, { name: 'backend', role: 'signer', projectId: t.project.id });
+      expect(minted.status, minted.text).to.equal(201);
+      // The new owner signs from then on.
+      const bySigned = await t.projectAdmin.put(policy, { signed: await sign(fresh.privateKey, { projectId, version: 1, policy: siwe }) });
+      expect(bySigned.status, bySigned.text).to.equal(201);
+    } finally {
+      await own.close();
+      await signer.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
