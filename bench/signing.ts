@@ -25,7 +25,7 @@ const AUDIENCE = 'urn:custody:testnet';
 const CONCURRENCY = 32;
 const WALLETS = Number(process.env['BENCH_WALLETS'] ?? 32);
 /**
- * Signer tokens the requests are spread over, each under its default rate limit (1,200 per
+ * Signer tokens the requests are spread over, each under its default rate limit (18,000 per
  * minute): the service with its default settings, as a backend fleet with a token per instance.
  */
 const TOKENS = Number(process.env['BENCH_TOKENS'] ?? 64);
