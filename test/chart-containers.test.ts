@@ -365,6 +365,12 @@ describe('every container the chart renders starts with what the chart gives it'
         const api = await start(deploymentPod('api'));
         await waitProbe(net, api.svc, api.container, 'startupProbe');
         await waitProbe(net, api.svc, api.container);
+        // With AppRole, the API publishes when the signer's secret id lapses (the setup gave it 720 h).
+        if (envOf(signerPod.container)['VAULT_APPROLE_MOUNT'] !== undefined) {
+          const metrics = await net.infra('probe', { url: 'http://127.0.0.1:8080/metrics', timeoutMs: 5_000 });
+          const at = /^custody_signer_vault_credential_expiry_timestamp_seconds (\S+)$/m.exec(String(metrics['body']))?.[1];
+          expect(Number(at), 'the secret id expiry on /metrics').to.be.closeTo(Date.now() / 1000 + 720 * 3600, 300);
+        }
         // 3. helm test.
         const tests = pods.filter((p) => byKind(ms, 'Pod').some((t) => t.metadata.name === p.name));
         expect(tests, 'helm test pods').to.have.length.greaterThan(0);

@@ -35,13 +35,17 @@ const answer = (res: ServerResponse, status: number, body: unknown) => {
   res.end(JSON.stringify(body));
 };
 
-/** A kubelet's httpGet probe: any answer is a status (HTTPS without verifying, as the kubelet does). */
-function probe(url: string, timeoutMs: number): Promise<{ status?: number; error?: string }> {
+/** A kubelet's httpGet probe: any answer is a status (HTTPS without verifying, as the kubelet does); the body's first 256 KiB beside it. */
+function probe(url: string, timeoutMs: number): Promise<{ status?: number; body?: string; error?: string }> {
   return new Promise((resolve) => {
     const send = url.startsWith('https:') ? httpsRequest : httpRequest;
     const req = send(url, { method: 'GET', timeout: timeoutMs, rejectUnauthorized: false }, (res) => {
-      res.resume();
-      resolve({ status: res.statusCode ?? 0 });
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        if (body.length < 256 * 1024) body += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (err) => resolve({ error: err.message }));
