@@ -1,10 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
-import { startApp, type TestApp } from '../support/app.js';
+import { startAppWithIdp, type TestApp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
-import { TestIdp } from '../support/idp.js';
+import type { TestIdp } from '../support/idp.js';
 
 const AUDIENCE = 'urn:custody:testnet';
 
@@ -17,19 +14,12 @@ describe('wallets: the JWT is verified before any of its claims reaches the data
   this.timeout(60_000);
   let idp: TestIdp;
   let app: TestApp;
-  let caDir: string;
+  let close: () => Promise<void>;
 
   before(async () => {
-    idp = await TestIdp.start();
-    caDir = mkdtempSync(path.join(tmpdir(), 'custody-ca-'));
-    writeFileSync(path.join(caDir, 'ca.pem'), idp.caPem);
-    app = await startApp({ OIDC_CA_FILE: path.join(caDir, 'ca.pem'), JWKS_REFETCH_INTERVAL_MS: '0' });
+    ({ app, idp, close } = await startAppWithIdp({ JWKS_REFETCH_INTERVAL_MS: '0' }));
   });
-  after(async () => {
-    await app.close();
-    await idp.close();
-    rmSync(caDir, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it('answers 401 to forged tokens whatever their claims, on every user endpoint', async () => {
     const iss = await idp.issuer();
