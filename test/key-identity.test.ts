@@ -1,20 +1,21 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { KeyCreator } from '../keyvault/create-key.js';
 import { LocalKeyStore } from '../keyvault/stores/local.js';
 import { readDeploymentId } from '../src/db/deployment.js';
 import { createDb } from '../src/db/knex.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { KeyConflictError } from '../src/errors.js';
-import { SignerClient } from '../src/signer/client.js';
+import { projectUid, SignerClient } from '../src/signer/client.js';
 import { startApp, type TestApp } from './support/app.js';
 import { adminQuery, databaseUrlFor, migrateTo, ownDatabase } from './support/db.js';
 import { createOrganisation, createProject, type Project } from './support/factories.js';
 import { TestIdp, type TestIssuer } from './support/idp.js';
 import { spawnService, MAIN } from './support/process.js';
+import { writeLegacyKey } from './support/legacy-signer.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from './support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -222,7 +223,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       const row = (await own.db('wallets').where({ email: 'taken@example.com' }).first()) as { id: number; key_id: string };
       // Someone else's key under that id (as a shared or restored store would hold it).
       const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(own.db));
-      const foreign = await client.createKey(row.key_id, 'wallet:someone-else');
+      const foreign = await client.createKey(row.key_id, 'wallet:someone-else', projectUid(randomUUID()));
       const res = await app.client.post('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
       expect(res.status, res.text).to.equal(503);
       expect(res.problem.code).to.equal('key_conflict');
@@ -246,14 +247,13 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         .db('projects')
         .insert({ organisation_id: org?.id, name: 'Prev', environment: 'testnet', issuer: iss.issuer, wallet_webhook_secret_enc: 'unused-by-this-test' })
         .returning<Array<{ id: number }>>('id');
-      // Keys of that release, in a store without an owner marker.
+      // Keys of that release (made without a project), in a store without an owner marker.
       const store = new LocalKeyStore(dataDir, 0);
       await store.check();
-      const creator = new KeyCreator(store);
       const legacy: Array<{ email: string; keyId: string; address: string }> = [];
       for (const [i, email] of ['Old.One@Example.com', 'old.two@example.com'].entries()) {
         const keyId = `0000000${i}-0000-5000-8000-00000000000${i}`;
-        const made = await creator.create(keyId, `wallet:${i + 1}`, '00000000-0000-4000-8000-000000000000');
+        const made = await writeLegacyKey(store, keyId, `wallet:${i + 1}`);
         legacy.push({ email, keyId, address: made.address });
         await own.db('wallets').insert({
           id: i + 1,
@@ -268,7 +268,6 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       await own.db('wallets').insert({ id: 3, project_id: project?.id, email: 'pending@example.com', email_lower: 'pending@example.com' });
       await own.db.raw(`SELECT setval('wallets_id_seq', 3)`);
       store.close();
-      rmSync(path.join(dataDir, 'deployment'));
       rmSync(path.join(dataDir, 'keys.lock'), { force: true });
 
       await migrateLatest(own.db);
@@ -279,7 +278,14 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       try {
         const rotated = await app.client.post(`/api/v1/project/${project?.id}/keys`, { graceSeconds: 0 });
         expect(rotated.status, rotated.text).to.equal(200);
-        const t = { iss, project: { id: project?.id ?? 0, organisationId: org?.id ?? 0, projectKey: rotated.body.projectKey } };
+        const uid =
+          (
+            await own
+              .db<{ id: number; uid: string }>('projects')
+              .where({ id: project?.id ?? 0 })
+              .first('uid')
+          )?.uid ?? '';
+        const t = { iss, project: { id: project?.id ?? 0, uid, organisationId: org?.id ?? 0, projectKey: rotated.body.projectKey } };
         for (const w of legacy) {
           const res = await signIn(app, t, w.email);
           expect(res.status, res.text).to.equal(200);

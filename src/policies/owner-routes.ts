@@ -58,10 +58,10 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
         },
       },
       async (ctx, { scope, query, body }) => {
-        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : (await signer.getOwners(scope.project.id)).version;
+        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : (await signer.getOwners(scope.project.uid)).version;
         const submitted = 'signed' in body ? { signed: body.signed } : { owners: body };
         ctx.status = 201;
-        ctx.body = present(await signer.putOwners(scope.project.id, submitted, base, principalKey(principalOf(ctx))));
+        ctx.body = present(await signer.putOwners(scope.project.uid, submitted, base, principalKey(principalOf(ctx))));
       },
     ),
 
@@ -77,7 +77,7 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
         },
       },
       async (ctx, { scope }) => {
-        ctx.body = present(await signer.getOwners(scope.project.id));
+        ctx.body = present(await signer.getOwners(scope.project.uid));
       },
     ),
   ];

@@ -79,11 +79,11 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
         },
       },
       async (ctx, { scope, query, body }) => {
-        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.id))?.version ?? 0);
+        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.uid))?.version ?? 0);
         const submitted = 'signed' in body ? { signed: body.signed } : { policy: body };
-        const stored = await signer.putPolicy(scope.project.id, submitted, base, principalKey(principalOf(ctx)));
+        const stored = await signer.putPolicy(scope.project.uid, submitted, base, principalKey(principalOf(ctx)));
         // Its limits apply to this process's next signature at once.
-        limits.forget(scope.project.id);
+        limits.forget(scope.project.uid);
         ctx.status = 201;
         ctx.body = present(stored);
       },
@@ -102,7 +102,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
         },
       },
       async (ctx, { scope }) => {
-        const latest = await signer.getPolicy(scope.project.id);
+        const latest = await signer.getPolicy(scope.project.uid);
         if (!latest) throw new AppError(404, 'no_policy', 'Not Found', 'The project has no signing policy: it signs nothing.');
         ctx.body = present(latest);
       },
@@ -121,7 +121,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
         },
       },
       async (ctx, { scope, paging }) => {
-        const versions = await signer.listPolicyVersions(scope.project.id, paging.page.afterId, paging.page.limit + 1);
+        const versions = await signer.listPolicyVersions(scope.project.uid, paging.page.afterId, paging.page.limit + 1);
         const page = paging.pageOf(versions.map((v) => ({ ...v, id: v.version })));
         ctx.body = { versions: page.items.map(present), nextCursor: page.nextCursor };
       },
@@ -158,7 +158,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
         },
       },
       async (ctx, { scope, body }) => {
-        ctx.body = await signer.evaluatePolicy(scope.project.id, {
+        ctx.body = await signer.evaluatePolicy(scope.project.uid, {
           caller: body.caller ?? 'server',
           operation: { method: body.method, params: body.params },
         });

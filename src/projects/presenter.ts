@@ -4,6 +4,7 @@ import type { ProjectRow } from './repository.js';
 
 export const presentProject = (p: ProjectRow): Static<typeof ProjectOut> => ({
   id: p.id,
+  uid: p.uid,
   organisationId: p.organisation_id,
   name: p.name,
   environment: p.environment,

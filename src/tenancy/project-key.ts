@@ -4,9 +4,10 @@ import type { ProjectRow } from '../projects/repository.js';
 import type { ProjectKeyCache } from './key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
 import type { AppEnv } from '../config.js';
+import type { ProjectUid } from '../signer/client.js';
 
 /** What a wallet request needs of its project (read on every such request, so no more). */
-export type CallerProject = Pick<ProjectRow, 'id' | 'organisation_id' | 'issuer' | 'wallet_webhook_url' | 'require_verified_email'>;
+export type CallerProject = Pick<ProjectRow, 'id' | 'uid' | 'organisation_id' | 'issuer' | 'wallet_webhook_url' | 'require_verified_email'>;
 
 /**
  * The live project a project key belongs to: key current or within its grace period, project
@@ -20,7 +21,7 @@ export async function findProjectByKeyHash(db: Executor, hash: Buffer, environme
  * The project of a key and, in the same query, what sign-in needs of the wallet of `email` in it
  * (when an email is given): a known user's sign-in then costs one round trip. Every request with
  * a project key runs this, so the answer is one JSON array in one column,
- * `[id, organisation_id, issuer, wallet_webhook_url, require_verified_email, wallet, key_expires_ms]`
+ * `[id, organisation_id, issuer, wallet_webhook_url, require_verified_email, wallet, key_expires_ms, uid]`
  * with `wallet` = `[id, address, email, created_ms, has_failed]` or `null`: node-postgres decodes
  * a row description and a value per column on every execution, and one column of JSON cost it a
  * fraction of six typed ones (bench/README.md); times come as epoch milliseconds, which need no
@@ -55,7 +56,7 @@ export async function findProjectAndWallet(
     email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
     `SELECT json_build_array(p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined ? 'NULL' : `(SELECT ${WALLET_TUPLE} FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3)`
-    }, floor(extract(epoch FROM k.expires_at) * 1000)::bigint) AS caller
+    }, floor(extract(epoch FROM k.expires_at) * 1000)::bigint, p.uid) AS caller
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organisations o ON o.id = p.organisation_id
@@ -65,7 +66,7 @@ export async function findProjectAndWallet(
   );
   const c = rows[0]?.caller;
   if (!c) return undefined;
-  const project: CallerProject = { id: c[0], organisation_id: c[1], issuer: c[2], wallet_webhook_url: c[3], require_verified_email: c[4] };
+  const project: CallerProject = { id: c[0], uid: c[7], organisation_id: c[1], issuer: c[2], wallet_webhook_url: c[3], require_verified_email: c[4] };
   cache?.set(keyId, project, c[6], generation);
   return { project, wallet: email === undefined ? undefined : walletOf(c[5]) };
 }
@@ -85,6 +86,7 @@ type CallerTuple = [
   requireVerifiedEmail: boolean,
   wallet: WalletTuple | null,
   keyExpiresMs: number | null,
+  uid: ProjectUid,
 ];
 type WalletTuple = [id: number, address: string | null, email: string, createdMs: number, hasFailed: boolean];
 
@@ -92,6 +94,6 @@ type WalletTuple = [id: number, address: string | null, email: string, createdMs
 export async function projectForWork(db: Executor, id: number): Promise<(CallerProject & { deleted_at: Date | null }) | undefined> {
   const row: (CallerProject & { deleted_at: Date | null }) | undefined = await db('projects')
     .where({ id })
-    .first('id', 'organisation_id', 'issuer', 'wallet_webhook_url', 'require_verified_email', 'deleted_at');
+    .first('id', 'uid', 'organisation_id', 'issuer', 'wallet_webhook_url', 'require_verified_email', 'deleted_at');
   return row;
 }

@@ -68,7 +68,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       if (!caller) throw new Error('the user endpoint ran without its authentication');
       const wallet = await getUserWallet(ctx.state.db, caller);
       const who = { caller: 'user' as const, actor: `project:${caller.project.id}`, requestId: ctx.state.requestId };
-      ctx.body = await signWithWallet(wallets, wallet, caller.project.organisation_id, { method: body.method, params: body.params }, who);
+      ctx.body = await signWithWallet(wallets, wallet, caller.project, { method: body.method, params: body.params }, who);
     },
   );
 
@@ -103,7 +103,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
         const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
-        ctx.body = await signWithWallet(wallets, wallet, scope.organisationId, body, who);
+        ctx.body = await signWithWallet(wallets, wallet, scope.project, body, who);
       },
     ),
   ];

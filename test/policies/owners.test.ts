@@ -29,7 +29,8 @@ describe('signing policies signed by their owners', function () {
     const other = await createTenant(app.client);
     const policy = `/api/v1/project/${t.project.id}/policy` as const;
     const owners = `/api/v1/project/${t.project.id}/policy/owners` as const;
-    const projectId = String(t.project.id);
+    // Owners sign over the project's uid, never its numeric id.
+    const projectId = t.project.uid;
     expect((await t.projectRead.get(owners)).body).to.deep.equal({ version: 0, keys: [], author: null, createdAt: null });
     expect((await t.projectAdmin.put(policy, { rules: [] })).status, 'before owners, an admin writes policies').to.equal(201);
 
@@ -49,9 +50,13 @@ describe('signing policies signed by their owners', function () {
     const byMallory = await t.projectAdmin.put(policy, { signed: await sign(mallory.privateKey, { projectId, version: 2, policy: widen }) });
     expect([byMallory.status, byMallory.problem.code]).to.deep.equal([403, 'invalid_owner_signature']);
     const forAnother = await t.projectAdmin.put(policy, {
-      signed: await sign(alice.privateKey, { projectId: String(other.project.id), version: 2, policy: widen }),
+      signed: await sign(alice.privateKey, { projectId: other.project.uid, version: 2, policy: widen }),
     });
     expect([forAnother.status, forAnother.problem.code], "a signature for another project's policy").to.deep.equal([403, 'invalid_owner_signature']);
+    // Over the project's numeric id, which a restored database gives to another project: refused, saying so.
+    const byNumber = await t.projectAdmin.put(policy, { signed: await sign(alice.privateKey, { projectId: String(t.project.id), version: 2, policy: widen }) });
+    expect([byNumber.status, byNumber.problem.code]).to.deep.equal([403, 'invalid_owner_signature']);
+    expect(byNumber.problem.detail).to.include('numeric project id');
     const wrongVersion = await t.projectAdmin.put(policy, { signed: await sign(alice.privateKey, { projectId, version: 7, policy: widen }) });
     expect([wrongVersion.status, wrongVersion.problem.code]).to.deep.equal([409, 'policy_conflict']);
     expect((await t.projectRead.get(policy)).body).to.include({ version: 1 });
