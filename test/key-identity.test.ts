@@ -12,10 +12,11 @@ import { KeyConflictError } from '../src/errors.js';
 import { projectUid, SignerClient } from '../src/signer/client.js';
 import { startApp, type TestApp } from './support/app.js';
 import { adminQuery, databaseUrlFor, migrateTo, ownDatabase } from './support/db.js';
-import { createOrganisation, createProject, type Project } from './support/factories.js';
+import { createOrganisation, createProject, createToken, type Project } from './support/factories.js';
 import { TestIdp, type TestIssuer } from './support/idp.js';
 import { spawnService, MAIN } from './support/process.js';
 import { writeLegacyKey } from './support/legacy-signer.js';
+import { ownerSigned, policyOwner, signInMessage, siwePolicy } from './support/policies.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from './support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -212,6 +213,70 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     } finally {
       await signer.destroy();
       await restored?.drop();
+      await live.drop();
+    }
+  });
+
+  it("a database restored to an earlier dump, then a new project: it gets an old project's numeric id, none of its policy or owners, and its admin sets its own", async () => {
+    const live = await ownDatabase(`custody_keyid_plive_${stamp}`);
+    const signer = await startSigner();
+    const dumpName = `custody_keyid_pdump_${stamp}`;
+    let restored: Knex | undefined;
+    try {
+      await migrateLatest(live.db);
+      let app = await appOn(live, signer);
+      const org = await createOrganisation(app.client);
+      await createProject(app.client, org.id);
+      // The dump: a copy of the database as it is now (one organisation, one project).
+      await app.close();
+      await live.db.destroy();
+      await adminQuery(`CREATE DATABASE ${dumpName} TEMPLATE custody_keyid_plive_${stamp}`);
+      live.db = createDb({ url: live.url, poolMax: 5 });
+      // After the dump: a project whose admin writes a policy that signs anything, and registers an owner.
+      app = await appOn(live, signer);
+      const alice = await policyOwner();
+      const anything = { rules: [{ name: 'anything', action: 'allow', method: 'personal_sign' }] };
+      const before = await createProject(app.client, org.id);
+      const beforeAdmin = app.client.withToken((await createToken(app.client, org.id, 'admin', before.id)).token);
+      expect((await beforeAdmin.put(`/api/v1/project/${before.id}/policy`, anything)).status).to.equal(201);
+      expect((await beforeAdmin.put(`/api/v1/project/${before.id}/policy/owners`, { keys: [alice.jwk] })).status).to.equal(201);
+      await app.close();
+
+      // The restore: the dump is the database now; the signer keeps every document it holds.
+      restored = createDb({ url: databaseUrlFor(dumpName), poolMax: 5 });
+      app = await appOn({ url: databaseUrlFor(dumpName), db: restored }, signer);
+      try {
+        const after = await createProject(app.client, org.id);
+        expect(after.id, "the sequence hands out the lost project's id again").to.equal(before.id);
+        expect(after.uid).not.to.equal(before.uid);
+        const admin = app.client.withToken((await createToken(app.client, org.id, 'admin', after.id)).token);
+        const policy = `/api/v1/project/${after.id}/policy`;
+        const got = await admin.get(policy);
+        expect([got.status, got.problem.code], "none of the old project's policy").to.deep.equal([404, 'no_policy']);
+        expect((await admin.get(`${policy}/owners`)).body, 'nor its owners').to.deep.include({ version: 0, keys: [] });
+        expect((await admin.post(`${policy}/evaluate`, { caller: 'server', ...signInMessage })).body).to.include({ allowed: false, policyVersion: 0 });
+        // An owner's signature made for the old project opens nothing here.
+        const replayed = await admin.put(policy, { signed: await ownerSigned(alice.privateKey, { projectId: before.uid, version: 1, policy: anything }) });
+        expect(replayed.status, replayed.text).to.equal(400);
+        // Its own admin writes its own policy and owners.
+        const own = await admin.put(policy, siwePolicy);
+        expect(own.status, own.text).to.equal(201);
+        expect(own.body).to.deep.include({ version: 1, policy: siwePolicy });
+        const bob = await policyOwner();
+        const owners = await admin.put(`${policy}/owners`, { keys: [bob.jwk] });
+        expect(owners.status, owners.text).to.equal(201);
+        expect(owners.body).to.deep.include({ version: 1, keys: [bob.jwk] });
+        // The lost project's documents are still the signer's, under its own uid.
+        const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(restored));
+        expect((await client.getPolicy(projectUid(before.uid)))?.policy).to.deep.equal(anything);
+        expect((await client.getOwners(projectUid(before.uid))).keys).to.deep.equal([alice.jwk]);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await signer.destroy();
+      await restored?.destroy();
+      await adminQuery(`DROP DATABASE IF EXISTS ${dumpName} WITH (FORCE)`);
       await live.drop();
     }
   });

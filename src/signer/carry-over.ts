@@ -55,6 +55,12 @@ export class CarryOverRefusedError extends AppError {
   }
 }
 
+/** The 503s of an endpoint that asks the signer about a project, for its OpenAPI entry. */
+export const PROJECT_CALL_503 =
+  "signer_upgrading: after an upgrade, the signer's documents of an earlier release are being carried over; carry_over_refused: this project's could not be (the operator has been alerted).";
+/** …and of one that signs: a key an earlier release made, not bound to its project yet. */
+export const SIGNING_503 = `${PROJECT_CALL_503} key_unbound: the wallet's key of an earlier release is not bound to its project yet.`;
+
 /** How long a call about a project waits for step 1 before it answers 503. */
 const WAIT_MS = 2_000;
 /** Keys per signer request (the signer takes at most 200). */

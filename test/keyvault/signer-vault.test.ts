@@ -10,6 +10,7 @@ import { AppError } from '../../src/errors.js';
 import { projectUid, SignerClient } from '../../src/signer/client.js';
 import { startApp, startAppWithIdp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
+import { legacyVersion } from '../support/legacy-signer.js';
 import { spawnService } from '../support/process.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from '../support/signer.js';
 import { startDevVault, type DevVault } from '../support/vault.js';
@@ -203,6 +204,51 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     const signed = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: project, caller: 'user', operation: message });
     expect(signed.status, JSON.stringify(signed.body)).to.equal(200);
     expect(verifyMessage(message.params.message, (signed.body['result'] as { signature: string }).signature)).to.equal(created.body['address']);
+  });
+
+  it("carries a project's documents of an earlier release over from its numeric id in KV: copies beside the originals, once, never over another document", async () => {
+    const call = async (method: string, p: string, body?: unknown) => {
+      const res = await fetch(`${signer.url}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${signer.token}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const owner = { kty: 'EC', crv: 'P-256', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' };
+    const policy = { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] };
+    // As the earlier release wrote them: KV v2 records under the numeric id, created once.
+    const originals = [legacyVersion('policies', 77, 1, policy, 'token:9'), legacyVersion('owners', 77, 1, { keys: [owner] })];
+    for (const d of originals) vault.cli(['kv', 'put', '-cas=0', `custody-kv/custody/keys/${d.path}`, '-'], JSON.stringify(d));
+    const project = randomUUID();
+    const carry = () => call('POST', `/v1/projects/${project}/carry-over/documents`, { deploymentId: TEST_DEPLOYMENT, legacyProjectId: '77' });
+    const carried = await carry();
+    expect(carried.status, JSON.stringify(carried.body)).to.equal(200);
+    expect(carried.body).to.deep.equal({ projectId: project, legacyProjectId: '77', policies: 1, owners: 1 });
+    expect((await call('GET', `/v1/projects/${project}/policy`)).body).to.deep.equal({
+      projectId: project,
+      version: 1,
+      policy,
+      author: 'token:9',
+      createdAt: originals[0]?.createdAt,
+    });
+    expect((await call('PUT', `/v1/projects/${project}/policy`, { baseVersion: 1, policy })).body['code'], 'the owners apply').to.equal(
+      'owner_signature_required',
+    );
+    const version = (p: string) =>
+      (JSON.parse(vault.cli(['kv', 'metadata', 'get', '-format=json', `custody-kv/custody/keys/${p}`])) as { data: { current_version: number } }).data
+        .current_version;
+    const copy = JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/keys/policies/${project}/v1`])) as {
+      data: { data: { body: { carriedFrom: { path: string; body: unknown } } } };
+    };
+    expect(copy.data.data.body.carriedFrom).to.deep.equal({ path: 'policies/77/v1', body: originals[0]?.body });
+    expect((await carry()).body, 'again: the same').to.deep.equal(carried.body);
+    for (const p of ['policies/77/v1', 'owners/77/v1', `policies/${project}/v1`, `owners/${project}/v1`]) expect(version(p), `${p} written once`).to.equal(1);
+    const other = randomUUID();
+    expect((await call('PUT', `/v1/projects/${other}/policy`, { baseVersion: 0, policy: { rules: [] } })).status).to.equal(201);
+    const conflict = await call('POST', `/v1/projects/${other}/carry-over/documents`, { deploymentId: TEST_DEPLOYMENT, legacyProjectId: '77' });
+    expect([conflict.status, conflict.body['code']]).to.deep.equal([409, 'carry_over_conflict']);
+    expect(version(`policies/${other}/v1`)).to.equal(1);
   });
 
   it('batches the transit decrypts of concurrent signatures (counted by a proxy in front of Vault)', async () => {

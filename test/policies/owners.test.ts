@@ -1,19 +1,7 @@
 import { expect } from 'chai';
-import { CompactSign, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { startApp, type TestApp } from '../support/app.js';
 import { createTenant } from '../support/factories.js';
-import { signInMessage as hello, siwePolicy as siwe } from '../support/policies.js';
-
-/** An owner's compact JWS (ES256) over a change: `{ projectId, version, <kind> }`. */
-async function sign(key: CryptoKey, payload: Record<string, unknown>): Promise<string> {
-  return new CompactSign(new TextEncoder().encode(JSON.stringify(payload))).setProtectedHeader({ alg: 'ES256' }).sign(key);
-}
-
-async function owner() {
-  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { privateKey, jwk: { kty: 'EC', crv: 'P-256', x: jwk.x ?? '', y: jwk.y ?? '' } };
-}
+import { signInMessage as hello, ownerSigned as sign, policyOwner as owner, siwePolicy as siwe } from '../support/policies.js';
 
 /** Owner-signed policies (SIGNING.md): once a project has owners, an admin token alone cannot widen its policy. */
 describe('signing policies signed by their owners', function () {

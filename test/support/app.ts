@@ -16,6 +16,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
 import { SignerClient } from '../../src/signer/client.js';
+import type { CarryOver } from '../../src/signer/carry-over.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
 import { Client } from './http.js';
 import { TestIdp } from './idp.js';
@@ -38,6 +39,8 @@ export interface TestApp {
   projectCache: ProjectKeyCache | undefined;
   /** Every endpoint the app declared (src/http/declare.ts). */
   endpoints: readonly Declaration[];
+  /** The carry-over of an earlier release's signer documents, as the app started it (src/signer/carry-over.ts). */
+  carryOver: CarryOver;
   close(): Promise<void>;
 }
 
@@ -85,7 +88,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     dataEncryptionKey,
     ...(options.now ? { now: options.now } : {}),
   });
-  const { app, lifecycle, projectCache } = parts;
+  const { app, lifecycle, projectCache, carryOver } = parts;
   // The background work as main.ts wires it: the relay, the expiry scheduler, outbox pruning.
   let background: BackgroundParts | undefined;
   if (options.relay) {
@@ -119,6 +122,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     relay,
     projectCache,
     endpoints: declaredEndpoints(app),
+    carryOver,
     close: async () => {
       await background?.stop();
       await parts.close();
