@@ -63,7 +63,9 @@ export async function bindKey(store: KeyStore, keyId: string, projectId: string,
   if (record.projectId === undefined) {
     const firstUse = (await store.getDocument(legacyBindingPath(keyId)))?.body['projectId'];
     if (firstUse !== undefined && firstUse !== legacyProjectId)
-      return refused(`an earlier release bound the key to project ${JSON.stringify(firstUse)} at its first use, not to ${legacyProjectId}`);
+      return refused(
+        `an earlier release bound the key to project ${typeof firstUse === 'string' ? firstUse : JSON.stringify(firstUse)} at its first use, not to ${legacyProjectId}`,
+      );
   }
   const binding: StoredDocument = { path: keyProjectPath(keyId), body: { keyId, projectId, legacyProjectId }, createdAt: new Date(now()).toISOString() };
   if ((await store.putDocumentOnce(binding)) === 'created') return { keyId, outcome: 'bound' };
