@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import { generateKey, type GeneratedKey } from './eth.js';
 import { SignerError } from './errors.js';
-import { PROJECT_ID } from './key-id.js';
+import { projectIdOf } from './key-id.js';
+import { recordedProject } from './key-project.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
 export interface CreatedKey {
@@ -58,7 +59,8 @@ export class KeyCreator {
    */
   async create(keyId: string, requestId: string, deploymentId: string, projectId: string | undefined): Promise<CreatedKey> {
     if (projectId === undefined) throw new SignerError('project_required', 'a key is created for a project: name it by its identity (projectId)');
-    if (!PROJECT_ID.test(projectId)) throw new SignerError('invalid_request', 'projectId must be a project identity (a random lower-case UUIDv4)');
+    // The server has read it already; a caller in process is held to the same rule.
+    projectIdOf(projectId, 'projectId');
     await this.bind(deploymentId);
     const running = this.#inFlight.get(keyId);
     if (running) {
@@ -101,7 +103,8 @@ export class KeyCreator {
       if (winner.requestId !== requestId) throw conflict(keyId);
       // The same request for another project is no retry. A record of an earlier release (a
       // database id, or no project) is answered: the carry-over binds it from the API's records.
-      if (winner.projectId !== undefined && PROJECT_ID.test(winner.projectId) && winner.projectId !== projectId) throw conflict(keyId);
+      const recorded = recordedProject(winner);
+      if (recorded !== undefined && recorded !== projectId) throw conflict(keyId);
       return present(winner, false);
     } finally {
       key.secret.fill(0);

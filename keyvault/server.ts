@@ -99,16 +99,16 @@ function deploymentOf(b: Record<string, unknown>): string {
   return id;
 }
 
-function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose'> {
+function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose' | 'projectId'> & { projectId: string | undefined } {
   const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId', 'projectId']);
   const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
   if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId))
     throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
   if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
-  // A key is made for a project, never bound later to whichever asks first.
-  if (b['projectId'] === undefined) throw new SignerError('project_required', 'a key is created for a project: name it by its identity (projectId)');
-  return { keyId, requestId, deploymentId: deploymentOf(b), projectId: projectIdOf(b['projectId'], 'projectId') };
+  // Required, but refused as missing by the creator (create-key.ts), the one place of that rule.
+  const projectId = b['projectId'] === undefined ? undefined : projectIdOf(b['projectId'], 'projectId');
+  return { keyId, requestId, deploymentId: deploymentOf(b), projectId };
 }
 
 function callerOf(v: unknown): Caller {

@@ -101,6 +101,10 @@ describe('keyvault: signing under policy (the signer process, local store)', fun
     const r = await sign(key.keyId, other, hello);
     expect(r.status).to.equal(403);
     expect(r.body['code']).to.equal('wrong_project');
+    // The same creation request for another project is no retry of it.
+    const again = await call(signer, 'POST', '/v1/keys', keyRequest('sign:project-mine', other));
+    expect([again.status, again.body['code']]).to.deep.equal([409, 'key_conflict']);
+    expect((await call(signer, 'POST', '/v1/keys', keyRequest('sign:project-mine', mine))).body).to.include({ keyId: key.keyId, address: key.address });
   });
 
   it('creates no key without a project (400 project_required), nor for a numeric project id, and stores nothing', async () => {
