@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { generateKey } from '../keyvault/eth.js';
-import { SignerClient } from '../src/signer/client.js';
+import { projectUid, SignerClient } from '../src/signer/client.js';
 import { startSigner } from '../test/support/signer.js';
 import { startDevVault } from '../test/support/vault.js';
 import { BareVault } from './bare-vault.js';
@@ -62,7 +62,8 @@ async function measure(
   const signer = await startSigner({ ...passed, ...env }, undefined, { unixSocket: true, nodeArgs: BENCH_NODE_ARGS });
   try {
     const client = new SignerClient(signer.url, signer.token, 60_000, randomUUID());
-    await closedLoop(WARM_UP, CONCURRENCY, (i) => client.createKey(randomUUID(), `warm-${label}-${i}`));
+    const project = projectUid(randomUUID());
+    await closedLoop(WARM_UP, CONCURRENCY, (i) => client.createKey(randomUUID(), `warm-${label}-${i}`, project));
     const signed = new Slices();
     const rounds: Round[] = [];
     let topKeys = 0;
@@ -70,7 +71,7 @@ async function measure(
     const perRound = Math.ceil(keys / ROUNDS);
     for (let r = 0; r < ROUNDS; r++) {
       const top = await ceilingOf();
-      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(randomUUID(), `${label}-${r}-${i}`), signed.latencies);
+      const run = await closedLoop(perRound, CONCURRENCY, (i) => client.createKey(randomUUID(), `${label}-${r}-${i}`, project), signed.latencies);
       signed.add(run);
       topKeys += top.keys;
       topSeconds += top.seconds;

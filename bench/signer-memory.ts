@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { SignerClient } from '../src/signer/client.js';
 import { startSigner } from '../test/support/signer.js';
 import { startDevVault } from '../test/support/vault.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../test/support/keys.js';
+import { keyIdOf, TEST_DEPLOYMENT, TEST_PROJECT } from '../test/support/keys.js';
 import { writeResult } from './stats.js';
 
 /**
@@ -43,7 +43,7 @@ try {
   try {
     const client = new SignerClient(signer.url, signer.token, 60_000, TEST_DEPLOYMENT);
     // Warm: the first calls bind the store and compile the code paths.
-    await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(keyIdOf(`mem-warm-${i}`), `mem-warm-${i}`)));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(keyIdOf(`mem-warm-${i}`), `mem-warm-${i}`, TEST_PROJECT)));
     const idleMiB = status(pid, 'VmRSS');
     let sampledPeak = idleMiB;
     const sampler = setInterval(() => {
@@ -53,7 +53,7 @@ try {
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const started = process.hrtime.bigint();
-        await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.createKey(keyIdOf(`mem-${round}-${i}`), `mem-${round}-${i}`)));
+        await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.createKey(keyIdOf(`mem-${round}-${i}`), `mem-${round}-${i}`, TEST_PROJECT)));
         perRound.push({ seconds: Number(process.hrtime.bigint() - started) / 1e9, peakMiB: Math.round(sampledPeak * 10) / 10 });
       }
     } finally {

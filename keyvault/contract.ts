@@ -29,8 +29,11 @@ export interface CreateKeyRequest {
   requestId: string;
   purpose: 'wallet';
   deploymentId: string;
-  /** The project the key will sign for, stored with it (write-once); keys created without one are bound at first use. */
-  projectId?: string;
+  /**
+   * The project the key will sign for, by its identity (a random lower-case UUIDv4, never the
+   * database id), stored with it (write-once). Required: 400 `project_required` without it.
+   */
+  projectId: string;
 }
 export interface CreatedKey {
   keyId: string;
@@ -49,8 +52,43 @@ export interface KeyLookup {
 /** `GET /v1/health`: 200 when the store is usable, 503 (with the same body) when not. */
 export type Health = StoreHealth;
 
+/**
+ * `POST /v1/projects/{projectId}/carry-over/documents`: copies the policy versions and policy owners
+ * an earlier release kept under the project's database id to its identity (idempotent; 409
+ * `carry_over_conflict` when another document is where a copy belongs).
+ */
+export interface CarryDocumentsRequest {
+  deploymentId: string;
+  /** The project's database id, as a string: the only place the contract takes one. */
+  legacyProjectId: string;
+}
+/** How many versions of each kind the project has under its identity from the carry-over (0: none). */
+export interface CarriedDocuments {
+  projectId: string;
+  legacyProjectId: string;
+  policies: number;
+  owners: number;
+}
+
+/**
+ * `POST /v1/projects/{projectId}/carry-over/keys`: binds keys of an earlier release (at most 200 a
+ * request) to the project, as the API's records give them; each answered on its own.
+ */
+export interface CarryKeysRequest {
+  deploymentId: string;
+  legacyProjectId: string;
+  keyIds: string[];
+}
+export interface CarriedKeys {
+  /** `bound` (now or before, to this project), `absent` (no such key: one made later names its project) or `refused` (why). */
+  keys: Array<
+    { keyId: string; outcome: 'bound' } | { keyId: string; outcome: 'absent' } | { keyId: string; outcome: 'refused'; code: SignerErrorCode; message: string }
+  >;
+}
+
 /** `POST /v1/keys/{keyId}/sign`: a structured operation (SIGNING.md), never a hash. */
 export interface SignRequestBody {
+  /** The project's identity; 403 `wrong_project` for another project's key, 403 `key_unbound` for a key bound to none. */
   projectId: string;
   caller: 'user' | 'server';
   operation: { method: string; params: unknown };

@@ -1,6 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import { generateKey, type GeneratedKey } from './eth.js';
 import { SignerError } from './errors.js';
+import { projectIdOf } from './key-id.js';
+import { recordedProject } from './key-project.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
 export interface CreatedKey {
@@ -21,7 +23,7 @@ const present = (r: KeyRecord, created: boolean): CreatedKey => ({ keyId: r.keyI
  */
 export class KeyCreator {
   /** Concurrent requests for one key id share one creation (a retry storm costs one key). */
-  readonly #inFlight = new Map<string, { requestId: string; work: Promise<CreatedKey> }>();
+  readonly #inFlight = new Map<string, { requestId: string; projectId: string; work: Promise<CreatedKey> }>();
   /** The deployment the store belongs to, once its marker has been read or written. */
   #owner: Promise<string> | undefined;
 
@@ -50,20 +52,27 @@ export class KeyCreator {
     }
   }
 
-  /** The key for `keyId`, made for `requestId`; the same pair again is the same key, another request id a conflict. */
-  async create(keyId: string, requestId: string, deploymentId: string, projectId?: string): Promise<CreatedKey> {
+  /**
+   * The key for `keyId`, made for `requestId` and for the project `projectId` (its identity), which
+   * is stored with it: the same pair again is the same key, another request id a conflict. A key
+   * is never made without a project: nothing later may decide which project it signs for.
+   */
+  async create(keyId: string, requestId: string, deploymentId: string, projectId: string | undefined): Promise<CreatedKey> {
+    if (projectId === undefined) throw new SignerError('project_required', 'a key is created for a project: name it by its identity (projectId)');
+    // The server has read it already; a caller in process is held to the same rule.
+    projectIdOf(projectId, 'projectId');
     await this.bind(deploymentId);
     const running = this.#inFlight.get(keyId);
     if (running) {
-      if (running.requestId !== requestId) throw conflict(keyId);
+      if (running.requestId !== requestId || running.projectId !== projectId) throw conflict(keyId);
       return running.work.then((k) => ({ ...k, created: false }));
     }
     const work = this.#create(keyId, requestId, projectId).finally(() => this.#inFlight.delete(keyId));
-    this.#inFlight.set(keyId, { requestId, work });
+    this.#inFlight.set(keyId, { requestId, projectId, work });
     return work;
   }
 
-  async #create(keyId: string, requestId: string, projectId: string | undefined): Promise<CreatedKey> {
+  async #create(keyId: string, requestId: string, projectId: string): Promise<CreatedKey> {
     // No read first: a retried request id is rare, and the write-once store answers `exists` for
     // it (then its stored key is the answer), which saves a storage round trip on every new key.
     const key = await this.generate();
@@ -84,7 +93,7 @@ export class KeyCreator {
         context,
         createdAt: new Date().toISOString(),
         requestId,
-        ...(projectId === undefined ? {} : { projectId }),
+        projectId,
       };
       if ((await this.store.putOnce(record)) === 'created') return present(record, true);
       // Stored already: a retry of the same request (another signer won the race, or an earlier
@@ -92,6 +101,10 @@ export class KeyCreator {
       const winner = await this.store.get(keyId);
       if (!winner) throw new SignerError('vault_unavailable', 'the key record exists but could not be read back');
       if (winner.requestId !== requestId) throw conflict(keyId);
+      // The same request for another project is no retry. A record of an earlier release (a
+      // database id, or no project) is answered: the carry-over binds it from the API's records.
+      const recorded = recordedProject(winner);
+      if (recorded !== undefined && recorded !== projectId) throw conflict(keyId);
       return present(winner, false);
     } finally {
       key.secret.fill(0);

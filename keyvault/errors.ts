@@ -13,6 +13,9 @@ export type SignerErrorCode =
   | 'invalid_owners'
   | 'invalid_owner_signature'
   | 'wrong_project'
+  | 'project_required'
+  | 'key_unbound'
+  | 'carry_over_conflict'
   | 'unauthorized'
   | 'not_found'
   | 'key_conflict'
@@ -39,6 +42,12 @@ const STATUS: Record<SignerErrorCode, number> = {
   invalid_owner_signature: 403,
   // The key is bound to another project than the request names.
   wrong_project: 403,
+  // A key is created for a project, named by its identity: never for whichever project asks first.
+  project_required: 400,
+  // The key signs for no project: an earlier release made it without one and no carry-over has bound it.
+  key_unbound: 403,
+  // A carry-over found another document where it would write its copy: nothing was overwritten.
+  carry_over_conflict: 409,
   unauthorized: 401,
   not_found: 404,
   // The key id already holds a key of another request: never an address to hand out.

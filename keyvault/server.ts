@@ -1,6 +1,8 @@
 import { duplicateName } from './json-names.js';
 import type {
   BindAnswer,
+  CarriedDocuments,
+  CarriedKeys,
   CreatedKey,
   CreateKeyRequest,
   EvaluateAnswer,
@@ -19,10 +21,11 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import type { KeyCreator } from './create-key.js';
 import { SignerError } from './errors.js';
-import { DEPLOYMENT_ID, KEY_ID, NEW_KEY_ID } from './key-id.js';
+import { carryDocuments, bindKey } from './carry-over.js';
+import { DEPLOYMENT_ID, KEY_ID, legacyProjectIdOf, NEW_KEY_ID, projectIdOf } from './key-id.js';
 import type { SignerLog } from './log.js';
 import type { Caller } from './policy/document.js';
-import { projectIdOf, type PolicyStore, type PolicyVersion } from './policy/store.js';
+import type { PolicyStore, PolicyVersion } from './policy/store.js';
 import { admitted, type OwnerKey, type OwnerStore, type Submitted } from './policy/owners.js';
 import type { Version } from './policy/versions.js';
 import { parseOperation } from './sign/operation.js';
@@ -33,6 +36,10 @@ const BODY_LIMIT = 4096;
 /** Signing and policy bodies carry operations (calldata up to 128 KiB as hex) and policies. */
 const OPERATION_BODY_LIMIT = 320 * 1024;
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+/** Keys a carry-over request binds at most (the API sends batches of its records). */
+const CARRY_KEYS = 200;
+const CARRY_BODY_LIMIT = 16 * 1024;
+const CARRY_PARALLEL = 16;
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
@@ -99,15 +106,16 @@ function deploymentOf(b: Record<string, unknown>): string {
   return id;
 }
 
-function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose'> {
+function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose' | 'projectId'> & { projectId: string | undefined } {
   const b = fields(body, ['keyId', 'requestId', 'purpose', 'deploymentId', 'projectId']);
   const { keyId, requestId, purpose } = b;
   if (purpose !== 'wallet') throw new SignerError('invalid_request', 'purpose must be "wallet"');
   if (typeof keyId !== 'string' || !NEW_KEY_ID.test(keyId))
     throw new SignerError('invalid_request', 'keyId must be a random lower-case UUIDv4 chosen by the caller');
   if (typeof requestId !== 'string' || !REQUEST_ID.test(requestId)) throw new SignerError('invalid_request', 'requestId must be 1-200 printable characters');
+  // Required, but refused as missing by the creator (create-key.ts), the one place of that rule.
   const projectId = b['projectId'] === undefined ? undefined : projectIdOf(b['projectId'], 'projectId');
-  return { keyId, requestId, deploymentId: deploymentOf(b), ...(projectId === undefined ? {} : { projectId }) };
+  return { keyId, requestId, deploymentId: deploymentOf(b), projectId };
 }
 
 function callerOf(v: unknown): Caller {
@@ -174,6 +182,79 @@ export function createSignerServer(deps: {
     return m?.[1] !== undefined && timingSafeEqual(createHash('sha256').update(m[1]).digest(), expected);
   };
 
+  /** The routes under `/v1/projects/{projectId}`, the identity read already. */
+  const handleProject = async (req: IncomingMessage, res: ServerResponse, url: URL, projectId: string, rest: string): Promise<void> => {
+    const policyPath = /^\/policy(\/evaluate|\/versions|\/versions\/([1-9][0-9]{0,8}))?$/.exec(rest);
+    if (policyPath) {
+      if (req.method === 'PUT' && policyPath[1] === undefined) {
+        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'policy');
+        const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
+        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
+      }
+      if (req.method === 'GET' && policyPath[1] === undefined) {
+        const latest = await deps.policies.latest(projectId);
+        if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
+        return send(res, 200, presentVersion(projectId, latest));
+      }
+      if (req.method === 'GET' && policyPath[1] === '/versions') {
+        const versions = await deps.policies.list(projectId, count(url, 'after', 0, 999_999_999), count(url, 'limit', 100, 1001));
+        return send(res, 200, { versions: versions.map((v) => presentVersion(projectId, v)) } satisfies PolicyVersionList);
+      }
+      if (req.method === 'GET' && policyPath[2] !== undefined) {
+        const version = await deps.policies.version(projectId, Number(policyPath[2]));
+        if (!version) throw new SignerError('not_found', 'no such policy version');
+        return send(res, 200, presentVersion(projectId, version));
+      }
+      if (req.method === 'POST' && policyPath[1] === '/evaluate') {
+        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['caller', 'operation']);
+        const op = parseOperation(b['operation']);
+        const { decision, policyVersion } = await deps.signer.decide(projectId, op, callerOf(b['caller']));
+        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(op.digest).toString('hex')}` } satisfies EvaluateAnswer);
+      }
+    }
+    if (rest === '/owners') {
+      if (req.method === 'PUT') {
+        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'owners');
+        const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
+        // A recovery is written down with the version it makes, and said where operators look.
+        if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
+        const recorded = by === 'recovery' ? `${author ?? 'unknown'} (recovery key)` : author;
+        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, recorded)));
+      }
+      if (req.method === 'GET') return send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId)));
+    }
+    if (req.method === 'POST' && rest === '/carry-over/documents') {
+      const b = fields(await readJson(req), ['deploymentId', 'legacyProjectId']);
+      const legacyProjectId = legacyProjectIdOf(b['legacyProjectId'], 'legacyProjectId');
+      await deps.creator.bind(deploymentOf(b));
+      const counts = await carryDocuments(deps.store, projectId, legacyProjectId, Date.now);
+      // Written beside the caches: what they hold of the project is read again.
+      deps.policies.forget(projectId);
+      deps.owners.forget(projectId);
+      return send(res, 200, { projectId, legacyProjectId, ...counts } satisfies CarriedDocuments);
+    }
+    if (req.method === 'POST' && rest === '/carry-over/keys') {
+      const b = fields(await readJson(req, CARRY_BODY_LIMIT), ['deploymentId', 'legacyProjectId', 'keyIds']);
+      const legacyProjectId = legacyProjectIdOf(b['legacyProjectId'], 'legacyProjectId');
+      const keyIds = b['keyIds'];
+      if (
+        !Array.isArray(keyIds) ||
+        keyIds.length === 0 ||
+        keyIds.length > CARRY_KEYS ||
+        !keyIds.every((k): k is string => typeof k === 'string' && KEY_ID.test(k))
+      )
+        throw new SignerError('invalid_request', `keyIds must be a list of 1 to ${CARRY_KEYS} key ids`);
+      await deps.creator.bind(deploymentOf(b));
+      // A few at a time: each is up to four store round trips, and Vault serves the signing meanwhile.
+      const keys: CarriedKeys['keys'] = [];
+      for (let i = 0; i < keyIds.length; i += CARRY_PARALLEL) {
+        keys.push(...(await Promise.all(keyIds.slice(i, i + CARRY_PARALLEL).map((keyId) => bindKey(deps.store, keyId, projectId, legacyProjectId, Date.now)))));
+      }
+      return send(res, 200, { keys } satisfies CarriedKeys);
+    }
+    throw new SignerError('not_found', 'no such route');
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://signer');
     if (req.method === 'GET' && url.pathname === '/healthz') return send(res, 200, { status: 'ok' });
@@ -208,47 +289,10 @@ export function createSignerServer(deps: {
       });
       return send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
     }
-    const policyPath = /^\/v1\/projects\/([^/]+)\/policy(\/evaluate|\/versions|\/versions\/([1-9][0-9]{0,8}))?$/.exec(url.pathname);
-    if (policyPath?.[1] !== undefined) {
-      const projectId = projectIdOf(policyPath[1], 'the project id');
-      if (req.method === 'PUT' && policyPath[2] === undefined) {
-        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'policy');
-        const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
-        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
-      }
-      if (req.method === 'GET' && policyPath[2] === undefined) {
-        const latest = await deps.policies.latest(projectId);
-        if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
-        return send(res, 200, presentVersion(projectId, latest));
-      }
-      if (req.method === 'GET' && policyPath[2] === '/versions') {
-        const versions = await deps.policies.list(projectId, count(url, 'after', 0, 999_999_999), count(url, 'limit', 100, 1001));
-        return send(res, 200, { versions: versions.map((v) => presentVersion(projectId, v)) } satisfies PolicyVersionList);
-      }
-      if (req.method === 'GET' && policyPath[3] !== undefined) {
-        const version = await deps.policies.version(projectId, Number(policyPath[3]));
-        if (!version) throw new SignerError('not_found', 'no such policy version');
-        return send(res, 200, presentVersion(projectId, version));
-      }
-      if (req.method === 'POST' && policyPath[2] === '/evaluate') {
-        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['caller', 'operation']);
-        const op = parseOperation(b['operation']);
-        const { decision, policyVersion } = await deps.signer.decide(projectId, op, callerOf(b['caller']));
-        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(op.digest).toString('hex')}` } satisfies EvaluateAnswer);
-      }
-    }
-    const ownersPath = /^\/v1\/projects\/([^/]+)\/owners$/.exec(url.pathname);
-    if (ownersPath?.[1] !== undefined) {
-      const projectId = projectIdOf(ownersPath[1], 'the project id');
-      if (req.method === 'PUT') {
-        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'owners');
-        const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
-        // A recovery is written down with the version it makes, and said where operators look.
-        if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
-        const recorded = by === 'recovery' ? `${author ?? 'unknown'} (recovery key)` : author;
-        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, recorded)));
-      }
-      if (req.method === 'GET') return send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId)));
+    // Every route about a project names it by its identity, read by one rule before anything else.
+    const projectPath = /^\/v1\/projects\/([^/]+)(\/.*)$/.exec(url.pathname);
+    if (projectPath?.[1] !== undefined && projectPath[2] !== undefined) {
+      return handleProject(req, res, url, projectIdOf(projectPath[1], 'the project id'), projectPath[2]);
     }
     const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
     if (req.method === 'GET' && keyPath?.[1] !== undefined) {

@@ -4,7 +4,7 @@ import type { Caller } from './policy/document.js';
 import type { PolicyStore } from './policy/store.js';
 import { hex } from './sign/input.js';
 import { parseOperation, signOperation, type Operation } from './sign/operation.js';
-import { bindingPath } from './stores/documents.js';
+import { boundProject, recordedProject } from './key-project.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
 /** Key records a signer keeps (~0.5 KB each). */
@@ -37,12 +37,12 @@ export class PolicyDenied extends SignerError {
 
 /**
  * Signing (SIGNING.md), in the order its rules give: read the operation and compute its digest;
- * the key must belong to the project named (bound once, write-once); the project's newest policy
+ * the key must belong to the project named (stored with it, or bound once by a carry-over); the project's newest policy
  * decides; only an allowed operation leads to a decrypt; the key is in clear for the one
  * signature and zeroed after it.
  */
 export class Signer {
-  /** Bindings read from the store: write-once, so a key's project never needs reading twice. */
+  /** Projects of keys of earlier releases, once bound: write-once, so never read twice. */
   readonly #bound = new Map<string, string>();
   /**
    * Key records (address, ciphertext, project) are write-once too: kept, up to RECORDS, so that a
@@ -53,22 +53,22 @@ export class Signer {
   constructor(
     private readonly store: KeyStore,
     private readonly policies: PolicyStore,
-    private readonly now: () => number = Date.now,
   ) {}
 
-  /** The project a key signs for: stored with it at creation, or bound here at its first use. */
-  async #checkProject(keyId: string, recordProject: string | undefined, projectId: string): Promise<void> {
-    let bound = recordProject ?? this.#bound.get(keyId);
+  /**
+   * The key must sign for the project named (keyvault/key-project.ts): stored with it at creation,
+   * or bound by a carry-over for a key of an earlier release. Nothing is bound here: the first
+   * project to ask is no evidence of whose key it is.
+   */
+  async #checkProject(record: KeyRecord, projectId: string): Promise<void> {
+    let bound = recordedProject(record) ?? this.#bound.get(record.keyId);
     if (bound === undefined) {
-      const path = bindingPath(keyId);
-      const existing = await this.store.getDocument(path);
-      bound = typeof existing?.body['projectId'] === 'string' ? existing.body['projectId'] : undefined;
-      if (bound === undefined) {
-        const written = await this.store.putDocumentOnce({ path, body: { keyId, projectId }, createdAt: new Date(this.now()).toISOString() });
-        bound = written === 'created' ? projectId : ((await this.store.getDocument(path))?.body['projectId'] as string | undefined);
-      }
-      if (bound !== undefined) this.#bound.set(keyId, bound);
+      bound = await boundProject(this.store, record);
+      // An unbound key is asked again next time: a carry-over may bind it meanwhile.
+      if (bound !== undefined) this.#bound.set(record.keyId, bound);
     }
+    if (bound === undefined)
+      throw new SignerError('key_unbound', 'the key signs for no project: an earlier release made it without one and no carry-over has bound it');
     if (bound !== projectId) throw new SignerError('wrong_project', 'the key belongs to another project');
   }
 
@@ -92,7 +92,7 @@ export class Signer {
   async sign(req: SignRequest): Promise<Signed> {
     const op = parseOperation(req.operation);
     const record = await this.#record(req.keyId);
-    await this.#checkProject(req.keyId, record.projectId, req.projectId);
+    await this.#checkProject(record, req.projectId);
     if (op.from !== undefined && op.from !== record.address) throw new SignerError('invalid_operation', '/params/transaction/from is not the signing wallet');
     const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);
     if (!decision.allowed || decision.rule === null) throw new PolicyDenied(decision, policyVersion, hex(op.digest));

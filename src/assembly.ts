@@ -9,6 +9,7 @@ import type { Logger } from './logger.js';
 import { startProjectKeyCache, type ProjectKeyCache } from './tenancy/key-cache.js';
 import { PgRateLimitStore, RedisRateLimitStore, type RateLimitStore } from './ratelimit/limiter.js';
 import type { SignerClient } from './signer/client.js';
+import { startCarryOver, type CarryOver } from './signer/carry-over.js';
 import { SecretBox } from './crypto/secrets.js';
 import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
 import { pruneOutbox } from './outbox/prune.js';
@@ -25,7 +26,9 @@ export interface ApiParts {
   lifecycle: Lifecycle;
   rateLimitStore: RateLimitStore;
   projectCache: ProjectKeyCache | undefined;
-  /** Stops what the parts started (the cache's LISTEN, the rate-limit store's connections). */
+  /** The carry-over of what the signer kept under numeric project ids (src/signer/carry-over.ts). */
+  carryOver: CarryOver;
+  /** Stops what the parts started (the cache's LISTEN, the rate-limit store's connections, the carry-over). */
   close(): Promise<void>;
 }
 
@@ -45,6 +48,9 @@ export function assembleApi(input: {
   const lifecycle: Lifecycle = { draining: false };
   const rateLimitStore: RateLimitStore = config.redisUrl ? new RedisRateLimitStore(config.redisUrl, config.redisKeyPrefix) : new PgRateLimitStore(db);
   const projectCache = startProjectKeyCache(config, db, input.databaseUrl, log);
+  // Before the app can ask anything: calls about projects wait for the carry-over's documents.
+  const carryOver = startCarryOver({ db, signer: input.signer, log });
+  input.signer.holdProjectCalls(carryOver.gate);
   const app = buildApp({
     config,
     db,
@@ -63,7 +69,9 @@ export function assembleApi(input: {
     lifecycle,
     rateLimitStore,
     projectCache,
+    carryOver,
     close: async () => {
+      await carryOver.stop();
       await projectCache?.stop();
       await rateLimitStore.close();
     },

@@ -1,20 +1,22 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { KeyCreator } from '../keyvault/create-key.js';
 import { LocalKeyStore } from '../keyvault/stores/local.js';
 import { readDeploymentId } from '../src/db/deployment.js';
 import { createDb } from '../src/db/knex.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { KeyConflictError } from '../src/errors.js';
-import { SignerClient } from '../src/signer/client.js';
+import { projectUid, SignerClient } from '../src/signer/client.js';
 import { startApp, type TestApp } from './support/app.js';
 import { adminQuery, databaseUrlFor, migrateTo, ownDatabase } from './support/db.js';
-import { createOrganisation, createProject, type Project } from './support/factories.js';
+import { createOrganisation, createProject, createToken, type Project } from './support/factories.js';
 import { TestIdp, type TestIssuer } from './support/idp.js';
 import { spawnService, MAIN } from './support/process.js';
+import { writeLegacyKey } from './support/legacy-signer.js';
+import { ownerSigned, policyOwner, signInMessage, siwePolicy } from './support/policies.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from './support/signer.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -215,6 +217,70 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
     }
   });
 
+  it("a database restored to an earlier dump, then a new project: it gets an old project's numeric id, none of its policy or owners, and its admin sets its own", async () => {
+    const live = await ownDatabase(`custody_keyid_plive_${stamp}`);
+    const signer = await startSigner();
+    const dumpName = `custody_keyid_pdump_${stamp}`;
+    let restored: Knex | undefined;
+    try {
+      await migrateLatest(live.db);
+      let app = await appOn(live, signer);
+      const org = await createOrganisation(app.client);
+      await createProject(app.client, org.id);
+      // The dump: a copy of the database as it is now (one organisation, one project).
+      await app.close();
+      await live.db.destroy();
+      await adminQuery(`CREATE DATABASE ${dumpName} TEMPLATE custody_keyid_plive_${stamp}`);
+      live.db = createDb({ url: live.url, poolMax: 5 });
+      // After the dump: a project whose admin writes a policy that signs anything, and registers an owner.
+      app = await appOn(live, signer);
+      const alice = await policyOwner();
+      const anything = { rules: [{ name: 'anything', action: 'allow', method: 'personal_sign' }] };
+      const before = await createProject(app.client, org.id);
+      const beforeAdmin = app.client.withToken((await createToken(app.client, org.id, 'admin', before.id)).token);
+      expect((await beforeAdmin.put(`/api/v1/project/${before.id}/policy`, anything)).status).to.equal(201);
+      expect((await beforeAdmin.put(`/api/v1/project/${before.id}/policy/owners`, { keys: [alice.jwk] })).status).to.equal(201);
+      await app.close();
+
+      // The restore: the dump is the database now; the signer keeps every document it holds.
+      restored = createDb({ url: databaseUrlFor(dumpName), poolMax: 5 });
+      app = await appOn({ url: databaseUrlFor(dumpName), db: restored }, signer);
+      try {
+        const after = await createProject(app.client, org.id);
+        expect(after.id, "the sequence hands out the lost project's id again").to.equal(before.id);
+        expect(after.uid).not.to.equal(before.uid);
+        const admin = app.client.withToken((await createToken(app.client, org.id, 'admin', after.id)).token);
+        const policy = `/api/v1/project/${after.id}/policy`;
+        const got = await admin.get(policy);
+        expect([got.status, got.problem.code], "none of the old project's policy").to.deep.equal([404, 'no_policy']);
+        expect((await admin.get(`${policy}/owners`)).body, 'nor its owners').to.deep.include({ version: 0, keys: [] });
+        expect((await admin.post(`${policy}/evaluate`, { caller: 'server', ...signInMessage })).body).to.include({ allowed: false, policyVersion: 0 });
+        // An owner's signature made for the old project opens nothing here.
+        const replayed = await admin.put(policy, { signed: await ownerSigned(alice.privateKey, { projectId: before.uid, version: 1, policy: anything }) });
+        expect(replayed.status, replayed.text).to.equal(400);
+        // Its own admin writes its own policy and owners.
+        const own = await admin.put(policy, siwePolicy);
+        expect(own.status, own.text).to.equal(201);
+        expect(own.body).to.deep.include({ version: 1, policy: siwePolicy });
+        const bob = await policyOwner();
+        const owners = await admin.put(`${policy}/owners`, { keys: [bob.jwk] });
+        expect(owners.status, owners.text).to.equal(201);
+        expect(owners.body).to.deep.include({ version: 1, keys: [bob.jwk] });
+        // The lost project's documents are still the signer's, under its own uid.
+        const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(restored));
+        expect((await client.getPolicy(projectUid(before.uid)))?.policy).to.deep.equal(anything);
+        expect((await client.getOwners(projectUid(before.uid))).keys).to.deep.equal([alice.jwk]);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await signer.destroy();
+      await restored?.destroy();
+      await adminQuery(`DROP DATABASE IF EXISTS ${dumpName} WITH (FORCE)`);
+      await live.drop();
+    }
+  });
+
   it("a key the signer already holds for another request under the row's key id is 503 key_conflict, never an answer", () =>
     withDeployment('conflict', async ({ own, signer, app, t }) => {
       const jwt = await t.iss.sign({ email: 'taken@example.com' }, { audience: AUDIENCE });
@@ -222,7 +288,7 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       const row = (await own.db('wallets').where({ email: 'taken@example.com' }).first()) as { id: number; key_id: string };
       // Someone else's key under that id (as a shared or restored store would hold it).
       const client = new SignerClient(signer.url, signer.token, 5_000, await readDeploymentId(own.db));
-      const foreign = await client.createKey(row.key_id, 'wallet:someone-else');
+      const foreign = await client.createKey(row.key_id, 'wallet:someone-else', projectUid(randomUUID()));
       const res = await app.client.post('/api/v1/signin', { key: t.project.projectKey }, { token: jwt });
       expect(res.status, res.text).to.equal(503);
       expect(res.problem.code).to.equal('key_conflict');
@@ -246,14 +312,13 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
         .db('projects')
         .insert({ organisation_id: org?.id, name: 'Prev', environment: 'testnet', issuer: iss.issuer, wallet_webhook_secret_enc: 'unused-by-this-test' })
         .returning<Array<{ id: number }>>('id');
-      // Keys of that release, in a store without an owner marker.
+      // Keys of that release (made without a project), in a store without an owner marker.
       const store = new LocalKeyStore(dataDir, 0);
       await store.check();
-      const creator = new KeyCreator(store);
       const legacy: Array<{ email: string; keyId: string; address: string }> = [];
       for (const [i, email] of ['Old.One@Example.com', 'old.two@example.com'].entries()) {
         const keyId = `0000000${i}-0000-5000-8000-00000000000${i}`;
-        const made = await creator.create(keyId, `wallet:${i + 1}`, '00000000-0000-4000-8000-000000000000');
+        const made = await writeLegacyKey(store, keyId, `wallet:${i + 1}`);
         legacy.push({ email, keyId, address: made.address });
         await own.db('wallets').insert({
           id: i + 1,
@@ -268,7 +333,6 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       await own.db('wallets').insert({ id: 3, project_id: project?.id, email: 'pending@example.com', email_lower: 'pending@example.com' });
       await own.db.raw(`SELECT setval('wallets_id_seq', 3)`);
       store.close();
-      rmSync(path.join(dataDir, 'deployment'));
       rmSync(path.join(dataDir, 'keys.lock'), { force: true });
 
       await migrateLatest(own.db);
@@ -279,7 +343,14 @@ describe('key identity: one key, one wallet, whatever is shared or restored', fu
       try {
         const rotated = await app.client.post(`/api/v1/project/${project?.id}/keys`, { graceSeconds: 0 });
         expect(rotated.status, rotated.text).to.equal(200);
-        const t = { iss, project: { id: project?.id ?? 0, organisationId: org?.id ?? 0, projectKey: rotated.body.projectKey } };
+        const uid =
+          (
+            await own
+              .db<{ id: number; uid: string }>('projects')
+              .where({ id: project?.id ?? 0 })
+              .first('uid')
+          )?.uid ?? '';
+        const t = { iss, project: { id: project?.id ?? 0, uid, organisationId: org?.id ?? 0, projectKey: rotated.body.projectKey } };
         for (const w of legacy) {
           const res = await signIn(app, t, w.email);
           expect(res.status, res.text).to.equal(200);

@@ -2,7 +2,6 @@ import { duplicateName } from '../json-names.js';
 import { compactVerify, importJWK } from 'jose';
 import { SignerError } from '../errors.js';
 import { object } from '../sign/input.js';
-import { ownersPath } from '../stores/documents.js';
 import type { KeyStore } from '../stores/types.js';
 import { Versions } from './versions.js';
 
@@ -59,7 +58,7 @@ export function parseOwners(document: unknown): OwnerKey[] {
 export class OwnerStore extends Versions<OwnerKey[]> {
   // Read afresh at every write (refresh 0): an owner list written through another replica binds at once.
   constructor(store: KeyStore, now: () => number = Date.now) {
-    super(store, ownersPath, parseOwners, now, 0);
+    super(store, 'owners', parseOwners, now, 0);
   }
 }
 
@@ -120,8 +119,15 @@ export async function admitted(
   const c = claims as Record<string, unknown>;
   if (typeof claims !== 'object' || claims === null || Object.keys(c).sort().join() !== ['projectId', 'version', kind].sort().join())
     throw new SignerError('invalid_owner_signature', `the signed payload must be exactly { projectId, version, ${kind} }`);
+  // The project's identity, never its database id: a signature over a number would also open the
+  // project that number goes to after a restore.
   if (c['projectId'] !== projectId)
-    throw new SignerError('invalid_owner_signature', `the signature is for project ${String(c['projectId'])}, not ${projectId}`);
+    throw new SignerError(
+      'invalid_owner_signature',
+      typeof c['projectId'] === 'number' || /^[0-9]+$/.test(String(c['projectId']))
+        ? `the signature names a numeric project id: sign over the project's identity (${projectId})`
+        : `the signature is for project ${String(c['projectId'])}, not ${projectId}`,
+    );
   if (c['version'] !== version)
     throw new SignerError('policy_conflict', `the signature is for version ${String(c['version'])}; the next version is ${version}`);
   return { document: c[kind], by };

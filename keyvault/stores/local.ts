@@ -101,13 +101,15 @@ export class LocalKeyStore implements KeyStore {
     return Promise.resolve(this.#log.get(keyId));
   }
 
-  putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
-    checkDocumentPath(document.path);
+  // async: a refused path is a rejected promise, as the Vault store's is.
+  async putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
+    checkDocumentPath(document.path, 'write');
     return this.#documents.putOnce(document);
   }
 
   getDocument(documentPath: string): Promise<StoredDocument | undefined> {
-    return Promise.resolve(this.#documents.get(checkDocumentPath(documentPath)));
+    // A refused path (thrown in the executor) is a rejected promise.
+    return new Promise((resolve) => resolve(this.#documents.get(checkDocumentPath(documentPath, 'read'))));
   }
 
   /** The marker is a file created exclusively (`wx`): the first deployment to claim the directory owns it. */

@@ -10,14 +10,18 @@ export interface KeyRecord {
   context: string;
   createdAt: string;
   requestId: string;
-  /** The project the key signs for, when the creator named it (older keys are bound at first use). */
+  /**
+   * The project the key signs for, by its identity. Earlier releases stored the project's database
+   * id here, or nothing (then bound the key at its first use): such a key signs only once a
+   * carry-over has bound it (`key-projects/<keyId>`, keyvault/key-project.ts).
+   */
   projectId?: string;
 }
 
 /**
- * A write-once document beside the keys: `bindings/<keyId>` (the project a key signs for) and
- * `policies/<projectId>/v<n>` and `owners/<projectId>/v<n>` (a project's policy versions and policy
- * owners). Never overwritten, never deleted.
+ * A write-once document beside the keys (the paths: stores/documents.ts): the project a key of an
+ * earlier release signs for, and a project's policy versions and policy owners. Never
+ * overwritten, never deleted.
  */
 export interface StoredDocument {
   path: string;

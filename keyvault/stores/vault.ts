@@ -223,14 +223,14 @@ export class VaultKeyStore implements KeyStore {
   }
 
   /** Documents are written once like the keys, under the same prefix and policy. */
-  putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
-    const at = `${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(document.path)}`;
+  async putDocumentOnce(document: StoredDocument): Promise<'created' | 'exists'> {
+    const at = `${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(document.path, 'write')}`;
     return this.#writeOnce(at, document, () => this.getDocument(document.path));
   }
 
   async getDocument(path: string): Promise<StoredDocument | undefined> {
     try {
-      const body = await this.vault.read(`${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(path)}`);
+      const body = await this.vault.read(`${this.paths.kvMount}/data/${this.paths.kvPrefix}/${checkDocumentPath(path, 'read')}`);
       const data = (body.data?.['data'] ?? undefined) as StoredDocument | undefined;
       return data && data.path === path && typeof data.body === 'object' ? data : undefined;
     } catch (err) {

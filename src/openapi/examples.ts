@@ -5,6 +5,7 @@ const address = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 export const organisation = { id: 12, name: 'Acme Gyms', createdAt: at, updatedAt: at, deletedAt: null };
 export const project = {
   id: 34,
+  uid: '3f1c9a52-7d0e-4b6a-9e21-5c8d4f7a0b13',
   organisationId: 12,
   name: 'Members app',
   environment: 'testnet',

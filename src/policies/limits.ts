@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import type { Executor } from '../db/knex.js';
-import type { SignerClient } from '../signer/client.js';
+import type { ProjectUid, SignerClient } from '../signer/client.js';
 import { LIMIT_WINDOW_SECONDS } from './schemas.js';
 
 /**
@@ -44,7 +44,7 @@ function readLimits(policy: unknown): Limit[] {
  * (`forget`), one written through another API process within `refreshMs`.
  */
 export class PolicyLimits {
-  readonly #known = new Map<number, { at: number; limits: Limit[] }>();
+  readonly #known = new Map<ProjectUid, { at: number; limits: Limit[] }>();
 
   constructor(
     private readonly signer: Pick<SignerClient, 'getPolicy'>,
@@ -52,18 +52,19 @@ export class PolicyLimits {
     private readonly refreshMs = 1_000,
   ) {}
 
-  async of(projectId: number, method: string): Promise<Limit[]> {
-    let known = this.#known.get(projectId);
+  /** The limits on `method` of the project's newest policy (kept by the project's uid, as the signer keeps it). */
+  async of(project: ProjectUid, method: string): Promise<Limit[]> {
+    let known = this.#known.get(project);
     if (!known || this.now() - known.at >= this.refreshMs) {
-      const policy = await this.signer.getPolicy(projectId);
+      const policy = await this.signer.getPolicy(project);
       known = { at: this.now(), limits: policy ? readLimits(policy.policy) : [] };
-      this.#known.set(projectId, known);
+      this.#known.set(project, known);
     }
     return known.limits.filter((l) => l.method === method);
   }
 
-  forget(projectId: number): void {
-    this.#known.delete(projectId);
+  forget(project: ProjectUid): void {
+    this.#known.delete(project);
   }
 }
 

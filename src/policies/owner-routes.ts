@@ -2,6 +2,7 @@ import { principalOf } from '../auth/access.js';
 import { principalKey } from '../auth/principal.js';
 import { declare, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
+import { PROJECT_CALL_503 } from '../signer/carry-over.js';
 import type { SignerClient } from '../signer/client.js';
 import { OwnersOut, PolicyParams, PutOwnersBody, PutPolicyQuery } from './schemas.js';
 
@@ -53,15 +54,16 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
             400: 'invalid_owners: the list cannot be read (a private key, a key of another curve, a key named twice), or the wrong form for the project.',
             403: 'owner_signature_required or invalid_owner_signature, or a token that may not write policies.',
             409: 'policy_conflict: `ifVersion` is not the newest list, or the signed version is not the next one.',
+            503: PROJECT_CALL_503,
           },
           responses: { 201: { description: 'The new list.', schema: OwnersOut, example: ownersExample } },
         },
       },
       async (ctx, { scope, query, body }) => {
-        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : (await signer.getOwners(scope.project.id)).version;
+        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : (await signer.getOwners(scope.project.uid)).version;
         const submitted = 'signed' in body ? { signed: body.signed } : { owners: body };
         ctx.status = 201;
-        ctx.body = present(await signer.putOwners(scope.project.id, submitted, base, principalKey(principalOf(ctx))));
+        ctx.body = present(await signer.putOwners(scope.project.uid, submitted, base, principalKey(principalOf(ctx))));
       },
     ),
 
@@ -73,11 +75,12 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
           operationId: 'getPolicyOwners',
           summary: "The project's policy owners (version 0 and no keys: none)",
           tag: 'Policies',
+          errors: { 503: PROJECT_CALL_503 },
           responses: { 200: { description: 'The newest list.', schema: OwnersOut, example: ownersExample } },
         },
       },
       async (ctx, { scope }) => {
-        ctx.body = present(await signer.getOwners(scope.project.id));
+        ctx.body = present(await signer.getOwners(scope.project.uid));
       },
     ),
   ];

@@ -3,6 +3,7 @@ import { principalKey } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
+import { PROJECT_CALL_503 } from '../signer/carry-over.js';
 import type { SignerClient } from '../signer/client.js';
 import type { PolicyLimits } from './limits.js';
 import { EvaluateBody, EvaluateOut, PolicyParams, PutPolicyBody, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
@@ -74,16 +75,17 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
             400: 'invalid_policy: the problem, at its JSON pointer (an unknown field for the method, an operator the field cannot take, a value of the wrong kind).',
             403: 'owner_signature_required (the project has policy owners) or invalid_owner_signature (no owner key verifies it, or it names another project), or a token that may not write policies.',
             409: 'policy_conflict: `ifVersion` is not the newest version (another change came first), or the signed version is not the next one.',
+            503: PROJECT_CALL_503,
           },
           responses: { 201: { description: 'The new version.', schema: PolicyVersionOut, example: versionExample } },
         },
       },
       async (ctx, { scope, query, body }) => {
-        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.id))?.version ?? 0);
+        const base = query.ifVersion !== undefined ? Number(query.ifVersion) : ((await signer.getPolicy(scope.project.uid))?.version ?? 0);
         const submitted = 'signed' in body ? { signed: body.signed } : { policy: body };
-        const stored = await signer.putPolicy(scope.project.id, submitted, base, principalKey(principalOf(ctx)));
+        const stored = await signer.putPolicy(scope.project.uid, submitted, base, principalKey(principalOf(ctx)));
         // Its limits apply to this process's next signature at once.
-        limits.forget(scope.project.id);
+        limits.forget(scope.project.uid);
         ctx.status = 201;
         ctx.body = present(stored);
       },
@@ -97,12 +99,12 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
           operationId: 'getPolicy',
           summary: "The project's signing policy (its newest version)",
           tag: 'Policies',
-          errors: { 404: 'no_policy: the project has no policy, so it signs nothing.' },
+          errors: { 404: 'no_policy: the project has no policy, so it signs nothing.', 503: PROJECT_CALL_503 },
           responses: { 200: { description: 'The newest version.', schema: PolicyVersionOut, example: versionExample } },
         },
       },
       async (ctx, { scope }) => {
-        const latest = await signer.getPolicy(scope.project.id);
+        const latest = await signer.getPolicy(scope.project.uid);
         if (!latest) throw new AppError(404, 'no_policy', 'Not Found', 'The project has no signing policy: it signs nothing.');
         ctx.body = present(latest);
       },
@@ -117,11 +119,12 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
           operationId: 'listPolicyVersions',
           summary: "Every version of the project's signing policy, oldest first",
           tag: 'Policies',
+          errors: { 503: PROJECT_CALL_503 },
           responses: { 200: { description: 'A page of versions.', schema: PolicyVersionList, example: { versions: [versionExample], nextCursor: null } } },
         },
       },
       async (ctx, { scope, paging }) => {
-        const versions = await signer.listPolicyVersions(scope.project.id, paging.page.afterId, paging.page.limit + 1);
+        const versions = await signer.listPolicyVersions(scope.project.uid, paging.page.afterId, paging.page.limit + 1);
         const page = paging.pageOf(versions.map((v) => ({ ...v, id: v.version })));
         ctx.body = { versions: page.items.map(present), nextCursor: page.nextCursor };
       },
@@ -147,7 +150,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
           description: '`caller` is `server` (the default: a backend with a signer token) or `user` (the user present, through `POST /api/v1/wallets/rpc`).',
           tag: 'Policies',
           requestExample: { caller: 'user', method: 'personal_sign', params: { message: 'app.example.com wants you to sign in with your Ethereum account' } },
-          errors: { 400: 'invalid_operation: the operation cannot be read as its method defines it (the field is named).' },
+          errors: { 400: 'invalid_operation: the operation cannot be read as its method defines it (the field is named).', 503: PROJECT_CALL_503 },
           responses: {
             200: {
               description: 'The decision and the rule that made it.',
@@ -158,7 +161,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
         },
       },
       async (ctx, { scope, body }) => {
-        ctx.body = await signer.evaluatePolicy(scope.project.id, {
+        ctx.body = await signer.evaluatePolicy(scope.project.uid, {
           caller: body.caller ?? 'server',
           operation: { method: body.method, params: body.params },
         });

@@ -5,6 +5,7 @@ import { tokenClaimOf } from './issuer-binding.js';
 
 export const presentProject = (p: ProjectRow): Static<typeof ProjectOut> => ({
   id: p.id,
+  uid: p.uid,
   organisationId: p.organisation_id,
   name: p.name,
   environment: p.environment,

@@ -1,9 +1,15 @@
 import type { Executor } from '../db/knex.js';
 import type { AppEnv } from '../config.js';
 import type { Page } from '../http/pagination.js';
+import type { ProjectUid } from '../signer/client.js';
 
 export interface ProjectRow {
   id: number;
+  /**
+   * The project's random identity, drawn by the database at insert and never changed: what the
+   * signer knows the project by (the numeric id comes from a sequence, which repeats after a restore).
+   */
+  uid: ProjectUid;
   organisation_id: number;
   name: string;
   environment: AppEnv;
@@ -44,13 +50,13 @@ export async function nextProjectId(db: Executor): Promise<number> {
   return id;
 }
 
-export async function insertProject(db: Executor, values: Omit<ProjectRow, 'created_at' | 'updated_at' | 'deleted_at'>): Promise<ProjectRow> {
+export async function insertProject(db: Executor, values: Omit<ProjectRow, 'uid' | 'created_at' | 'updated_at' | 'deleted_at'>): Promise<ProjectRow> {
   const [row] = await db<ProjectRow>('projects').insert(values).returning('*');
   if (!row) throw new Error('insert returned no row');
   return row;
 }
 
-export async function updateProject(db: Executor, id: number, values: Partial<ProjectRow>): Promise<ProjectRow> {
+export async function updateProject(db: Executor, id: number, values: Partial<Omit<ProjectRow, 'id' | 'uid'>>): Promise<ProjectRow> {
   const [row] = await db<ProjectRow>('projects')
     .where('id', id)
     .update({ ...values, updated_at: db.fn.now() as unknown as Date })

@@ -48,6 +48,10 @@ export const ListProjectsQuery = strictObject({ showDeleted: Type.Optional(Query
 const Environment = Type.Union([Type.Literal('testnet'), Type.Literal('production')]);
 const projectFields = {
   id: IdOut,
+  uid: Type.String({
+    format: 'uuid',
+    description: "The project's random identity, never reused: policy owners sign over it (`projectId` of a signed policy or owner list).",
+  }),
   organisationId: IdOut,
   name: Type.String(),
   environment: Environment,

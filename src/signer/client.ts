@@ -6,6 +6,10 @@ import { AppError, DependencyUnavailableError, KeyConflictError } from '../error
 // The signer's contract, as types only: no code crosses the process boundary.
 import type {
   BindRequest,
+  CarriedDocuments,
+  CarriedKeys,
+  CarryDocumentsRequest,
+  CarryKeysRequest,
   CreateKeyRequest,
   CreatedKey,
   EvaluateAnswer,
@@ -22,6 +26,25 @@ import type {
   SignerProblem,
   StoreUnavailableCode,
 } from '../../keyvault/contract.js';
+
+declare const projectUidBrand: unique symbol;
+/**
+ * A project as the signer knows it: its random identity (`projects.uid`), never its numeric id,
+ * which a sequence hands out again after a database restore. Branded so that nothing else (a
+ * number, its digits as a string) can be passed where the signer expects one.
+ */
+export type ProjectUid = string & { readonly [projectUidBrand]: true };
+
+const UID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** A project identity read from elsewhere than a project row (a test, the CLI): checked, then branded. */
+export function projectUid(v: string): ProjectUid {
+  if (!UID.test(v)) throw new Error(`not a project uid: ${v}`);
+  return v as ProjectUid;
+}
+
+/** The signer found another document where the carry-over would put its copy (409 `carry_over_conflict`). */
+export class CarryOverConflictError extends Error {}
 
 export interface SignerKey {
   keyId: string;
@@ -157,6 +180,24 @@ export class SignerClient {
    * is ours; throws KeyConflictError when it is another deployment's, DependencyUnavailableError
    * when the signer cannot answer.
    */
+  /** What a call about a project waits for first (src/signer/carry-over.ts); none: it goes at once. */
+  #gate: ((project: ProjectUid) => Promise<void> | undefined) | undefined;
+
+  /**
+   * Holds calls that name a project (policies, owners, signing) while `gate` says so: until the
+   * documents an earlier release kept under the project's numeric id are carried over to its
+   * uid, a call under the uid would not see them (a policy write would not even see the
+   * project's owners). Key creation is not held: a new key names its project's uid whatever was carried.
+   */
+  holdProjectCalls(gate: (project: ProjectUid) => Promise<void> | undefined): void {
+    this.#gate = gate;
+  }
+
+  async #projectCallsOpen(project: ProjectUid): Promise<void> {
+    const held = this.#gate?.(project);
+    if (held) await held;
+  }
+
   async bind(): Promise<void> {
     const reply = await this.#send('POST', '/v1/deployment', { deploymentId: this.deploymentId } satisfies BindRequest);
     const conflict = this.#conflict(reply);
@@ -167,12 +208,12 @@ export class SignerClient {
   /**
    * The key stored under `keyId` (random, chosen by the caller and kept on its row) for `requestId`:
    * created once, the same key for every retry of that request, a KeyConflictError for any other.
-   * `projectId`: the project the key will sign for, stored with it by the signer (write-once).
+   * `project`: the project the key will sign for, stored with it by the signer (write-once).
    */
-  async createKey(keyId: string, requestId: string, projectId?: number): Promise<SignerKey> {
+  async createKey(keyId: string, requestId: string, project: ProjectUid): Promise<SignerKey> {
     const end = signerDuration.startTimer({ operation: 'create_key' });
     try {
-      const key = await this.#createKey(keyId, requestId, projectId);
+      const key = await this.#createKey(keyId, requestId, project);
       signerCalls.inc({ operation: 'create_key', outcome: 'ok' });
       return key;
     } catch (err) {
@@ -183,9 +224,8 @@ export class SignerClient {
     }
   }
 
-  async #createKey(keyId: string, requestId: string, projectId: number | undefined): Promise<SignerKey> {
-    const body: CreateKeyRequest = { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId };
-    if (projectId !== undefined) body.projectId = String(projectId);
+  async #createKey(keyId: string, requestId: string, project: ProjectUid): Promise<SignerKey> {
+    const body: CreateKeyRequest = { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId, projectId: project };
     const reply = await this.#send('POST', '/v1/keys', body);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
@@ -233,6 +273,18 @@ export class SignerClient {
     if (reply.status === 403 && (code === 'owner_signature_required' || code === 'invalid_owner_signature'))
       return new AppError(403, code, 'Forbidden', message);
     if (reply.status === 409 && code === 'policy_conflict') return new AppError(409, 'policy_conflict', 'Conflict', message);
+    // A wallet of an earlier release whose key the carry-over has not bound (yet, or at all: logged then).
+    if (reply.status === 403 && code === ('key_unbound' satisfies SignerProblem['code']))
+      return new AppError(
+        503,
+        'key_unbound',
+        'Service Unavailable',
+        "The wallet's key is not bound to its project in the signer yet; retry later.",
+        undefined,
+        {
+          'Retry-After': '30',
+        },
+      );
     if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
       throw new Error(`the signer refused a request of ours (${reply.status} ${code}: ${message})`);
     return this.#unavailable(reply);
@@ -253,21 +305,24 @@ export class SignerClient {
   }
 
   /** Writes the next version over `baseVersion`: the signer checks it and keeps it write-once. */
-  async putPolicy(projectId: number, submitted: { policy: unknown } | { signed: string }, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
-    const reply = await this.#send('PUT', `/v1/projects/${projectId}/policy`, { baseVersion, ...submitted, author } satisfies PutPolicyRequest);
+  async putPolicy(project: ProjectUid, submitted: { policy: unknown } | { signed: string }, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('PUT', `/v1/projects/${project}/policy`, { baseVersion, ...submitted, author } satisfies PutPolicyRequest);
     if (reply.status !== 201) throw this.#refusal(reply);
     return this.#policyVersion(reply.body);
   }
 
   /** The project's policy owners: a new list over `baseVersion` (signed by an owner once there are owners). */
-  async putOwners(projectId: number, submitted: { owners: unknown } | { signed: string }, baseVersion: number, author: string): Promise<OwnersAnswer> {
-    const reply = await this.#send('PUT', `/v1/projects/${projectId}/owners`, { baseVersion, ...submitted, author });
+  async putOwners(project: ProjectUid, submitted: { owners: unknown } | { signed: string }, baseVersion: number, author: string): Promise<OwnersAnswer> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('PUT', `/v1/projects/${project}/owners`, { baseVersion, ...submitted, author });
     if (reply.status !== 201) throw this.#refusal(reply);
     return this.#owners(reply.body);
   }
 
-  async getOwners(projectId: number): Promise<OwnersAnswer> {
-    const reply = await this.#send('GET', `/v1/projects/${projectId}/owners`);
+  async getOwners(project: ProjectUid): Promise<OwnersAnswer> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('GET', `/v1/projects/${project}/owners`);
     if (reply.status !== 200) throw this.#refusal(reply);
     return this.#owners(reply.body);
   }
@@ -286,16 +341,18 @@ export class SignerClient {
   }
 
   /** The newest version, or undefined when the project has none. */
-  async getPolicy(projectId: number): Promise<PolicyVersionAnswer | undefined> {
-    const reply = await this.#send('GET', `/v1/projects/${projectId}/policy`);
+  async getPolicy(project: ProjectUid): Promise<PolicyVersionAnswer | undefined> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('GET', `/v1/projects/${project}/policy`);
     if (reply.status === 404) return undefined;
     if (reply.status !== 200) throw this.#refusal(reply);
     return this.#policyVersion(reply.body);
   }
 
   /** Versions after `after`, oldest first. */
-  async listPolicyVersions(projectId: number, after: number, limit: number): Promise<PolicyVersionAnswer[]> {
-    const reply = await this.#send('GET', `/v1/projects/${projectId}/policy/versions?after=${after}&limit=${limit}`);
+  async listPolicyVersions(project: ProjectUid, after: number, limit: number): Promise<PolicyVersionAnswer[]> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('GET', `/v1/projects/${project}/policy/versions?after=${after}&limit=${limit}`);
     if (reply.status !== 200) throw this.#refusal(reply);
     const versions = (reply.body as Partial<PolicyVersionList> | undefined)?.versions;
     if (!Array.isArray(versions)) throw new Error('the signer answered with an unexpected body');
@@ -308,14 +365,16 @@ export class SignerClient {
    */
   async sign(
     keyId: string,
-    request: SignRequestBody,
+    project: ProjectUid,
+    request: Omit<SignRequestBody, 'projectId'>,
   ): Promise<
     | { allowed: true; digest: string; policyVersion: number; rule: string; result: Record<string, unknown> }
     | { allowed: false; digest: string; policyVersion: number; rule: string | null }
   > {
     const end = signerDuration.startTimer({ operation: 'sign' });
     try {
-      const reply = await this.#send('POST', `/v1/keys/${encodeURIComponent(keyId)}/sign`, request);
+      await this.#projectCallsOpen(project);
+      const reply = await this.#send('POST', `/v1/keys/${encodeURIComponent(keyId)}/sign`, { projectId: project, ...request } satisfies SignRequestBody);
       const b = (reply.body ?? {}) as Partial<Record<keyof SignAnswer | keyof PolicyDeniedProblem, unknown>>;
       if (reply.status === 403 && b.code === 'policy_denied') {
         if (typeof b.digest !== 'string' || typeof b.policyVersion !== 'number' || (b.rule !== null && typeof b.rule !== 'string')) {
@@ -348,8 +407,9 @@ export class SignerClient {
   }
 
   /** The decision the newest policy gives an operation; nothing is signed. */
-  async evaluatePolicy(projectId: number, request: EvaluateRequest): Promise<EvaluateAnswer> {
-    const reply = await this.#send('POST', `/v1/projects/${projectId}/policy/evaluate`, request);
+  async evaluatePolicy(project: ProjectUid, request: EvaluateRequest): Promise<EvaluateAnswer> {
+    await this.#projectCallsOpen(project);
+    const reply = await this.#send('POST', `/v1/projects/${project}/policy/evaluate`, request);
     if (reply.status !== 200) throw this.#refusal(reply);
     const b = (reply.body ?? {}) as Partial<Record<keyof EvaluateAnswer, unknown>>;
     if (
@@ -361,6 +421,49 @@ export class SignerClient {
       throw new Error('the signer answered with an unexpected body');
     }
     return { allowed: b.allowed, rule: b.rule, policyVersion: b.policyVersion, digest: b.digest };
+  }
+
+  /**
+   * Carries the documents an earlier release kept under the project's numeric id over to its
+   * identity (copies, idempotent): the number of versions of each kind it has from there. A
+   * conflict (another document where a copy belongs) is an Error naming it.
+   */
+  async carryDocuments(project: ProjectUid, legacyProjectId: number): Promise<{ policies: number; owners: number }> {
+    const body: CarryDocumentsRequest = { deploymentId: this.deploymentId, legacyProjectId: String(legacyProjectId) };
+    const reply = await this.#send('POST', `/v1/projects/${project}/carry-over/documents`, body);
+    if (reply.status !== 200) throw this.#carryRefusal(reply);
+    const b = (reply.body ?? {}) as Partial<Record<keyof CarriedDocuments, unknown>>;
+    if (b.projectId !== project || typeof b.policies !== 'number' || typeof b.owners !== 'number')
+      throw new Error('the signer answered with an unexpected body');
+    return { policies: b.policies, owners: b.owners };
+  }
+
+  /** Binds keys of an earlier release (at most 200) to the project their wallets belong to: each key's outcome. */
+  async carryKeys(project: ProjectUid, legacyProjectId: number, keyIds: string[]): Promise<CarriedKeys['keys']> {
+    const body: CarryKeysRequest = { deploymentId: this.deploymentId, legacyProjectId: String(legacyProjectId), keyIds };
+    const reply = await this.#send('POST', `/v1/projects/${project}/carry-over/keys`, body);
+    if (reply.status !== 200) throw this.#carryRefusal(reply);
+    const keys = (reply.body as Partial<CarriedKeys> | undefined)?.keys;
+    if (
+      !Array.isArray(keys) ||
+      keys.length !== keyIds.length ||
+      keys.some((k, i) => k.keyId !== keyIds[i] || !['bound', 'absent', 'refused'].includes(k.outcome))
+    )
+      throw new Error('the signer answered with an unexpected body');
+    return keys;
+  }
+
+  /** A carry-over the signer refused (a bug of ours, a conflict, a signer of an earlier release) is an Error saying so; else it cannot serve now. */
+  #carryRefusal(reply: Reply): Error {
+    const owned = this.#conflict(reply);
+    if (owned?.reason === 'store_owned') return owned;
+    const b = (reply.body ?? {}) as Partial<Record<keyof SignerProblem, unknown>>;
+    if (reply.status === 409 && b.code === ('carry_over_conflict' satisfies SignerProblem['code'])) return new CarryOverConflictError(String(b.message));
+    if (reply.status === 404 && b.code === 'not_found')
+      return new Error('the signer does not know the carry-over: it is of an earlier release; upgrade it before the API');
+    if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
+      return new Error(`the signer refused the carry-over (${reply.status} ${String(b.code)}: ${String(b.message)})`);
+    return this.#unavailable(reply);
   }
 
   /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */

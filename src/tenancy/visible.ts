@@ -31,6 +31,7 @@ export async function findVisibleOrganisation(db: Executor, p: Principal, id: nu
 /** A project's columns, named (a prepared statement's `*` would break when a migration adds one). */
 export const PROJECT_COLUMNS = [
   'id',
+  'uid',
   'organisation_id',
   'name',
   'environment',

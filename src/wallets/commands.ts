@@ -143,7 +143,8 @@ export async function completeWallet(
   requestId?: string,
 ): Promise<{ wallet: WalletRow; isNew: boolean }> {
   if (row.address !== null) return { wallet: row, isNew: false };
-  const key = await deps.signer.createKey(row.key_id, `wallet:${row.id}`, row.project_id);
+  if (row.project_id !== project.id) throw new Error('the wallet row is not of the project given');
+  const key = await deps.signer.createKey(row.key_id, `wallet:${row.id}`, project.uid);
   return deps.db.transaction(async (tx) => {
     const activated = await activateWallet(tx, row.id, key.address, key.keyId);
     if (activated) {

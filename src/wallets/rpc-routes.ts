@@ -6,6 +6,7 @@ import { principalKey } from '../auth/principal.js';
 import { getProjectWallet, getUserWallet, identifyCaller, userKey, type WalletCaller, type WalletDeps } from './commands.js';
 import { RpcBody, RpcOut, UserRpcBody, WalletParams } from './schemas.js';
 import { signWithWallet, type SignDeps } from './sign.js';
+import { SIGNING_503 } from '../signer/carry-over.js';
 import * as ex from '../openapi/examples.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data. */
@@ -20,6 +21,7 @@ const answers = {
 };
 const siwe = { method: 'personal_sign' as const, params: { message: 'app.example.com wants you to sign in with your Ethereum account' } };
 const refusals = {
+  503: SIGNING_503,
   400: 'invalid_operation: the operation cannot be read as its method defines it (the field is named), or a body field problem.',
   403: "policy_denied: the project's policy does not allow it (the rule or the limit is named; a project without a policy signs nothing).",
 };
@@ -68,7 +70,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       if (!caller) throw new Error('the user endpoint ran without its authentication');
       const wallet = await getUserWallet(ctx.state.db, caller);
       const who = { caller: 'user' as const, actor: `project:${caller.project.id}`, requestId: ctx.state.requestId };
-      ctx.body = await signWithWallet(wallets, wallet, caller.project.organisation_id, { method: body.method, params: body.params }, who);
+      ctx.body = await signWithWallet(wallets, wallet, caller.project, { method: body.method, params: body.params }, who);
     },
   );
 
@@ -103,7 +105,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
         const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
-        ctx.body = await signWithWallet(wallets, wallet, scope.organisationId, body, who);
+        ctx.body = await signWithWallet(wallets, wallet, scope.project, body, who);
       },
     ),
   ];

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
-import type { SignerClient } from '../signer/client.js';
+import type { ProjectUid, SignerClient } from '../signer/client.js';
 import type { DecisionLog } from './decisions.js';
 import type { WalletRow } from './repository.js';
 import { limitName, releaseSignature, reserveSignature, type PolicyLimits } from '../policies/limits.js';
@@ -31,11 +31,12 @@ export interface SignCaller {
 export async function signWithWallet(
   deps: SignDeps,
   wallet: WalletRow & { address: string },
-  organisationId: number,
+  project: { id: number; uid: ProjectUid; organisation_id: number },
   operation: { method: string; params: unknown },
   who: SignCaller,
 ): Promise<Record<string, unknown>> {
-  const outcome = await askSigner(deps, wallet, operation, who.caller);
+  if (wallet.project_id !== project.id) throw new Error('the wallet is not of the project given');
+  const outcome = await askSigner(deps, wallet, project.uid, operation, who.caller);
   const decision = {
     walletId: wallet.id,
     walletAddress: wallet.address,
@@ -46,7 +47,7 @@ export async function signWithWallet(
     policyVersion: outcome.policyVersion,
   };
   await deps.decisions.record({
-    organisationId,
+    organisationId: project.organisation_id,
     projectId: wallet.project_id,
     walletId: wallet.id,
     actor: who.actor,
@@ -78,19 +79,25 @@ type Outcome = Awaited<ReturnType<SignerClient['sign']>> & { byLimit?: true };
  * signer does not sign. A full limit is a denial naming it, unless a rule denies the operation
  * anyway (the dry run names that rule and gives the digest for the record).
  */
-async function askSigner(deps: SignDeps, wallet: WalletRow, operation: { method: string; params: unknown }, caller: SignCaller['caller']): Promise<Outcome> {
-  const request = { projectId: String(wallet.project_id), caller, operation };
-  const limits = await deps.limits.of(wallet.project_id, operation.method);
-  if (limits.length === 0) return deps.signer.sign(wallet.key_id, request);
+async function askSigner(
+  deps: SignDeps,
+  wallet: WalletRow,
+  project: ProjectUid,
+  operation: { method: string; params: unknown },
+  caller: SignCaller['caller'],
+): Promise<Outcome> {
+  const request = { caller, operation };
+  const limits = await deps.limits.of(project, operation.method);
+  if (limits.length === 0) return deps.signer.sign(wallet.key_id, project, request);
   const place = await reserveSignature(deps.db, { projectId: wallet.project_id, walletId: wallet.id, method: operation.method }, limits, new Date(deps.now()));
   if ('full' in place) {
-    const dry = await deps.signer.evaluatePolicy(wallet.project_id, { caller, operation });
+    const dry = await deps.signer.evaluatePolicy(project, { caller, operation });
     const common = { allowed: false as const, digest: dry.digest, policyVersion: dry.policyVersion };
     return dry.allowed ? { ...common, rule: limitName(place.full), byLimit: true } : { ...common, rule: dry.rule };
   }
   let outcome: Outcome;
   try {
-    outcome = await deps.signer.sign(wallet.key_id, request);
+    outcome = await deps.signer.sign(wallet.key_id, project, request);
   } catch (err) {
     await releaseSignature(deps.db, place.reserved);
     throw err;

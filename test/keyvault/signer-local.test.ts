@@ -1,4 +1,4 @@
-import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT, TEST_PROJECT } from '../support/keys.js';
 import { createDecipheriv } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -94,7 +94,7 @@ describe('keyvault: the signer process (local backend)', function () {
     const client = new SignerClient(signer.url, signer.token, 30_000, TEST_DEPLOYMENT);
     const before = localKeyRecords(signer.dataDir).length;
     const results = await Promise.all(
-      Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`burst:${i % 200}`), `burst:${i % 200}`).then((k) => ({ i, k }))),
+      Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`burst:${i % 200}`), `burst:${i % 200}`, TEST_PROJECT).then((k) => ({ i, k }))),
     );
     const byRequest = new Map<number, Set<string>>();
     for (const { i, k } of results) {
@@ -111,13 +111,13 @@ describe('keyvault: the signer process (local backend)', function () {
 
   it('still returns every address after a restart, and never logs a secret or a ciphertext', async () => {
     const client = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
-    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(keyIdOf(`restart:${i}`), `restart:${i}`)));
+    const made = await Promise.all(Array.from({ length: 20 }, (_, i) => client.createKey(keyIdOf(`restart:${i}`), `restart:${i}`, TEST_PROJECT)));
     const logsBefore = signer.service.output();
     await signer.stop();
     signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
     const after = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
-      const again = await after.createKey(keyIdOf(`restart:${i}`), `restart:${i}`);
+      const again = await after.createKey(keyIdOf(`restart:${i}`), `restart:${i}`, TEST_PROJECT);
       expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
       expect((await after.getKey(key.keyId))?.address).to.equal(key.address);
     }
@@ -132,7 +132,7 @@ describe('keyvault: the signer process (local backend)', function () {
 
   it('keeps its records in one group-committed log: a second signer on the directory is refused, a torn last line is cut at start, records of the older one-file-per-key layout still count', async () => {
     const client = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
-    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`log:${i}`), `log:${i}`)));
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`log:${i}`), `log:${i}`, TEST_PROJECT)));
     // One signer per directory: a second one waits for the lock, then refuses, saying why.
     const second = spawnService(
       { KEYVAULT_TOKEN: signer.token, KEYVAULT_LISTEN: '127.0.0.1:0', KEYVAULT_DATA_DIR: signer.dataDir, KEYVAULT_LOCAL_LOCK_WAIT_MS: '300' },
@@ -140,7 +140,7 @@ describe('keyvault: the signer process (local backend)', function () {
     );
     expect(await second.exited).to.equal(1);
     expect(second.output()).to.match(/the local key store in .* is in use by process \d+; run one signer per KEYVAULT_DATA_DIR/);
-    expect((await client.createKey(keyIdOf('log:after-refusal'), 'log:after-refusal')).created).to.equal(true);
+    expect((await client.createKey(keyIdOf('log:after-refusal'), 'log:after-refusal', TEST_PROJECT)).created).to.equal(true);
 
     await signer.stop();
     // A crash in the middle of an append: half a record at the end of the log.
@@ -158,9 +158,9 @@ describe('keyvault: the signer process (local backend)', function () {
     signer = await startSigner({}, { dataDir: signer.dataDir, token: signer.token });
     const after = new SignerClient(signer.url, signer.token, 10_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
-      expect(await after.createKey(keyIdOf(`log:${i}`), `log:${i}`)).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
+      expect(await after.createKey(keyIdOf(`log:${i}`), `log:${i}`, TEST_PROJECT)).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
     }
-    const fresh = await after.createKey(keyIdOf('log:fresh'), 'log:fresh');
+    const fresh = await after.createKey(keyIdOf('log:fresh'), 'log:fresh', TEST_PROJECT);
     expect(fresh.created).to.equal(true);
     // The torn line is gone, the new record follows the last complete one.
     const text = readFileSync(path.join(signer.dataDir, 'keys.log'), 'utf8');
@@ -173,7 +173,7 @@ describe('keyvault: the signer process (local backend)', function () {
   it('maps an unreachable signer to 503 with Retry-After for the API', async () => {
     const client = new SignerClient('http://127.0.0.1:9', signer.token, 2_000, TEST_DEPLOYMENT);
     try {
-      await client.createKey(keyIdOf('nowhere'), 'nowhere');
+      await client.createKey(keyIdOf('nowhere'), 'nowhere', TEST_PROJECT);
       expect.fail('should have thrown');
     } catch (err) {
       expect(err).to.be.instanceOf(AppError);

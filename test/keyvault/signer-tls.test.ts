@@ -9,7 +9,7 @@ import { DependencyUnavailableError } from '../../src/errors.js';
 import { SignerClient } from '../../src/signer/client.js';
 import { startApp } from '../support/app.js';
 import { createCa } from '../support/idp.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../support/keys.js';
+import { keyIdOf, TEST_DEPLOYMENT, TEST_PROJECT } from '../support/keys.js';
 import { freePort, spawnService, type Service } from '../support/process.js';
 import { SIGNER_MAIN } from '../support/signer.js';
 
@@ -63,7 +63,7 @@ describe('keyvault: the API reaches a signer in another pod over TLS, mutual whe
   });
   const unavailable = async (client: SignerClient) => {
     try {
-      await client.createKey(keyIdOf('tls'), 'tls');
+      await client.createKey(keyIdOf('tls'), 'tls', TEST_PROJECT);
       expect.fail('the signer answered');
     } catch (err) {
       expect(err).to.be.instanceOf(DependencyUnavailableError);
@@ -91,7 +91,7 @@ describe('keyvault: the API reaches a signer in another pod over TLS, mutual whe
   it("TLS: a client that trusts the signer's CA creates keys; one that does not is refused; the bearer secret is still required", async () => {
     const url = await signer(tls());
     const trusted = new SignerClient(url, token, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem') });
-    expect((await trusted.createKey(keyIdOf('tls'), 'tls')).address).to.match(/^0x[0-9a-fA-F]{40}$/);
+    expect((await trusted.createKey(keyIdOf('tls'), 'tls', TEST_PROJECT)).address).to.match(/^0x[0-9a-fA-F]{40}$/);
     await unavailable(new SignerClient(url, token, 5_000, TEST_DEPLOYMENT));
     const wrongSecret = new SignerClient(url, `${token}x`, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem') });
     expect((await wrongSecret.health()).ok).to.equal(false);
@@ -109,7 +109,7 @@ describe('keyvault: the API reaches a signer in another pod over TLS, mutual whe
     await unavailable(new SignerClient(url, token, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem') }));
     await unavailable(new SignerClient(url, token, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem'), cert: readPem('other.pem'), key: readPem('other.key') }));
     const mutual = new SignerClient(url, token, 5_000, TEST_DEPLOYMENT, { ca: readPem('ca.pem'), cert: readPem('client.pem'), key: readPem('client.key') });
-    expect((await mutual.createKey(keyIdOf('mtls'), 'mtls')).address).to.match(/^0x[0-9a-fA-F]{40}$/);
+    expect((await mutual.createKey(keyIdOf('mtls'), 'mtls', TEST_PROJECT)).address).to.match(/^0x[0-9a-fA-F]{40}$/);
   });
 
   it('the API configured with KEYVAULT_CA_FILE and a client certificate is ready against a mutual-TLS signer', async () => {

@@ -1,4 +1,4 @@
-import { keyIdOf, keyRequest, TEST_DEPLOYMENT } from '../support/keys.js';
+import { keyIdOf, keyRequest, TEST_DEPLOYMENT, TEST_PROJECT } from '../support/keys.js';
 import { execFileSync } from 'node:child_process';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,9 +7,10 @@ import { expect } from 'chai';
 import { computeAddress, verifyMessage } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { AppError } from '../../src/errors.js';
-import { SignerClient } from '../../src/signer/client.js';
+import { projectUid, SignerClient } from '../../src/signer/client.js';
 import { startApp, startAppWithIdp } from '../support/app.js';
 import { createOrganisation, createProject } from '../support/factories.js';
+import { legacyVersion } from '../support/legacy-signer.js';
 import { spawnService } from '../support/process.js';
 import { SIGNER_MAIN, startSigner, type RunningSigner } from '../support/signer.js';
 import { startDevVault, type DevVault } from '../support/vault.js';
@@ -81,7 +82,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('stores each key only as transit ciphertext bound to its key id, in KV v2, and answers with its address', async () => {
-    const key = await client.createKey(keyIdOf('vault:first'), 'vault:first');
+    const key = await client.createKey(keyIdOf('vault:first'), 'vault:first', TEST_PROJECT);
     expect(key.created).to.equal(true);
     const record = kvRecord(key.keyId);
     expect(record.address).to.equal(key.address);
@@ -92,12 +93,12 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     expect(computeAddress(`0x${Buffer.from(secp256k1.getPublicKey(secret, false)).toString('hex')}`)).to.equal(key.address);
     // The ciphertext does not open under another record's context.
     expect(() => decrypt({ ...record, context: Buffer.from('another-key-id').toString('base64') })).to.throw();
-    const again = await client.createKey(keyIdOf('vault:first'), 'vault:first');
+    const again = await client.createKey(keyIdOf('vault:first'), 'vault:first', TEST_PROJECT);
     expect(again).to.deep.include({ keyId: key.keyId, address: key.address, created: false });
   });
 
   it('really prevents overwriting a stored key: the signer policy has create and read only', async () => {
-    const key = await client.createKey(keyIdOf('vault:overwrite'), 'vault:overwrite');
+    const key = await client.createKey(keyIdOf('vault:overwrite'), 'vault:overwrite', TEST_PROJECT);
     const login = JSON.parse(
       vault.cli(['write', '-format=json', 'auth/custody-approle/login', `role_id=${approle.VAULT_ROLE_ID}`, `secret_id=${approle.VAULT_SECRET_ID}`]),
     ) as { auth: { client_token: string } };
@@ -134,7 +135,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     // Asked over the API, the running signer refuses the other deployment too.
     const foreign = new SignerClient(signer.url, signer.token, 15_000, other);
     try {
-      await foreign.createKey(keyIdOf('foreign'), 'foreign');
+      await foreign.createKey(keyIdOf('foreign'), 'foreign', TEST_PROJECT);
       expect.fail('a foreign deployment created a key');
     } catch (err) {
       expect((err as AppError).code).to.equal('key_conflict');
@@ -167,7 +168,9 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     };
     const before = list().length;
     const results = await Promise.all(
-      Array.from({ length: 1000 }, (_, i) => client.createKey(keyIdOf(`vault-burst:${i % 200}`), `vault-burst:${i % 200}`).then((k) => ({ i, k }))),
+      Array.from({ length: 1000 }, (_, i) =>
+        client.createKey(keyIdOf(`vault-burst:${i % 200}`), `vault-burst:${i % 200}`, TEST_PROJECT).then((k) => ({ i, k })),
+      ),
     );
     const perId = new Map<number, Set<string>>();
     for (const { i, k } of results) perId.set(i % 200, (perId.get(i % 200) ?? new Set<string>()).add(k.address));
@@ -185,19 +188,67 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       });
       return { status: res.status, body: (await res.json()) as Record<string, unknown> };
     };
-    const created = await call('POST', '/v1/keys', { ...keyRequest('vault:signing'), projectId: '31' });
+    const project = randomUUID();
+    const created = await call('POST', '/v1/keys', keyRequest('vault:signing', project));
     expect(created.status).to.equal(201);
     const message = { method: 'personal_sign', params: { message: 'app.example.com wants you to sign in' } };
-    const denied = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: '31', caller: 'user', operation: message });
+    const denied = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: project, caller: 'user', operation: message });
     expect(denied.body).to.include({ code: 'policy_denied', policyVersion: 0 });
     const policy = { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] };
-    expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy })).status).to.equal(201);
-    expect((await call('PUT', '/v1/projects/31/policy', { baseVersion: 0, policy: { rules: [] } })).status).to.equal(409);
-    const stored = JSON.parse(vault.cli(['kv', 'get', '-format=json', 'custody-kv/custody/keys/policies/31/v1'])) as { data: { data: { body: unknown } } };
-    expect(stored.data.data.body).to.deep.equal({ projectId: '31', version: 1, document: policy });
-    const signed = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: '31', caller: 'user', operation: message });
+    expect((await call('PUT', `/v1/projects/${project}/policy`, { baseVersion: 0, policy })).status).to.equal(201);
+    expect((await call('PUT', `/v1/projects/${project}/policy`, { baseVersion: 0, policy: { rules: [] } })).status).to.equal(409);
+    const stored = JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/keys/policies/${project}/v1`])) as {
+      data: { data: { body: unknown } };
+    };
+    expect(stored.data.data.body).to.deep.equal({ projectId: project, version: 1, document: policy });
+    const signed = await call('POST', `/v1/keys/${keyIdOf('vault:signing')}/sign`, { projectId: project, caller: 'user', operation: message });
     expect(signed.status, JSON.stringify(signed.body)).to.equal(200);
     expect(verifyMessage(message.params.message, (signed.body['result'] as { signature: string }).signature)).to.equal(created.body['address']);
+  });
+
+  it("carries a project's documents of an earlier release over from its numeric id in KV: copies beside the originals, once, never over another document", async () => {
+    const call = async (method: string, p: string, body?: unknown) => {
+      const res = await fetch(`${signer.url}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${signer.token}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const owner = { kty: 'EC', crv: 'P-256', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' };
+    const policy = { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] };
+    // As the earlier release wrote them: KV v2 records under the numeric id, created once.
+    const originals = [legacyVersion('policies', 77, 1, policy, 'token:9'), legacyVersion('owners', 77, 1, { keys: [owner] })];
+    for (const d of originals) vault.cli(['kv', 'put', '-cas=0', `custody-kv/custody/keys/${d.path}`, '-'], JSON.stringify(d));
+    const project = randomUUID();
+    const carry = () => call('POST', `/v1/projects/${project}/carry-over/documents`, { deploymentId: TEST_DEPLOYMENT, legacyProjectId: '77' });
+    const carried = await carry();
+    expect(carried.status, JSON.stringify(carried.body)).to.equal(200);
+    expect(carried.body).to.deep.equal({ projectId: project, legacyProjectId: '77', policies: 1, owners: 1 });
+    expect((await call('GET', `/v1/projects/${project}/policy`)).body).to.deep.equal({
+      projectId: project,
+      version: 1,
+      policy,
+      author: 'token:9',
+      createdAt: originals[0]?.createdAt,
+    });
+    expect((await call('PUT', `/v1/projects/${project}/policy`, { baseVersion: 1, policy })).body['code'], 'the owners apply').to.equal(
+      'owner_signature_required',
+    );
+    const version = (p: string) =>
+      (JSON.parse(vault.cli(['kv', 'metadata', 'get', '-format=json', `custody-kv/custody/keys/${p}`])) as { data: { current_version: number } }).data
+        .current_version;
+    const copy = JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/keys/policies/${project}/v1`])) as {
+      data: { data: { body: { carriedFrom: { path: string; body: unknown } } } };
+    };
+    expect(copy.data.data.body.carriedFrom).to.deep.equal({ path: 'policies/77/v1', body: originals[0]?.body });
+    expect((await carry()).body, 'again: the same').to.deep.equal(carried.body);
+    for (const p of ['policies/77/v1', 'owners/77/v1', `policies/${project}/v1`, `owners/${project}/v1`]) expect(version(p), `${p} written once`).to.equal(1);
+    const other = randomUUID();
+    expect((await call('PUT', `/v1/projects/${other}/policy`, { baseVersion: 0, policy: { rules: [] } })).status).to.equal(201);
+    const conflict = await call('POST', `/v1/projects/${other}/carry-over/documents`, { deploymentId: TEST_DEPLOYMENT, legacyProjectId: '77' });
+    expect([conflict.status, conflict.body['code']]).to.deep.equal([409, 'carry_over_conflict']);
+    expect(version(`policies/${other}/v1`)).to.equal(1);
   });
 
   it('batches the transit decrypts of concurrent signatures (counted by a proxy in front of Vault)', async () => {
@@ -229,12 +280,13 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
     try {
       const c = new SignerClient(own.url, own.token, 15_000, randomUUID());
       await c.bind();
-      const keys = await Promise.all(Array.from({ length: 24 }, (_, i) => c.createKey(keyIdOf(`batch:${i}`), `batch:${i}`, 41)));
-      await c.putPolicy(41, { policy: { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] } }, 0, 'test');
+      const project = projectUid(randomUUID());
+      const keys = await Promise.all(Array.from({ length: 24 }, (_, i) => c.createKey(keyIdOf(`batch:${i}`), `batch:${i}`, project)));
+      await c.putPolicy(project, { policy: { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] } }, 0, 'test');
       calls = 0;
       items = 0;
       const message = { method: 'personal_sign', params: { message: 'batched' } };
-      const signed = await Promise.all(keys.map((k) => c.sign(k.keyId, { projectId: '41', caller: 'server', operation: message })));
+      const signed = await Promise.all(keys.map((k) => c.sign(k.keyId, project, { caller: 'server', operation: message })));
       signed.forEach((s, i) => {
         if (!s.allowed) throw new Error('denied');
         expect(verifyMessage('batched', String(s.result['signature']))).to.equal(keys[i]?.address);
@@ -249,13 +301,13 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   });
 
   it('returns every address after the signer restarts', async () => {
-    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`)));
+    const made = await Promise.all(Array.from({ length: 10 }, (_, i) => client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`, TEST_PROJECT)));
     await signer.stop();
     signer = await startSigner(signerEnv(), { dataDir: signer.dataDir, token: signer.token });
     client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
     for (const [i, key] of made.entries()) {
       expect((await client.getKey(key.keyId))?.address).to.equal(key.address);
-      expect((await client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`)).address).to.equal(key.address);
+      expect((await client.createKey(keyIdOf(`vault-restart:${i}`), `vault-restart:${i}`, TEST_PROJECT)).address).to.equal(key.address);
     }
   });
 
@@ -294,7 +346,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(raw.status).to.equal(503);
       expect(await raw.json()).to.deep.include({ code: 'vault_sealed', retryable: true });
       try {
-        await client.createKey(keyIdOf('while-sealed'), 'while-sealed');
+        await client.createKey(keyIdOf('while-sealed'), 'while-sealed', TEST_PROJECT);
         expect.fail('should have thrown');
       } catch (err) {
         expect(err).to.be.instanceOf(AppError);
@@ -325,7 +377,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
       expect(await decisions()).to.equal(before);
       vault.unseal();
       expect((await backend.post(rpc, hello)).status, 'signs again once unsealed').to.equal(200);
-      expect((await client.createKey(keyIdOf('while-sealed'), 'while-sealed')).created).to.equal(true);
+      expect((await client.createKey(keyIdOf('while-sealed'), 'while-sealed', TEST_PROJECT)).created).to.equal(true);
       const later = await signin('new-while-sealed@example.com');
       expect(later.status, later.text).to.equal(200);
       expect((await app.client.get('/readyz', { token: null })).body.checks.keyStore).to.equal('ok');
@@ -343,7 +395,7 @@ describe('keyvault: the signer against a real Vault-API server (server -dev)', f
   it('never lets a private key or a ciphertext reach the API process or a log', async () => {
     const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
     try {
-      const keys = await Promise.all(Array.from({ length: 5 }, (_, i) => client.createKey(keyIdOf(`vault-leak:${i}`), `vault-leak:${i}`)));
+      const keys = await Promise.all(Array.from({ length: 5 }, (_, i) => client.createKey(keyIdOf(`vault-leak:${i}`), `vault-leak:${i}`, TEST_PROJECT)));
       await app.client.get('/readyz', { token: null });
       const logs = signer.service.output() + app.logs.join('');
       for (const key of keys) {

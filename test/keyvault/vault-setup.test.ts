@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { parse as parseYaml } from 'yaml';
 import { SignerClient } from '../../src/signer/client.js';
 import { createCa } from '../support/idp.js';
-import { keyIdOf, TEST_DEPLOYMENT } from '../support/keys.js';
+import { keyIdOf, TEST_DEPLOYMENT, TEST_PROJECT } from '../support/keys.js';
 import { spawnService } from '../support/process.js';
 import { SIGNER_MAIN, startSigner } from '../support/signer.js';
 import { startDevVault, type DevVault } from '../support/vault.js';
@@ -147,7 +147,7 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
     });
     try {
       const client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
-      const key = await client.createKey(keyIdOf('documented-setup'), 'documented-setup');
+      const key = await client.createKey(keyIdOf('documented-setup'), 'documented-setup', TEST_PROJECT);
       expect(key.created).to.equal(true);
       const record = json(['kv', 'get', `custody-kv/custody/custody/keys/${key.keyId}`]).data as { data: { address: string } };
       expect(record.data.address).to.equal(key.address);

@@ -1,23 +1,11 @@
 import { expect } from 'chai';
-import { CompactSign, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startApp, type TestApp } from '../support/app.js';
 import { startSigner } from '../support/signer.js';
 import { createTenant } from '../support/factories.js';
-import { signInMessage as hello, siwePolicy as siwe } from '../support/policies.js';
-
-/** An owner's compact JWS (ES256) over a change: `{ projectId, version, <kind> }`. */
-async function sign(key: CryptoKey, payload: Record<string, unknown>): Promise<string> {
-  return new CompactSign(new TextEncoder().encode(JSON.stringify(payload))).setProtectedHeader({ alg: 'ES256' }).sign(key);
-}
-
-async function owner() {
-  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { privateKey, jwk: { kty: 'EC', crv: 'P-256', x: jwk.x ?? '', y: jwk.y ?? '' } };
-}
+import { signInMessage as hello, ownerSigned as sign, policyOwner as owner, siwePolicy as siwe } from '../support/policies.js';
 
 /** Owner-signed policies (SIGNING.md): once a project has owners, an admin token alone cannot widen its policy. */
 describe('signing policies signed by their owners', function () {
@@ -33,7 +21,8 @@ describe('signing policies signed by their owners', function () {
     const other = await createTenant(app.client);
     const policy = `/api/v1/project/${t.project.id}/policy` as const;
     const owners = `/api/v1/project/${t.project.id}/policy/owners` as const;
-    const projectId = String(t.project.id);
+    // Owners sign over the project's uid, never its numeric id.
+    const projectId = t.project.uid;
     expect((await t.projectRead.get(owners)).body).to.deep.equal({ version: 0, keys: [], author: null, createdAt: null });
     expect((await t.projectAdmin.put(policy, { rules: [] })).status, 'before owners, an admin writes policies').to.equal(201);
 
@@ -53,9 +42,13 @@ describe('signing policies signed by their owners', function () {
     const byMallory = await t.projectAdmin.put(policy, { signed: await sign(mallory.privateKey, { projectId, version: 2, policy: widen }) });
     expect([byMallory.status, byMallory.problem.code]).to.deep.equal([403, 'invalid_owner_signature']);
     const forAnother = await t.projectAdmin.put(policy, {
-      signed: await sign(alice.privateKey, { projectId: String(other.project.id), version: 2, policy: widen }),
+      signed: await sign(alice.privateKey, { projectId: other.project.uid, version: 2, policy: widen }),
     });
     expect([forAnother.status, forAnother.problem.code], "a signature for another project's policy").to.deep.equal([403, 'invalid_owner_signature']);
+    // Over the project's numeric id, which a restored database gives to another project: refused, saying so.
+    const byNumber = await t.projectAdmin.put(policy, { signed: await sign(alice.privateKey, { projectId: String(t.project.id), version: 2, policy: widen }) });
+    expect([byNumber.status, byNumber.problem.code]).to.deep.equal([403, 'invalid_owner_signature']);
+    expect(byNumber.problem.detail).to.include('numeric project id');
     const wrongVersion = await t.projectAdmin.put(policy, { signed: await sign(alice.privateKey, { projectId, version: 7, policy: widen }) });
     expect([wrongVersion.status, wrongVersion.problem.code]).to.deep.equal([409, 'policy_conflict']);
     expect((await t.projectRead.get(policy)).body).to.include({ version: 1 });
@@ -100,7 +93,7 @@ describe('signing policies signed by their owners', function () {
       const t = await createTenant(own.client);
       const owners = `/api/v1/project/${t.project.id}/policy/owners` as const;
       const policy = `/api/v1/project/${t.project.id}/policy` as const;
-      const projectId = String(t.project.id);
+      const projectId = t.project.uid;
       const lost = await owner();
       expect((await t.projectAdmin.put(owners, { keys: [lost.jwk] })).status).to.equal(201);
       // The owner's key is lost: the recovery key may not sign a policy...

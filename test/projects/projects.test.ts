@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { hashSecret, SecretBox } from '../../src/crypto/secrets.js';
 import { walletSecretAad } from '../../src/webhooks/secrets.js';
@@ -34,6 +35,7 @@ describe('projects', () => {
     expect(got.status).to.equal(200);
     expect(got.body).to.have.all.keys(
       'id',
+      'uid',
       'organisationId',
       'name',
       'environment',
@@ -49,6 +51,16 @@ describe('projects', () => {
     expect(got.text).not.to.include(res.body.walletWebhookSecret);
 
     const stored = await row(res.body.id);
+    // The identity the signer knows the project by: random (UUIDv4), drawn by the database, never changed.
+    expect(got.body.uid).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(stored.uid).to.equal(got.body.uid);
+    const changed = await app
+      .db('projects')
+      .where({ id: res.body.id })
+      .update({ uid: randomUUID() })
+      .catch((e: unknown) => e);
+    expect(String(changed)).to.include(`the uid of project ${res.body.id} never changes`);
+    expect((await row(res.body.id)).uid).to.equal(got.body.uid);
     expect(JSON.stringify(stored)).not.to.include(res.body.walletWebhookSecret);
     const box = new SecretBox(app.dataEncryptionKey);
     expect(box.open(stored.wallet_webhook_secret_enc, walletSecretAad(res.body.id))).to.equal(res.body.walletWebhookSecret);

@@ -16,6 +16,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
 import { SignerClient } from '../../src/signer/client.js';
+import type { CarryOver } from '../../src/signer/carry-over.js';
 import { readDeploymentId } from '../../src/db/deployment.js';
 import { watchPool, watchRequest, type NestedAcquisitionError } from '../../src/db/held.js';
 import { Client } from './http.js';
@@ -41,6 +42,8 @@ export interface TestApp {
   endpoints: readonly Declaration[];
   /** Each time a request asked the pool for a connection while it held one (src/db/held.ts); close() fails if any. */
   nested: NestedAcquisitionError[];
+  /** The carry-over of an earlier release's signer documents, as the app started it (src/signer/carry-over.ts). */
+  carryOver: CarryOver;
   close(): Promise<void>;
 }
 
@@ -88,7 +91,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     dataEncryptionKey,
     ...(options.now ? { now: options.now } : {}),
   });
-  const { app, lifecycle, projectCache } = parts;
+  const { app, lifecycle, projectCache, carryOver } = parts;
   // The background work as main.ts wires it: the relay, the expiry scheduler, outbox pruning.
   let background: BackgroundParts | undefined;
   if (options.relay) {
@@ -130,6 +133,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     projectCache,
     endpoints: declaredEndpoints(app),
     nested,
+    carryOver,
     close: async () => {
       await background?.stop();
       await parts.close();

@@ -8,6 +8,8 @@ export interface Org {
 }
 export interface Project {
   id: number;
+  /** The project's random identity (what the signer knows it by; owners sign over it). */
+  uid: string;
   organisationId: number;
   issuer?: string;
   projectKey: string;

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { projectUid } from '../../src/signer/client.js';
 
 /** The deployment the signer-level suites present (each of their signers has a store of its own). */
 export const TEST_DEPLOYMENT = randomUUID();
@@ -15,7 +16,13 @@ export function keyIdOf(name: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
+/** The project the signer-level suites create keys for, unless they name one: a project uid as the API sends it. */
+export const TEST_PROJECT = projectUid(randomUUID());
+
 /** The body of `POST /v1/keys` for the key named `name`, as the API sends it. */
-export function keyRequest(name: string): { keyId: string; requestId: string; purpose: 'wallet'; deploymentId: string } {
-  return { keyId: keyIdOf(name), requestId: name, purpose: 'wallet', deploymentId: TEST_DEPLOYMENT };
+export function keyRequest(
+  name: string,
+  projectId: string = TEST_PROJECT,
+): { keyId: string; requestId: string; purpose: 'wallet'; deploymentId: string; projectId: string } {
+  return { keyId: keyIdOf(name), requestId: name, purpose: 'wallet', deploymentId: TEST_DEPLOYMENT, projectId };
 }

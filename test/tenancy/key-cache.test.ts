@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
@@ -7,6 +8,7 @@ import { hashSecret } from '../../src/crypto/secrets.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
 import type { CallerProject } from '../../src/tenancy/project-key.js';
+import { projectUid } from '../../src/signer/client.js';
 import { startApp, startAppWithIdp, type TestApp } from '../support/app.js';
 import { testDatabaseUrl } from '../support/db.js';
 import { createOrganisation, createProject, type Project } from '../support/factories.js';
@@ -15,6 +17,7 @@ import type { TestIdp, TestIssuer } from '../support/idp.js';
 const AUDIENCE = 'urn:custody:testnet';
 const project = (id: number): CallerProject => ({
   id,
+  uid: projectUid(randomUUID()),
   organisation_id: 1,
   issuer: 'https://idp.example.com',
   wallet_webhook_url: null,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import * as ethers from 'ethers';
 import fc from 'fast-check';
@@ -717,7 +718,6 @@ const FINDINGS: Array<{ what: string; rules: RuleDoc[]; denied: unknown[] }> = [
 describe('signing policies: spellings of denied operations through the signer process', function () {
   this.timeout(120_000);
   let signer: RunningSigner;
-  let project = 3000;
   before(async () => {
     signer = await startSigner();
   });
@@ -725,9 +725,8 @@ describe('signing policies: spellings of denied operations through the signer pr
 
   /** A key of a new project whose policy is first `allowed` alone (the operation signs), then `deny` before it. */
   async function refusedThroughSigner(method: string, allowed: RuleDoc[], deny: RuleDoc[], operation: unknown, spelled: unknown[]): Promise<void> {
-    project += 1;
-    const projectId = String(project);
-    const key = await call(signer, 'POST', '/v1/keys', { ...keyRequest(`spellings:${projectId}`), projectId });
+    const projectId = randomUUID();
+    const key = await call(signer, 'POST', '/v1/keys', keyRequest(`spellings:${projectId}`, projectId));
     expect(key.status, JSON.stringify(key.body)).to.equal(201);
     const sign = (op: unknown) => call(signer, 'POST', `/v1/keys/${String(key.body['keyId'])}/sign`, { projectId, caller: 'user', operation: op });
     expect((await call(signer, 'PUT', `/v1/projects/${projectId}/policy`, { baseVersion: 0, policy: { rules: allowed } })).status).to.equal(201);
