@@ -6,6 +6,7 @@ import { OwnerStore } from './policy/owners.js';
 import { PolicyStore } from './policy/store.js';
 import { Signer } from './signing.js';
 import { KeygenPool } from './keygen-pool.js';
+import { ReadPool } from './read-pool.js';
 import { SignerError } from './errors.js';
 import { createSignerLog } from './log.js';
 import { createSignerServer } from './server.js';
@@ -47,7 +48,8 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   const policies = new PolicyStore(store);
   const signer = new Signer(store, policies);
   const owners = new OwnerStore(store);
-  const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, log, tls: config.tls });
+  const reader = new ReadPool(config.readThreads);
+  const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, reader, log, tls: config.tls });
   const where =
     'socketPath' in config.listen
       ? `unix:${config.listen.socketPath}`
@@ -69,7 +71,7 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   const stop = () => {
     server.close(() => {
       store.close();
-      void pool.close().finally(() => process.exit(0));
+      void Promise.all([pool.close(), reader.close()]).finally(() => process.exit(0));
     });
     server.closeIdleConnections();
     // Keep-alive connections of a busy client would hold close() open; in-flight creations are
