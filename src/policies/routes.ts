@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import type { SignerClient } from '../signer/client.js';
+import { OPERATION_BODY_BYTES } from '../signer/limits.js';
 import type { PolicyLimits } from './limits.js';
 import { EvaluateBody, EvaluateOut, PolicyParams, PutPolicyBody, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
 
