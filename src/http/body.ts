@@ -7,11 +7,12 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** The wallet endpoints take a project key and an optional token: a few hundred bytes. */
 export const WALLET_BODY_LIMIT = 8 * 1024;
 /**
- * The shape every body must fit before it is parsed (measured on its text, http/body.ts): no
+ * The shape every body must fit before it is parsed (measured on its text, measureJson): no
  * request of ours nests deeper than 3, has an object of more than a few dozen members, or holds
  * more values than a policy at the signer's limits (10,000 condition values in 100 rules) or a
- * typed-data operation at its limits (8,192 values, 32 types of 64 fields): these bound what
- * parsing, and every walk over a body after it, may cost.
+ * typed-data operation at its limits (8,192 values, 32 types of 64 fields). Values are counted as
+ * the text's containers and separators (`[{},{}]` counts four), which both of those stay under.
+ * These bound what parsing, and every walk over a body after it, may cost.
  */
 export const MAX_BODY_DEPTH = 32;
 export const MAX_BODY_VALUES = 20_000;
