@@ -27,10 +27,10 @@ const tx = (fields: Record<string, unknown>) => ({
 const personal = (message: string) => ({ method: 'personal_sign', params: { message } });
 
 /**
- * `values` values in all (the domain's two included): `fields` arrays of empty strings, each
- * string a keccak of its own, the dearest value per byte of request there is.
+ * `values` values in all (the domain's two included): `fields` arrays of empty strings (a thousand
+ * or fewer each), each string a keccak of its own, the dearest value per byte of request there is.
  */
-export function typedDataOfValues(values: number, fields = 10): unknown {
+export function typedDataOfValues(values: number, fields = Math.ceil(values / 1000)): unknown {
   const inMessage = values - 2;
   const per = Math.floor(inMessage / fields) - 1;
   const extra = inMessage - fields * (per + 1);
