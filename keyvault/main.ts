@@ -49,10 +49,10 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   // The first signature precomputes the curve's tables (30 ms measured): paid here, with a key that
   // is no one's, rather than by the first request's event loop.
   signDigest(new Uint8Array(32).fill(1), new Uint8Array(32).fill(1));
-  const policies = new PolicyStore(store);
+  const reader = new ReadPool(config.readThreads);
+  const policies = new PolicyStore(store, Date.now, 1_000, (document) => reader.policy(document));
   const signer = new Signer(store, policies);
   const owners = new OwnerStore(store);
-  const reader = new ReadPool(config.readThreads);
   const server = createSignerServer({ token: config.token, creator, store, signer, policies, owners, reader, log, tls: config.tls });
   const where =
     'socketPath' in config.listen

@@ -8,14 +8,18 @@ import type { Json } from './sign/input.js';
 import { Deferred, Meter } from './sign/meter.js';
 import { operationOf, type Operation, type OperationData } from './sign/operation.js';
 import type { Transaction } from './sign/transaction.js';
+import { parsePolicy, type Policy } from './policy/document.js';
 
 /** What the main thread asks a reading thread (keyvault/read-worker.ts). */
-export type Job = { id: number } & ({ type: 'read'; kind: RequestKind; body: Uint8Array } | { type: 'serialize'; tx: Transaction; sig: Signature });
+export type Job = { id: number } & (
+  { type: 'read'; kind: RequestKind; body: Uint8Array } | { type: 'serialize'; tx: Transaction; sig: Signature } | { type: 'policy'; document: unknown }
+);
 
 /** What a reading thread answers: plain data (structured clone), a refusal as the signer's code. */
 export type Reply =
   | { id: number; ok: true; type: 'read'; envelope: Envelope; data: OperationData; message?: Uint8Array }
   | { id: number; ok: true; type: 'serialize'; signedTransaction: Uint8Array; hash: Uint8Array }
+  | { id: number; ok: true; type: 'policy'; policy: Policy }
   | { id: number; ok: false; code: SignerErrorCode; message: string };
 
 type Ask = Job extends infer J ? (J extends Job ? Omit<J, 'id'> : never) : never;
@@ -37,7 +41,8 @@ export interface ReadOperation {
  * the main thread's budget (LIMITS.inline.work, counted by a Meter as it goes: a SIWE message, an
  * EIP-2612 permit); anything else, up to the shape limits, is parsed and hashed by one of `threads`
  * worker threads, in the order it came, at most LIMITS.queue waiting (then 503 `busy`). A large
- * signed transaction is assembled there too. With `threads` 0 everything is read inline, unbudgeted.
+ * signed transaction is assembled there too, and policy documents are read there. With `threads` 0
+ * everything is read inline, unbudgeted.
  */
 export class ReadPool {
   readonly #workers = new Set<Worker>();
@@ -92,10 +97,14 @@ export class ReadPool {
     }
   }
 
+  /** Operations wait in turn, at most LIMITS.queue; a policy (rare: a write, a version new to this signer) goes first, unbounded. */
   #submit(ask: Ask): Promise<Reply & { ok: true }> {
-    if (this.#queue.length >= LIMITS.queue) return Promise.reject(new SignerError('busy', 'every operation-reading thread is busy; retry shortly'));
+    const first = ask.type === 'policy';
+    if (!first && this.#queue.length >= LIMITS.queue) return Promise.reject(new SignerError('busy', 'every operation-reading thread is busy; retry shortly'));
     return new Promise((resolve, reject) => {
-      this.#queue.push({ job: { ...ask, id: ++this.#id }, resolve, reject });
+      const waiting = { job: { ...ask, id: ++this.#id }, resolve, reject };
+      if (first) this.#queue.unshift(waiting);
+      else this.#queue.push(waiting);
       this.#next();
     });
   }
@@ -124,6 +133,18 @@ export class ReadPool {
       },
     });
     return { envelope: reply.envelope, operation };
+  }
+
+  /**
+   * A policy document read strictly (parsePolicy) on a reading thread: one of thousands of
+   * checksummed addresses costs a hash each (75 ms measured for 7,000), which no other request's
+   * event loop should wait for. Inline with no threads.
+   */
+  async policy(document: unknown): Promise<Policy> {
+    if (this.threads === 0) return parsePolicy(document);
+    const reply = await this.#submit({ type: 'policy', document });
+    if (reply.type !== 'policy') throw new SignerError('internal', 'unexpected reply');
+    return reply.policy;
   }
 
   async close(): Promise<void> {

@@ -2,19 +2,21 @@ import { parentPort } from 'node:worker_threads';
 import { serialize } from 'node:v8';
 import { parseBody, readRequest } from './envelope.js';
 import { SignerError } from './errors.js';
+import { parsePolicy } from './policy/document.js';
 import { Meter } from './sign/meter.js';
 import { serializeSigned } from './sign/transaction.js';
 import type { Job, Reply } from './read-pool.js';
 
 /**
  * A reading thread of keyvault/read-pool.ts: parses and hashes operations (no budget but the
- * shape limits), and assembles signed transactions, one job at a time. It sees request bodies and
- * signatures, never a key.
+ * shape limits), assembles signed transactions and reads policy documents, one job at a time. It
+ * sees request bodies, policies and signatures, never a key.
  */
 const port = parentPort;
 if (!port) throw new Error('read-worker runs as a worker thread');
 
 function run(job: Job): Reply {
+  if (job.type === 'policy') return { id: job.id, ok: true, type: 'policy', policy: parsePolicy(job.document) };
   if (job.type === 'serialize') {
     const { signedTransaction, hash } = serializeSigned(job.tx, job.sig);
     return { id: job.id, ok: true, type: 'serialize', signedTransaction, hash };

@@ -6,6 +6,7 @@ import { parsePolicy } from '../../keyvault/policy/document.js';
 import { evaluate } from '../../keyvault/policy/evaluate.js';
 import { ReadPool } from '../../keyvault/read-pool.js';
 import { parseOperation } from '../../keyvault/sign/operation.js';
+import { toChecksumAddress } from '../../keyvault/eth.js';
 import { LIMIT_CASES, MAXIMAL, typedDataOfValues } from '../support/limits.js';
 
 const body = (operation: unknown) => Buffer.from(JSON.stringify({ caller: 'server', operation }));
@@ -98,6 +99,39 @@ describe('signer: operations read off the main thread', function () {
     await inline.close();
     expect(offThread, `worker: ${offThread.toFixed(1)} ms, main thread: ${onThread.toFixed(1)} ms`).to.be.below(20);
     expect(onThread).to.be.above(offThread);
+  });
+
+  it('reads policies on a worker as on the main thread, refusals too; thousands of checksummed addresses do not hold the event loop', async () => {
+    const addresses = Array.from({ length: 7000 }, (_, i) => toChecksumAddress((i * 7919 + 1).toString(16).padStart(40, 'a')));
+    const document = {
+      rules: Array.from({ length: 7 }, (_, r) => ({
+        name: `r${r}`,
+        action: 'allow',
+        method: 'eth_signTransaction',
+        conditions: [{ field: 'to', op: 'in', value: addresses.slice(r * 1000, r * 1000 + 1000) }],
+      })),
+    };
+    const h = monitorEventLoopDelay({ resolution: 1 });
+    h.enable();
+    await new Promise((r) => setTimeout(r, 10));
+    const there = await pool.policy(document);
+    await new Promise((r) => setTimeout(r, 10));
+    h.disable();
+    expect(there).to.deep.equal(parsePolicy(document));
+    expect(h.max / 1e6).to.be.below(20);
+    const bad = {
+      rules: [
+        {
+          name: 'x',
+          action: 'allow',
+          method: 'eth_signTransaction',
+          conditions: [{ field: 'to', op: 'eq', value: addresses[0]?.replace(/[a-f]/, (c) => c.toUpperCase()) }],
+        },
+      ],
+    };
+    const refused = await pool.policy(bad).catch((err: unknown) => err);
+    expect(refused).to.be.instanceOf(SignerError).with.property('code', 'invalid_policy');
+    expect((refused as SignerError).message).to.include('checksum');
   });
 
   it('answers 503 busy, retryable, past LIMITS.queue operations waiting', async () => {
