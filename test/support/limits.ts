@@ -134,3 +134,117 @@ export const MAXIMAL: Record<string, () => unknown> = {
 
 /** Far past the values limit, within every other bound and the body limit: 64 arrays at their longest, eight times the limit. */
 export const FAR_PAST_VALUES = (): unknown => typedDataOfValues(2 + T.fieldsPerType * (T.arrayLength + 1), T.fieldsPerType);
+
+const address = (i: number) => `0x${(i + 1).toString(16).padStart(40, '0')}`;
+const word = (i: number) => `0x${(i + 1).toString(16).padStart(64, '0')}`;
+const offerItem = [
+  { name: 'itemType', type: 'uint8' },
+  { name: 'token', type: 'address' },
+  { name: 'identifierOrCriteria', type: 'uint256' },
+  { name: 'startAmount', type: 'uint256' },
+  { name: 'endAmount', type: 'uint256' },
+];
+const seaportTypes = {
+  EIP712Domain: [
+    { name: 'name', type: 'string' },
+    { name: 'version', type: 'string' },
+    { name: 'chainId', type: 'uint256' },
+    { name: 'verifyingContract', type: 'address' },
+  ],
+  OrderComponents: [
+    { name: 'offerer', type: 'address' },
+    { name: 'zone', type: 'address' },
+    { name: 'offer', type: 'OfferItem[]' },
+    { name: 'consideration', type: 'ConsiderationItem[]' },
+    { name: 'orderType', type: 'uint8' },
+    { name: 'startTime', type: 'uint256' },
+    { name: 'endTime', type: 'uint256' },
+    { name: 'zoneHash', type: 'bytes32' },
+    { name: 'salt', type: 'uint256' },
+    { name: 'conduitKey', type: 'bytes32' },
+    { name: 'counter', type: 'uint256' },
+  ],
+  OfferItem: offerItem,
+  ConsiderationItem: [...offerItem, { name: 'recipient', type: 'address' }],
+};
+const seaportDomain = { name: 'Seaport', version: '1.6', chainId: 1, verifyingContract: '0x0000000000000068f116a894984e2db1123eb395' };
+const order = (items: number) => ({
+  offerer: address(1),
+  zone: address(0),
+  offer: [{ itemType: 2, token: address(2), identifierOrCriteria: '1234', startAmount: '1', endAmount: '1' }],
+  consideration: Array.from({ length: items }, (_, i) => ({
+    itemType: 0,
+    token: address(0),
+    identifierOrCriteria: '0',
+    startAmount: '975000000000000000',
+    endAmount: '975000000000000000',
+    recipient: address(i + 10),
+  })),
+  orderType: 0,
+  startTime: '1700000000',
+  endTime: '1800000000',
+  zoneHash: word(0),
+  salt: '24446860302761739304752683030156737591518664810215442929802166525390939074843',
+  conduitKey: word(1),
+  counter: '0',
+});
+/** A Seaport bulk order: a tree of 2^height orders, each with `items` consideration items. */
+function bulkOrder(height: number, items: number): unknown {
+  let tree: unknown = order(items);
+  for (let i = 0; i < height; i++) tree = [tree, tree];
+  const type = `OrderComponents${'[2]'.repeat(height)}`;
+  return { types: { ...seaportTypes, BulkOrder: [{ name: 'tree', type }] }, primaryType: 'BulkOrder', domain: seaportDomain, message: { tree } };
+}
+
+/**
+ * Typed data real wallets are asked to sign, each comfortably within the limits (docs/signing.md
+ * names them): an EIP-2612 permit, a Permit2 batch permit of 100 tokens, a Seaport order of ten
+ * consideration items and a Seaport bulk listing of 64 orders (a tree of height 6) of three
+ * consideration items each (price, marketplace fee, royalty).
+ */
+export const REAL_TYPED_DATA: Record<string, unknown> = {
+  'EIP-2612 permit': {
+    types: {
+      EIP712Domain: seaportTypes.EIP712Domain,
+      Permit: [
+        { name: 'owner', type: 'address' },
+        { name: 'spender', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'nonce', type: 'uint256' },
+        { name: 'deadline', type: 'uint256' },
+      ],
+    },
+    primaryType: 'Permit',
+    domain: { name: 'USD Coin', version: '2', chainId: 1, verifyingContract: '0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48' },
+    message: { owner: address(1), spender: address(2), value: '1000000', nonce: 0, deadline: '1800000000' },
+  },
+  'Permit2 batch permit of 100 tokens': {
+    types: {
+      PermitBatch: [
+        { name: 'details', type: 'PermitDetails[]' },
+        { name: 'spender', type: 'address' },
+        { name: 'sigDeadline', type: 'uint256' },
+      ],
+      PermitDetails: [
+        { name: 'token', type: 'address' },
+        { name: 'amount', type: 'uint160' },
+        { name: 'expiration', type: 'uint48' },
+        { name: 'nonce', type: 'uint48' },
+      ],
+    },
+    primaryType: 'PermitBatch',
+    domain: { name: 'Permit2', chainId: 1, verifyingContract: '0x000000000022d473030f116ddee9f6b43ac78ba3' },
+    message: {
+      details: Array.from({ length: 100 }, (_, i) => ({
+        token: address(i + 100),
+        amount: '1461501637330902918203684832716283019655932542975',
+        expiration: 1800000000,
+        nonce: i,
+      })),
+      spender: address(3),
+      sigDeadline: '1800000000',
+    },
+  },
+  'Seaport order of ten consideration items': { types: seaportTypes, primaryType: 'OrderComponents', domain: seaportDomain, message: order(10) },
+  'Seaport bulk listing of 64 orders (height 6), three consideration items each': bulkOrder(6, 3),
+};

@@ -4,7 +4,10 @@ import { LIMITS } from '../../../keyvault/limits.js';
 import { parsePolicy } from '../../../keyvault/policy/document.js';
 import { Deferred, Meter } from '../../../keyvault/sign/meter.js';
 import { parseOperation, readOperation } from '../../../keyvault/sign/operation.js';
-import { FAR_PAST_VALUES, LIMIT_CASES, MAXIMAL, typedDataOfValues } from '../../support/limits.js';
+import { MAX_BODY_DEPTH, MAX_BODY_VALUES, MAX_OBJECT_MEMBERS, measureJson } from '../../../src/http/body.js';
+import { FAR_PAST_VALUES, LIMIT_CASES, MAXIMAL, REAL_TYPED_DATA, typedDataOfValues } from '../../support/limits.js';
+
+const address0 = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 
 /** The refusal an operation gets, with the work its reading did before it (units of the Meter). */
 function refused(body: unknown): { err: SignerError; units: number } {
@@ -112,6 +115,41 @@ describe('signer operations: every shape limit, at it and one past it', function
     for (const large of Object.values(MAXIMAL).filter((m) => m !== MAXIMAL['personal_sign'] && m !== MAXIMAL['eth_signAuthorization'])) {
       expect(() => readOperation(large(), Meter.inline())).to.throw(Deferred);
     }
+  });
+});
+
+describe('signer operations: real requests fit the limits comfortably', () => {
+  for (const [what, typedData] of Object.entries(REAL_TYPED_DATA)) {
+    it(`${what}: read, within half the bytes and values allowed, and through the API's measure of a body`, () => {
+      const operation = { method: 'eth_signTypedData_v4', params: { typedData } };
+      const meter = new Meter();
+      expect(parseOperation(operation, meter).digest).to.have.length(32);
+      const text = JSON.stringify({ key: 'pk_live_x', ...operation });
+      expect(text.length, 'bytes').to.be.below(LIMITS.body.operation / 2);
+      expect(measureJson(text, { depth: MAX_BODY_DEPTH, values: MAX_BODY_VALUES / 2, members: MAX_OBJECT_MEMBERS }), 'the API measure').to.equal(undefined);
+      expect(
+        measureJson(text, { depth: LIMITS.typedData.depth, values: LIMITS.typedData.values / 2, members: LIMITS.typedData.fieldsPerType }),
+        'values and depth',
+      ).to.equal(undefined);
+    });
+  }
+
+  it('a sign-in-with-Ethereum message and a permit are read on the main thread; a bulk listing on a worker', () => {
+    const siwe = `app.example.com wants you to sign in with your Ethereum account:\n${address0}\n\nSign in to the app.\n\nURI: https://app.example.com\nVersion: 1\nChain ID: 1\nNonce: 32891756\nIssued At: 2026-11-25T12:00:00Z`;
+    for (const small of [
+      { method: 'personal_sign', params: { message: siwe } },
+      { method: 'eth_signTypedData_v4', params: { typedData: REAL_TYPED_DATA['EIP-2612 permit'] } },
+    ])
+      readOperation(small, Meter.inline());
+    expect(() =>
+      readOperation(
+        {
+          method: 'eth_signTypedData_v4',
+          params: { typedData: REAL_TYPED_DATA['Seaport bulk listing of 64 orders (height 6), three consideration items each'] },
+        },
+        Meter.inline(),
+      ),
+    ).to.throw(Deferred);
   });
 });
 
