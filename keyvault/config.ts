@@ -21,6 +21,8 @@ export interface SignerConfig {
   dataDir: string;
   /** Worker threads generating keys; 0 generates on the main thread. */
   keygenThreads: number;
+  /** Threads that read and hash large operations (keyvault/read-pool.ts); 0: the main thread reads everything. */
+  readThreads: number;
   /** Local store: how long to wait at start for a previous signer on dataDir to exit. */
   localLockWaitMs: number;
   /** Set: the store is checked (or claimed) for this deployment before the signer listens. */
@@ -129,6 +131,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
   }
 
   const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', defaultKeygenThreads(), 0, 64);
+  const readThreads = int('KEYVAULT_READ_THREADS', defaultKeygenThreads(), 0, 64);
   const localLockWaitMs = int('KEYVAULT_LOCAL_LOCK_WAIT_MS', 15_000, 0, 600_000);
   const readPem = (name: string): string | undefined => {
     const file = plain(name);
@@ -177,6 +180,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     vault,
     dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),
     keygenThreads,
+    readThreads,
     localLockWaitMs,
     deploymentId,
     recoveryKeys,

@@ -20,6 +20,8 @@ export type SignerErrorCode =
   | 'not_found'
   | 'key_conflict'
   | 'store_owned'
+  | 'too_large'
+  | 'busy'
   | 'internal';
 
 const STATUS: Record<SignerErrorCode, number> = {
@@ -54,6 +56,10 @@ const STATUS: Record<SignerErrorCode, number> = {
   key_conflict: 409,
   // The store belongs to another deployment (its marker names it).
   store_owned: 409,
+  // A body over its route's limit (LIMITS.body), refused before it is read further.
+  too_large: 413,
+  // Every thread that reads operations is taken and LIMITS.queue operations wait: retry shortly.
+  busy: 503,
   internal: 500,
 };
 
@@ -61,7 +67,7 @@ export class SignerError extends Error {
   constructor(
     readonly code: SignerErrorCode,
     message: string,
-    readonly retryable = code === 'vault_sealed' || code === 'vault_unavailable',
+    readonly retryable = code === 'vault_sealed' || code === 'vault_unavailable' || code === 'busy',
   ) {
     super(message);
     this.name = 'SignerError';

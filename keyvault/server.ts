@@ -1,4 +1,3 @@
-import { duplicateName } from './json-names.js';
 import type {
   BindAnswer,
   CarriedDocuments,
@@ -24,17 +23,15 @@ import { SignerError } from './errors.js';
 import { carryDocuments, bindKey } from './carry-over.js';
 import { DEPLOYMENT_ID, KEY_ID, legacyProjectIdOf, NEW_KEY_ID, projectIdOf } from './key-id.js';
 import type { SignerLog } from './log.js';
-import type { Caller } from './policy/document.js';
 import type { PolicyStore, PolicyVersion } from './policy/store.js';
+import { fields, parseBody } from './envelope.js';
+import { LIMITS } from './limits.js';
 import { admitted, type OwnerKey, type OwnerStore, type Submitted } from './policy/owners.js';
 import type { Version } from './policy/versions.js';
-import { parseOperation } from './sign/operation.js';
+import type { ReadPool } from './read-pool.js';
 import { PolicyDenied, type Signer } from './signing.js';
 import type { KeyStore } from './stores/types.js';
 
-const BODY_LIMIT = 4096;
-/** Signing and policy bodies carry operations (calldata up to 128 KiB as hex) and policies. */
-const OPERATION_BODY_LIMIT = 320 * 1024;
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 /** Keys a carry-over request binds at most (the API sends batches of its records). */
 const CARRY_KEYS = 200;
@@ -47,8 +44,11 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(text);
 }
 
+/** A refusal: its message cut at LIMITS.refusal.messageChars, whatever it quotes of the request. */
 function sendError(res: ServerResponse, err: SignerError): void {
-  const problem: SignerProblem = { code: err.code, message: err.message, retryable: err.retryable };
+  const max = LIMITS.refusal.messageChars;
+  const message = err.message.length > max ? `${err.message.slice(0, max)}…` : err.message;
+  const problem: SignerProblem = { code: err.code, message, retryable: err.retryable };
   const body =
     err instanceof PolicyDenied
       ? ({ ...problem, rule: err.decision.rule, policyVersion: err.policyVersion, digest: err.digest } satisfies PolicyDeniedProblem)
@@ -56,12 +56,16 @@ function sendError(res: ServerResponse, err: SignerError): void {
   send(res, err.status, body, err.retryable ? { 'retry-after': '2' } : {});
 }
 
-function readJson(req: IncomingMessage, limit = BODY_LIMIT): Promise<unknown> {
+/**
+ * The body's bytes, at most `limit` (413 `too_large` at the first chunk past it: the rest is not
+ * kept). Read with events rather than an async iterator: this runs once per key and the
+ * iterator's set-up cost showed in the signer's profile.
+ */
+function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
   if (!/^application\/json\b/.test(req.headers['content-type'] ?? ''))
     return Promise.reject(new SignerError('invalid_request', 'Content-Type must be application/json'));
-  // Events rather than an async iterator: this runs once per key and the iterator's set-up cost
-  // showed in the signer's profile.
-  return new Promise<unknown>((resolve, reject) => {
+  if (Number(req.headers['content-length']) > limit) return Promise.reject(new SignerError('too_large', `body over ${limit} bytes`));
+  return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
@@ -70,35 +74,20 @@ function readJson(req: IncomingMessage, limit = BODY_LIMIT): Promise<unknown> {
       size += chunk.length;
       if (size > limit) {
         failed = true;
-        reject(new SignerError('invalid_request', `body over ${limit} bytes`));
+        chunks.length = 0;
+        reject(new SignerError('too_large', `body over ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
     });
     req.on('error', (err) => reject(err));
     req.on('end', () => {
-      if (failed) return;
-      let parsed: unknown;
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        reject(new SignerError('invalid_request', 'body is not JSON'));
-        return;
-      }
-      const dup = duplicateName(text);
-      if (dup) reject(new SignerError('invalid_request', `body repeats the member name "${dup.name.slice(0, 64)}" at ${dup.pointer.slice(0, 256)}`));
-      else resolve(parsed);
+      if (!failed) resolve(Buffer.concat(chunks));
     });
   });
 }
 
-function fields(body: unknown, allowed: string[]): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new SignerError('invalid_request', 'body must be an object');
-  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
-  if (unknown.length > 0) throw new SignerError('invalid_request', `unknown fields: ${unknown.join(', ')}`);
-  return body as Record<string, unknown>;
-}
+const readJson = async (req: IncomingMessage, limit: number = LIMITS.body.small): Promise<unknown> => parseBody(await readRaw(req, limit));
 
 function deploymentOf(b: Record<string, unknown>): string {
   const id = b['deploymentId'];
@@ -116,11 +105,6 @@ function parseCreate(body: unknown): Omit<CreateKeyRequest, 'purpose' | 'project
   // Required, but refused as missing by the creator (create-key.ts), the one place of that rule.
   const projectId = b['projectId'] === undefined ? undefined : projectIdOf(b['projectId'], 'projectId');
   return { keyId, requestId, deploymentId: deploymentOf(b), projectId };
-}
-
-function callerOf(v: unknown): Caller {
-  if (v !== 'user' && v !== 'server') throw new SignerError('invalid_request', 'caller must be "user" or "server"');
-  return v;
 }
 
 const presentVersion = (projectId: string, v: PolicyVersion): PolicyVersionAnswer => ({
@@ -172,6 +156,8 @@ export function createSignerServer(deps: {
   owners: OwnerStore;
   /** The operator's recovery keys: may replace a project's owners when theirs are lost (KEYVAULT_RECOVERY_KEYS_FILE). */
   recoveryKeys: readonly OwnerKey[];
+  /** Where operations are read: on this thread when small and cheap, else on a worker thread. */
+  reader: ReadPool;
   log: SignerLog;
   /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
   tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
@@ -187,7 +173,7 @@ export function createSignerServer(deps: {
     const policyPath = /^\/policy(\/evaluate|\/versions|\/versions\/([1-9][0-9]{0,8}))?$/.exec(rest);
     if (policyPath) {
       if (req.method === 'PUT' && policyPath[1] === undefined) {
-        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'policy');
+        const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'policy');
         const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
         return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
       }
@@ -206,15 +192,14 @@ export function createSignerServer(deps: {
         return send(res, 200, presentVersion(projectId, version));
       }
       if (req.method === 'POST' && policyPath[1] === '/evaluate') {
-        const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['caller', 'operation']);
-        const op = parseOperation(b['operation']);
-        const { decision, policyVersion } = await deps.signer.decide(projectId, op, callerOf(b['caller']));
-        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(op.digest).toString('hex')}` } satisfies EvaluateAnswer);
+        const { envelope, operation } = await deps.reader.read('evaluate', await readRaw(req, LIMITS.body.operation));
+        const { decision, policyVersion } = await deps.signer.decide(projectId, operation, envelope.caller);
+        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(operation.digest).toString('hex')}` } satisfies EvaluateAnswer);
       }
     }
     if (rest === '/owners') {
       if (req.method === 'PUT') {
-        const { base, author, submitted } = versionWrite(await readJson(req, OPERATION_BODY_LIMIT), 'owners');
+        const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'owners');
         const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
         // A recovery is written down with the version it makes, and said where operators look.
         if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
@@ -280,13 +265,8 @@ export function createSignerServer(deps: {
     const signPath = /^\/v1\/keys\/([^/]+)\/sign$/.exec(url.pathname);
     if (req.method === 'POST' && signPath?.[1] !== undefined) {
       if (!KEY_ID.test(signPath[1])) throw new SignerError('invalid_request', 'not a key id');
-      const b = fields(await readJson(req, OPERATION_BODY_LIMIT), ['projectId', 'caller', 'operation']);
-      const signed = await deps.signer.sign({
-        keyId: signPath[1],
-        projectId: projectIdOf(b['projectId'], 'projectId'),
-        caller: callerOf(b['caller']),
-        operation: b['operation'],
-      });
+      const { envelope, operation } = await deps.reader.read('sign', await readRaw(req, LIMITS.body.operation));
+      const signed = await deps.signer.sign({ keyId: signPath[1], projectId: envelope.projectId ?? '', caller: envelope.caller, operation });
       return send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
     }
     // Every route about a project names it by its identity, read by one rule before anything else.

@@ -3,7 +3,7 @@ import { evaluate, type Decision } from './policy/evaluate.js';
 import type { Caller } from './policy/document.js';
 import type { PolicyStore } from './policy/store.js';
 import { hex } from './sign/input.js';
-import { parseOperation, signOperation, type Operation } from './sign/operation.js';
+import { signOperation, type Operation } from './sign/operation.js';
 import { boundProject, recordedProject } from './key-project.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
@@ -14,7 +14,8 @@ export interface SignRequest {
   keyId: string;
   projectId: string;
   caller: Caller;
-  operation: unknown;
+  /** Read and hashed already (keyvault/read-pool.ts): nothing here reads the caller's JSON. */
+  operation: Operation;
 }
 
 export interface Signed {
@@ -90,18 +91,19 @@ export class Signer {
   }
 
   async sign(req: SignRequest): Promise<Signed> {
-    const op = parseOperation(req.operation);
+    const op = req.operation;
     const record = await this.#record(req.keyId);
     await this.#checkProject(record, req.projectId);
     if (op.from !== undefined && op.from !== record.address) throw new SignerError('invalid_operation', '/params/transaction/from is not the signing wallet');
     const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);
     if (!decision.allowed || decision.rule === null) throw new PolicyDenied(decision, policyVersion, hex(op.digest));
     const secret = await this.store.decrypt(record.context, record.ciphertext);
+    let signed: ReturnType<typeof signOperation>;
     try {
-      const { answer, digest } = signOperation(op, secret);
-      return { digest, policyVersion, rule: decision.rule, answer };
+      signed = signOperation(op, secret);
     } finally {
       secret.fill(0);
     }
+    return { digest: signed.digest, policyVersion, rule: decision.rule, answer: await signed.answer };
   }
 }

@@ -1,5 +1,4 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
-import { toChecksumAddress } from '../eth.js';
 
 /**
  * A function signature such as `transfer(address,uint256)` and the decoding of a call's static
@@ -49,7 +48,8 @@ export function readCall(abi: FunctionAbi, data: Uint8Array): Call {
     const n = BigInt(`0x${Buffer.from(w).toString('hex')}`);
     if (type === 'address') {
       if (n >> 160n !== 0n) return 'non-canonical';
-      out.push({ kind: 'address', value: toChecksumAddress(n.toString(16).padStart(40, '0')) });
+      // Lower case: conditions compare addresses without case, and a checksum would cost a hash per argument.
+      out.push({ kind: 'address', value: `0x${n.toString(16).padStart(40, '0')}` });
     } else if (type === 'bool') {
       if (n > 1n) return 'non-canonical';
       out.push({ kind: 'boolean', value: n === 1n });

@@ -1,5 +1,6 @@
 import { SignerError } from '../errors.js';
-import { address as readAddress, object, quantity, signedText } from '../sign/input.js';
+import { LIMITS } from '../limits.js';
+import { lowerAddress, object, quantity, signedText } from '../sign/input.js';
 import { METHODS, type Method } from '../sign/operation.js';
 import { parseFunctionAbi, type FunctionAbi } from './calldata.js';
 import { CALLDATA_ARG_FIELD, CATALOGUE, OPERATORS, OPERATORS_FOR, TYPED_MESSAGE_FIELD, type FieldKind, type Operator } from './catalogue.js';
@@ -45,9 +46,14 @@ export interface Policy {
   limits: Limit[];
 }
 
-const MAX_RULES = 100;
-const MAX_CONDITIONS = 16;
-const MAX_VALUES = 1000;
+const {
+  rules: MAX_RULES,
+  conditionsPerRule: MAX_CONDITIONS,
+  valuesPerList: MAX_VALUES,
+  values: MAX_POLICY_VALUES,
+  textChars: MAX_TEXT,
+  limits: MAX_LIMITS,
+} = LIMITS.policy;
 const WINDOWS: Record<string, number> = { '1m': 60, '1h': 3600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 };
 
 const refuse = (path: string, message: string): never => {
@@ -61,7 +67,7 @@ function valueOf(kind: FieldKind | 'any', v: unknown, path: string): ConditionVa
       if (typeof v === 'string' && /^-[1-9][0-9]{0,77}$/.test(v)) return BigInt(v);
       return quantity(v, path);
     case 'address':
-      return readAddress(v, path).toLowerCase();
+      return lowerAddress(v, path);
     case 'hex':
       if (typeof v !== 'string' || !/^0x([0-9a-fA-F]{2}){0,64}$/.test(v)) return refuse(path, 'must be 0x hex of whole bytes');
       return v.toLowerCase();
@@ -69,12 +75,12 @@ function valueOf(kind: FieldKind | 'any', v: unknown, path: string): ConditionVa
       if (typeof v !== 'boolean') return refuse(path, 'must be true or false');
       return v;
     case 'string':
-      if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string of at most 1,024 characters');
+      if (typeof v !== 'string' || v.length > MAX_TEXT) return refuse(path, `must be a string of at most ${MAX_TEXT} characters`);
       return text(v, path);
     case 'any':
       if (typeof v === 'boolean') return v;
       if (typeof v === 'number') return quantity(v, path);
-      if (typeof v !== 'string' || v.length > 1024) return refuse(path, 'must be a string, number or boolean');
+      if (typeof v !== 'string' || v.length > MAX_TEXT) return refuse(path, 'must be a string, number or boolean');
       return text(v, path);
   }
 }
@@ -99,7 +105,12 @@ function kindOf(method: Method, field: string, abi: FunctionAbi | undefined, pat
   return refuse(path, `is not a field of ${method} (see the field catalogue)`);
 }
 
-function parseCondition(method: Method, abi: FunctionAbi | undefined, v: unknown, path: string): Condition {
+/** Condition values read so far in one policy: the whole document's are bounded, not only each list's. */
+interface Count {
+  values: number;
+}
+
+function parseCondition(method: Method, abi: FunctionAbi | undefined, v: unknown, path: string, count: Count): Condition {
   const c = object(v, path, ['field', 'op', 'value'], ['field', 'op', 'value']);
   const field = c['field'];
   if (typeof field !== 'string') return refuse(`${path}/field`, 'must be a string');
@@ -113,12 +124,14 @@ function parseCondition(method: Method, abi: FunctionAbi | undefined, v: unknown
   if (many && (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_VALUES))
     return refuse(`${path}/value`, `must be a list of 1 to ${MAX_VALUES} values`);
   if (!many && Array.isArray(raw)) return refuse(`${path}/value`, `must be one value for ${op}`);
+  count.values += many ? (raw as unknown[]).length : 1;
+  if (count.values > MAX_POLICY_VALUES) return refuse(`${path}/value`, `takes the policy past ${MAX_POLICY_VALUES} condition values`);
   const values = (many ? (raw as unknown[]) : [raw]).map((x, i) => valueOf(kind, x, many ? `${path}/value/${i}` : `${path}/value`));
   if (op === 'prefix' && typeof values[0] !== 'string') return refuse(`${path}/value`, 'must be a string for prefix');
   return { field, kind, op: op as Operator, values, raw };
 }
 
-function parseRule(v: unknown, path: string): Rule {
+function parseRule(v: unknown, path: string, count: Count): Rule {
   const r = object(v, path, ['name', 'action', 'method', 'caller', 'abi', 'conditions'], ['name', 'action', 'method']);
   const name = r['name'];
   if (typeof name !== 'string' || !/^[\x20-\x7e]{1,100}$/.test(name)) return refuse(`${path}/name`, 'must be 1-100 printable characters');
@@ -141,7 +154,7 @@ function parseRule(v: unknown, path: string): Rule {
   }
   const raw = r['conditions'] ?? [];
   if (!Array.isArray(raw) || raw.length > MAX_CONDITIONS) return refuse(`${path}/conditions`, `must be a list of at most ${MAX_CONDITIONS} conditions`);
-  const conditions = raw.map((c, i) => parseCondition(method as Method, abi, c, `${path}/conditions/${i}`));
+  const conditions = raw.map((c, i) => parseCondition(method as Method, abi, c, `${path}/conditions/${i}`, count));
   return { name, action, method: method as Method, callers, abi, conditions };
 }
 
@@ -164,14 +177,15 @@ export function parsePolicy(body: unknown): Policy {
     const p = object(body, '', ['rules', 'limits'], ['rules']);
     const rules = p['rules'];
     if (!Array.isArray(rules) || rules.length > MAX_RULES) return refuse('/rules', `must be a list of at most ${MAX_RULES} rules`);
-    const parsed = rules.map((r, i) => parseRule(r, `/rules/${i}`));
+    const count = { values: 0 };
+    const parsed = rules.map((r, i) => parseRule(r, `/rules/${i}`, count));
     const names = new Set<string>();
     parsed.forEach((r, i) => {
       if (names.has(r.name)) refuse(`/rules/${i}/name`, `repeats the rule name ${r.name}`);
       names.add(r.name);
     });
     const limits = p['limits'] ?? [];
-    if (!Array.isArray(limits) || limits.length > 16) return refuse('/limits', 'must be a list of at most 16 limits');
+    if (!Array.isArray(limits) || limits.length > MAX_LIMITS) return refuse('/limits', `must be a list of at most ${MAX_LIMITS} limits`);
     return { rules: parsed, limits: limits.map((l, i) => parseLimit(l, `/limits/${i}`)) };
   } catch (err) {
     // The shared readers (objects, quantities, addresses) name the path the same way for policies.

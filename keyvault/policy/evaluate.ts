@@ -1,5 +1,5 @@
 import { UNREADABLE, type Operation } from '../sign/operation.js';
-import { readCall, type Call } from './calldata.js';
+import { readCall, type Call, type FunctionAbi } from './calldata.js';
 import { CALLDATA_ARG_FIELD, OPERATORS_FOR, type FieldKind } from './catalogue.js';
 import type { Caller, Condition, ConditionValue, Policy, Rule } from './document.js';
 
@@ -72,6 +72,24 @@ function asKind(kind: FieldKind, v: ConditionValue): ConditionValue | undefined 
   return normalise(kind, v);
 }
 
+type Prepared = { values: ConditionValue[]; set: ReadonlySet<ConditionValue> } | 'unfit';
+/**
+ * A condition's values read as a kind, once per policy version and kind: a decision costs a
+ * look-up per condition, however long its list (a policy is read once and kept).
+ */
+const prepared = new WeakMap<Condition, Map<FieldKind, Prepared>>();
+function preparedValues(c: Condition, kind: FieldKind): Prepared {
+  let byKind = prepared.get(c);
+  if (!byKind) prepared.set(c, (byKind = new Map<FieldKind, Prepared>()));
+  let p = byKind.get(kind);
+  if (p === undefined) {
+    const values = c.values.map((v) => asKind(kind, v));
+    p = values.every((v): v is ConditionValue => v !== undefined) ? { values, set: new Set(values) } : 'unfit';
+    byKind.set(kind, p);
+  }
+  return p;
+}
+
 /**
  * One condition of a rule with `action`. An absent field equals nothing: `eq`, `in`, order and
  * `prefix` are false, `neq` and `not_in` true, so a deny rule on "to not_in [...]" denies a
@@ -85,9 +103,10 @@ function holds(c: Condition, field: Field, action: Rule['action']): boolean {
   if (field === 'unreadable') return cannotJudge;
   if (field === 'absent') return c.op === 'neq' || c.op === 'not_in';
   if (!OPERATORS_FOR[field.kind].includes(c.op)) return cannotJudge;
-  const values = c.values.map((v) => asKind(field.kind, v));
-  if (values.some((v) => v === undefined)) return cannotJudge;
-  const equal = values.some((v) => v === field.value);
+  const read = preparedValues(c, field.kind);
+  if (read === 'unfit') return cannotJudge;
+  const { values, set } = read;
+  const equal = set.has(field.value);
   switch (c.op) {
     case 'eq':
     case 'in':
@@ -108,6 +127,16 @@ function holds(c: Condition, field: Field, action: Rule['action']): boolean {
   }
 }
 
+/** The calldata read as a call of `abi`, once per operation and function, however many rules name it. */
+const calls = new WeakMap<Operation, Map<string, Call>>();
+function callOf(op: Operation, abi: FunctionAbi): Call {
+  let byAbi = calls.get(op);
+  if (!byAbi) calls.set(op, (byAbi = new Map<string, Call>()));
+  let call = byAbi.get(abi.signature);
+  if (call === undefined) byAbi.set(abi.signature, (call = readCall(abi, op.calldata ?? new Uint8Array(0))));
+  return call;
+}
+
 /** An authorization for any chain (chainId 0) is allowed only by a rule that names chain 0 itself. */
 const namesChainZero = (rule: Rule): boolean =>
   rule.conditions.some((c) => c.field === 'chainId' && (c.op === 'eq' || c.op === 'in') && c.values.some((v) => v === 0n));
@@ -117,7 +146,7 @@ function matches(rule: Rule, op: Operation, caller: Caller): boolean {
   if (rule.callers && !rule.callers.includes(caller)) return false;
   let call: Call | undefined;
   if (rule.abi) {
-    call = op.calldata ? readCall(rule.abi, op.calldata) : 'another call';
+    call = op.calldata ? callOf(op, rule.abi) : 'another call';
     // A rule about a function says nothing about other calls. A call of it in another encoding than
     // the canonical one is never allowed by it; a deny rule about it cannot read its arguments.
     if (call === 'another call' || (call === 'non-canonical' && rule.action === 'allow')) return false;

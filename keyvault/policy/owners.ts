@@ -1,6 +1,7 @@
 import { duplicateName } from '../json-names.js';
 import { compactVerify, importJWK } from 'jose';
 import { SignerError } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import { object } from '../sign/input.js';
 import type { KeyStore } from '../stores/types.js';
 import { Versions } from './versions.js';
@@ -20,9 +21,9 @@ export interface OwnerKey {
 }
 
 const COORDINATE = /^[A-Za-z0-9_-]{43}$/;
-const MAX_OWNERS = 10;
-/** A signed policy carries the policy (up to the signing bodies' limit). */
-const MAX_JWS = 1024 * 1024;
+const MAX_OWNERS = LIMITS.owners;
+/** A signed policy carries the policy: no longer than the body it came in. */
+const MAX_JWS = LIMITS.body.document;
 
 const refuse = (path: string, message: string): never => {
   throw new SignerError('invalid_owners', `${path} ${message}`);

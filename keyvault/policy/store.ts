@@ -9,7 +9,8 @@ export type PolicyVersion = Version<Policy>;
  * store): `policies/<project identity>/v<n>`, each written once, read strictly (parsePolicy).
  */
 export class PolicyStore extends Versions<Policy> {
-  constructor(store: KeyStore, now: () => number = Date.now, refreshMs = 1_000) {
-    super(store, 'policies', parsePolicy, now, refreshMs);
+  /** `read`: how a document is read (the signer's: on a reading thread, keyvault/read-pool.ts; a policy of thousands of checksummed addresses costs a hash each). */
+  constructor(store: KeyStore, now: () => number = Date.now, refreshMs = 1_000, read: (document: unknown) => Policy | Promise<Policy> = parsePolicy) {
+    super(store, 'policies', read, now, refreshMs);
   }
 }

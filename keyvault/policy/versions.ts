@@ -63,8 +63,8 @@ export class Versions<T> {
   constructor(
     private readonly store: KeyStore,
     private readonly kind: VersionedKind,
-    /** Reads a stored document (strictly: a stored document is trusted no more than a written one). */
-    private readonly read: (document: unknown) => T,
+    /** Reads a stored document (strictly: a stored document is trusted no more than a written one); may be done off the main thread. */
+    private readonly read: (document: unknown) => T | Promise<T>,
     private readonly now: () => number,
     private readonly refreshMs: number,
   ) {}
@@ -76,7 +76,7 @@ export class Versions<T> {
     const author = typeof body.author === 'string' ? body.author : undefined;
     // Policy versions written before owners existed name their document `policy`.
     const document = body.document ?? body.policy;
-    return { version, author, value: this.read(document), document, createdAt: doc.createdAt };
+    return { version, author, value: await this.read(document), document, createdAt: doc.createdAt };
   }
 
   /** The newest version, or undefined when the project has none. */
@@ -118,7 +118,7 @@ export class Versions<T> {
    * newest (another writer got there first: read again and decide again).
    */
   async put(projectId: string, document: unknown, baseVersion: number, author?: string): Promise<Version<T>> {
-    const value = this.read(document);
+    const value = await this.read(document);
     const latest = await this.latest(projectId);
     if ((latest?.version ?? 0) !== baseVersion) throw new SignerError('policy_conflict', `the newest version is ${latest?.version ?? 0}, not ${baseVersion}`);
     const version = baseVersion + 1;

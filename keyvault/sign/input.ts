@@ -1,5 +1,6 @@
 import { SignerError } from '../errors.js';
 import { toChecksumAddress } from '../eth.js';
+import { LIMITS } from '../limits.js';
 
 /**
  * Reading an operation's JSON strictly: every refusal names the field (a JSON pointer) and says
@@ -15,12 +16,32 @@ export type Json = Record<string, unknown>;
 export const UINT256_MAX = (1n << 256n) - 1n;
 export const UINT64_MAX = (1n << 64n) - 1n;
 
-/** An object with only `allowed` keys; `required` among them must be present. */
-export function object(v: unknown, path: string, allowed: readonly string[], required: readonly string[] = []): Json {
+/** Names a refusal lists, each cut short: an answer never grows with what was sent. */
+export const someNames = (names: readonly string[]): string => {
+  const shown = names.slice(0, LIMITS.refusal.names).map((n) => (n.length > 64 ? `${n.slice(0, 64)}…` : n));
+  return names.length > shown.length ? `${shown.join(', ')} and ${names.length - shown.length} more` : shown.join(', ');
+};
+
+/**
+ * An object with only `allowed` keys; `required` among them must be present. `allowed` may be a
+ * Set (a large list: one look-up per key). The walk stops at the sixth unknown name: a refusal
+ * names a few, so an object of many thousand keys costs no more to refuse than a small one.
+ */
+export function object(v: unknown, path: string, allowed: readonly string[] | ReadonlySet<string>, required: readonly string[] = []): Json {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return refuse(path, 'must be an object');
   const o = v as Json;
-  const unknown = Object.keys(o).filter((k) => !allowed.includes(k));
-  if (unknown.length > 0) refuse(path, `has unknown fields: ${unknown.join(', ')}`);
+  const has = allowed instanceof Set ? (k: string) => allowed.has(k) : (k: string) => (allowed as readonly string[]).includes(k);
+  const unknown: string[] = [];
+  let more = false;
+  for (const k in o) {
+    if (has(k)) continue;
+    if (unknown.length === LIMITS.refusal.names) {
+      more = true;
+      break;
+    }
+    unknown.push(k);
+  }
+  if (unknown.length > 0) refuse(path, `has unknown fields: ${someNames(unknown)}${more ? ' and more' : ''}`);
   for (const k of required) if (o[k] === undefined) refuse(`${path}/${k}`, 'is required');
   return o;
 }
@@ -46,22 +67,27 @@ export function quantity(v: unknown, path: string, max = UINT256_MAX): bigint {
   return n;
 }
 
-/** `0x` hex of whole bytes, at most `maxBytes`. */
+/** `0x` hex of whole bytes, at most `maxBytes` (the length is checked before the digits are read). */
 export function hexBytes(v: unknown, path: string, maxBytes: number): Uint8Array {
+  if (typeof v === 'string' && (v.length - 2) / 2 > maxBytes) refuse(path, `is over ${maxBytes} bytes`);
   if (typeof v !== 'string' || !/^0x([0-9a-fA-F]{2})*$/.test(v)) return refuse(path, 'must be 0x hex of whole bytes');
-  if ((v.length - 2) / 2 > maxBytes) refuse(path, `is over ${maxBytes} bytes`);
   return Uint8Array.from(Buffer.from(v.slice(2), 'hex'));
 }
 
-/** A 20-byte address (any case; a mixed-case one must carry a valid EIP-55 checksum). Returned EIP-55. */
-export function address(v: unknown, path: string): string {
+/**
+ * A 20-byte address (any case; a mixed-case one must carry a valid EIP-55 checksum), returned in
+ * lower case: only a mixed-case address costs a hash, to check its checksum.
+ */
+export function lowerAddress(v: unknown, path: string): string {
   if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{40}$/.test(v)) return refuse(path, 'must be a 20-byte 0x address');
-  const lower = v.slice(2).toLowerCase();
-  const checksummed = toChecksumAddress(lower);
-  const mixed = v.slice(2) !== lower && v.slice(2) !== lower.toUpperCase();
-  if (mixed && checksummed !== v) refuse(path, 'has an invalid EIP-55 checksum');
-  return checksummed;
+  const digits = v.slice(2);
+  const lower = digits.toLowerCase();
+  if (digits !== lower && digits !== lower.toUpperCase() && toChecksumAddress(lower) !== v) refuse(path, 'has an invalid EIP-55 checksum');
+  return `0x${lower}`;
 }
+
+/** A 20-byte address as lowerAddress reads it, returned EIP-55. */
+export const address = (v: unknown, path: string): string => toChecksumAddress(lowerAddress(v, path).slice(2));
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 

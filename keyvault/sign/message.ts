@@ -1,8 +1,9 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { LIMITS } from '../limits.js';
 import { object, refuse, utf8Text } from './input.js';
+import type { Meter } from './meter.js';
 
-/** personal_sign messages are at most 16 KiB (SIGNING.md). */
-export const MESSAGE_MAX_BYTES = 16 * 1024;
+const MAX = LIMITS.messageBytes;
 
 export interface PersonalMessage {
   bytes: Uint8Array;
@@ -14,18 +15,24 @@ export interface PersonalMessage {
   text: string | undefined;
 }
 
-/** `{ message }`: UTF-8 text, or `0x` hex of whole bytes (read as bytes, as wallets do). */
+/**
+ * `{ message }`: UTF-8 text, or `0x` hex of whole bytes (read as bytes, as wallets do); at most
+ * LIMITS.messageBytes, refused from the string's length before it is encoded when it must be over.
+ */
 export function parsePersonalSign(params: unknown): PersonalMessage {
   const p = object(params, '/params', ['message'], ['message']);
   const m = p['message'];
   if (typeof m !== 'string') return refuse('/params/message', 'must be a string: UTF-8 text or 0x hex');
-  const bytes = /^0x([0-9a-fA-F]{2})*$/.test(m) ? Uint8Array.from(Buffer.from(m.slice(2), 'hex')) : new TextEncoder().encode(m);
-  if (bytes.length > MESSAGE_MAX_BYTES) refuse('/params/message', `is over ${MESSAGE_MAX_BYTES} bytes`);
+  // Hex is two characters a byte; text at least one byte a UTF-16 unit.
+  if (m.length > 2 + 2 * MAX) refuse('/params/message', `is over ${MAX} bytes`);
+  const bytes = /^0x([0-9a-fA-F]{2})*$/.test(m) ? Uint8Array.from(Buffer.from(m.slice(2), 'hex')) : m.length > MAX ? undefined : new TextEncoder().encode(m);
+  if (!bytes || bytes.length > MAX) return refuse('/params/message', `is over ${MAX} bytes`);
   return { bytes, text: utf8Text(bytes) };
 }
 
 /** EIP-191 version 0x45: keccak-256 of "\x19Ethereum Signed Message:\n" + length + message. */
-export function personalDigest(bytes: Uint8Array): Uint8Array {
+export function personalDigest(bytes: Uint8Array, meter?: Meter): Uint8Array {
   const prefix = new TextEncoder().encode(`\x19Ethereum Signed Message:\n${bytes.length}`);
-  return keccak_256(Buffer.concat([prefix, bytes]));
+  const signed = Buffer.concat([prefix, bytes]);
+  return meter ? meter.keccak(signed, '/params/message') : keccak_256(signed);
 }

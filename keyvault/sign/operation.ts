@@ -1,9 +1,10 @@
 import { signDigest, rsv, word, type Signature } from './ecdsa.js';
-import { authorizationDigest, parseAuthorization } from './authorization.js';
-import { hex, object, quantityHex, refuse } from './input.js';
+import { authorizationDigest, parseAuthorization, type Authorization } from './authorization.js';
+import { hex, object, quantityHex, refuse, type Json } from './input.js';
 import { parsePersonalSign, personalDigest } from './message.js';
-import { parseTransaction, serializeSigned, transactionDigest } from './transaction.js';
-import { domainValue, parseTypedData, typedLeaf } from './typed-data.js';
+import { Meter } from './meter.js';
+import { parseTransaction, serializeSigned, transactionDigest, type Transaction } from './transaction.js';
+import { domainValue, parseTypedData, typedLeaf, type TypedField } from './typed-data.js';
 
 export const METHODS = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
 export type Method = (typeof METHODS)[number];
@@ -35,48 +36,115 @@ export interface Operation {
   calldata?: Uint8Array;
   /** A typed-data message's leaf by path, with its declared type and its value as hashed, for `message.<path>` conditions. */
   typedLeaf?: (path: readonly string[]) => { type: string; value: bigint | string | boolean } | undefined;
-  answer(sig: Signature): Record<string, unknown>;
+  answer(sig: Signature): Promise<Record<string, unknown>>;
+}
+
+/**
+ * What reading an operation found, as plain data a worker thread can hand to the main thread
+ * (structured clone: no functions, no symbols); `operationOf` makes the Operation of it. A typed
+ * message travels as its own serialisation, read on the main thread only if a rule asks for one of
+ * its leaves.
+ */
+export type OperationData =
+  | { method: 'personal_sign'; digest: Uint8Array; length: number; text: string | undefined }
+  | {
+      method: 'eth_signTypedData_v4';
+      digest: Uint8Array;
+      primaryType: string;
+      domain: Record<'name' | 'version' | 'chainId' | 'verifyingContract', bigint | string | boolean | undefined>;
+      types: Array<[string, TypedField[]]>;
+    }
+  | { method: 'eth_signTransaction'; digest: Uint8Array; tx: Transaction }
+  | { method: 'eth_signAuthorization'; digest: Uint8Array; authorization: Authorization };
+
+/** How a read operation's typed message is had again, and how a signed transaction is assembled. */
+export interface Finish {
+  message?: () => Json;
+  serialize?: (tx: Transaction, sig: Signature) => Promise<{ signedTransaction: Uint8Array; hash: Uint8Array }>;
 }
 
 const selectorOf = (data: Uint8Array): string | undefined => (data.length >= 4 ? hex(data.subarray(0, 4)) : undefined);
 
-/** `{ method, params }` → an operation, or a SignerError('invalid_operation') naming the field. */
-export function parseOperation(body: unknown): Operation {
+/**
+ * `{ method, params }` read and hashed, its work counted on `meter` (the main thread's stops at its
+ * budget: Meter), or a SignerError('invalid_operation') naming the field. The typed message, when
+ * there is one, is returned beside the data.
+ */
+export function readOperation(body: unknown, meter: Meter): { data: OperationData; message?: Json } {
   const o = object(body, '', ['method', 'params'], ['method', 'params']);
   const method = o['method'];
   if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse('/method', `must be one of ${METHODS.join(', ')}`);
   switch (method as Method) {
     case 'personal_sign': {
       const m = parsePersonalSign(o['params']);
-      return {
-        method: 'personal_sign',
-        digest: personalDigest(m.bytes),
-        // Read from the bytes signed: `isHex` says they are not text, whichever way the request spelled them.
-        fields: { length: m.bytes.length, isHex: m.text === undefined, message: m.text ?? UNREADABLE },
-        answer: (sig) => ({ signature: rsv(sig) }),
-      };
+      return { data: { method: 'personal_sign', digest: personalDigest(m.bytes, meter), length: m.bytes.length, text: m.text } };
     }
     case 'eth_signTypedData_v4': {
-      const td = parseTypedData(o['params']);
+      const td = parseTypedData(o['params'], meter);
+      const domain = {
+        name: domainValue(td, 'name'),
+        version: domainValue(td, 'version'),
+        chainId: domainValue(td, 'chainId'),
+        verifyingContract: domainValue(td, 'verifyingContract'),
+      };
       return {
-        method: 'eth_signTypedData_v4',
-        digest: td.digest,
-        fields: {
-          primaryType: td.primaryType,
-          'domain.name': domainValue(td, 'name'),
-          'domain.version': domainValue(td, 'version'),
-          'domain.chainId': domainValue(td, 'chainId'),
-          'domain.verifyingContract': domainValue(td, 'verifyingContract'),
-        },
-        typedLeaf: (path) => typedLeaf(td, path),
-        answer: (sig) => ({ signature: rsv(sig) }),
+        data: { method: 'eth_signTypedData_v4', digest: td.digest, primaryType: td.primaryType, domain, types: [...td.types] },
+        message: td.message,
       };
     }
     case 'eth_signTransaction': {
-      const tx = parseTransaction(o['params']);
+      const tx = parseTransaction(o['params'], meter);
+      return { data: { method: 'eth_signTransaction', digest: transactionDigest(tx, meter), tx } };
+    }
+    case 'eth_signAuthorization': {
+      const a = parseAuthorization(o['params']);
+      return { data: { method: 'eth_signAuthorization', digest: authorizationDigest(a), authorization: a } };
+    }
+  }
+}
+
+/** The Operation of read data: the fields its policy sees, its leaves, its answer. */
+export function operationOf(data: OperationData, finish: Finish = {}): Operation {
+  switch (data.method) {
+    case 'personal_sign':
+      return {
+        method: 'personal_sign',
+        digest: data.digest,
+        // Read from the bytes signed: `isHex` says they are not text, whichever way the request spelled them.
+        fields: { length: data.length, isHex: data.text === undefined, message: data.text ?? UNREADABLE },
+        answer: (sig) => Promise.resolve({ signature: rsv(sig) }),
+      };
+    case 'eth_signTypedData_v4': {
+      const types = new Map(data.types);
+      const message = finish.message;
+      // Leaves are read once per path whatever the number of rules naming them.
+      const leaves = new Map<string, ReturnType<typeof typedLeaf>>();
+      return {
+        method: 'eth_signTypedData_v4',
+        digest: data.digest,
+        fields: {
+          primaryType: data.primaryType,
+          'domain.name': data.domain.name,
+          'domain.version': data.domain.version,
+          'domain.chainId': data.domain.chainId,
+          'domain.verifyingContract': data.domain.verifyingContract,
+        },
+        typedLeaf: (path) => {
+          const key = path.join('.');
+          if (!leaves.has(key)) {
+            if (!message) throw new Error('a typed operation without its message');
+            leaves.set(key, typedLeaf({ types, primaryType: data.primaryType, message: message() }, path));
+          }
+          return leaves.get(key);
+        },
+        answer: (sig) => Promise.resolve({ signature: rsv(sig) }),
+      };
+    }
+    case 'eth_signTransaction': {
+      const { tx } = data;
       return {
         method: 'eth_signTransaction',
-        digest: transactionDigest(tx),
+        digest: data.digest,
         fields: {
           type: tx.type,
           chainId: tx.chainId,
@@ -92,34 +160,44 @@ export function parseOperation(body: unknown): Operation {
         },
         ...(tx.from ? { from: tx.from } : {}),
         calldata: tx.data,
-        answer: (sig) => {
-          const { signedTransaction, hash } = serializeSigned(tx, sig);
+        answer: async (sig) => {
+          const { signedTransaction, hash } = finish.serialize ? await finish.serialize(tx, sig) : serializeSigned(tx, sig);
           return { signedTransaction: hex(signedTransaction), hash: hex(hash) };
         },
       };
     }
     case 'eth_signAuthorization': {
-      const a = parseAuthorization(o['params']);
+      const a = data.authorization;
       return {
         method: 'eth_signAuthorization',
-        digest: authorizationDigest(a),
+        digest: data.digest,
         fields: { chainId: a.chainId, address: a.address, nonce: a.nonce },
-        answer: (sig) => ({
-          authorization: {
-            chainId: quantityHex(a.chainId),
-            address: a.address,
-            nonce: quantityHex(a.nonce),
-            yParity: quantityHex(BigInt(sig.yParity)),
-            r: hex(word(sig.r)),
-            s: hex(word(sig.s)),
-          },
-        }),
+        answer: (sig) =>
+          Promise.resolve({
+            authorization: {
+              chainId: quantityHex(a.chainId),
+              address: a.address,
+              nonce: quantityHex(a.nonce),
+              yParity: quantityHex(BigInt(sig.yParity)),
+              r: hex(word(sig.r)),
+              s: hex(word(sig.s)),
+            },
+          }),
       };
     }
   }
 }
 
-/** Signs a read operation with `secret` (the caller zeroes it): the method's answer and the digest signed. */
-export function signOperation(op: Operation, secret: Uint8Array): { answer: Record<string, unknown>; digest: string } {
+/** `{ method, params }` → an operation, read on this thread without a budget (tests, tools), or a SignerError('invalid_operation') naming the field. */
+export function parseOperation(body: unknown, meter: Meter = new Meter()): Operation {
+  const { data, message } = readOperation(body, meter);
+  return operationOf(data, message ? { message: () => message } : {});
+}
+
+/**
+ * Signs a read operation with `secret` (the caller zeroes it once this returns: the answer is
+ * assembled from the signature alone): the method's answer and the digest signed.
+ */
+export function signOperation(op: Operation, secret: Uint8Array): { answer: Promise<Record<string, unknown>>; digest: string } {
   return { answer: op.answer(signDigest(op.digest, secret)), digest: hex(op.digest) };
 }

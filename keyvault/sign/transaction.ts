@@ -1,11 +1,11 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { LIMITS } from '../limits.js';
 import type { Signature } from './ecdsa.js';
-import { address, hexBytes, object, quantity, refuse, UINT256_MAX, UINT64_MAX } from './input.js';
+import { address, hexBytes, lowerAddress, object, quantity, refuse, UINT256_MAX, UINT64_MAX } from './input.js';
+import type { Meter } from './meter.js';
 import { integerBytes, rlpEncode, type RlpItem } from './rlp.js';
 
-/** Calldata (and init code) up to 128 KiB: above EIP-3860's 48 KiB init-code limit, below the signer's body limit. */
-export const DATA_MAX_BYTES = 128 * 1024;
-const ACCESS_LIST_MAX = 256;
+const { dataBytes: DATA_MAX_BYTES, accessListAddresses: ADDRESSES_MAX, storageKeys: KEYS_MAX } = LIMITS.transaction;
 
 export interface AccessListEntry {
   address: string;
@@ -44,16 +44,20 @@ const REQUIRED: Record<0 | 1 | 2, string[]> = {
   2: ['chainId', 'nonce', 'gas', 'maxFeePerGas', 'maxPriorityFeePerGas'],
 };
 
-function accessList(v: unknown, path: string): AccessListEntry[] {
+/** The access list, its sizes checked before its entries are read: at most ADDRESSES_MAX entries and KEYS_MAX keys in all. */
+function accessList(v: unknown, path: string, meter: Meter | undefined): AccessListEntry[] {
   if (!Array.isArray(v)) return refuse(path, 'must be an array of { address, storageKeys }');
-  if (v.length > ACCESS_LIST_MAX) refuse(path, `has more than ${ACCESS_LIST_MAX} entries`);
+  if (v.length > ADDRESSES_MAX) refuse(path, `has more than ${ADDRESSES_MAX} entries`);
+  let keysSeen = 0;
   return v.map((e, i) => {
     const o = object(e, `${path}/${i}`, ['address', 'storageKeys'], ['address', 'storageKeys']);
     const keys = o['storageKeys'];
     if (!Array.isArray(keys)) return refuse(`${path}/${i}/storageKeys`, 'must be an array of 32-byte hex keys');
-    if (keys.length > ACCESS_LIST_MAX) refuse(`${path}/${i}/storageKeys`, `has more than ${ACCESS_LIST_MAX} keys`);
+    keysSeen += keys.length;
+    if (keysSeen > KEYS_MAX) refuse(`${path}/${i}/storageKeys`, `takes the access list past ${KEYS_MAX} storage keys`);
+    meter?.spend(1 + keys.length);
     return {
-      address: address(o['address'], `${path}/${i}/address`),
+      address: lowerAddress(o['address'], `${path}/${i}/address`),
       storageKeys: keys.map((k, j) => {
         const b = hexBytes(k, `${path}/${i}/storageKeys/${j}`, 32);
         if (b.length !== 32) refuse(`${path}/${i}/storageKeys/${j}`, 'must be 32 bytes');
@@ -64,7 +68,7 @@ function accessList(v: unknown, path: string): AccessListEntry[] {
 }
 
 /** `{ transaction }`: type 2 unless `type` says 0 or 1; `chainId` ≥ 1, the nonce, gas and fees required. */
-export function parseTransaction(params: unknown): Transaction {
+export function parseTransaction(params: unknown, meter?: Meter): Transaction {
   const p = object(params, '/params', ['transaction'], ['transaction']);
   const raw = p['transaction'];
   const path = '/params/transaction';
@@ -82,7 +86,7 @@ export function parseTransaction(params: unknown): Transaction {
     gas: quantity(o['gas'], `${path}/gas`, UINT64_MAX),
     value: o['value'] === undefined ? 0n : quantity(o['value'], `${path}/value`, UINT256_MAX),
     data: o['data'] === undefined ? new Uint8Array(0) : hexBytes(o['data'], `${path}/data`, DATA_MAX_BYTES),
-    accessList: o['accessList'] === undefined ? [] : accessList(o['accessList'], `${path}/accessList`),
+    accessList: o['accessList'] === undefined ? [] : accessList(o['accessList'], `${path}/accessList`, meter),
   };
   if (o['to'] !== undefined && o['to'] !== null) tx.to = address(o['to'], `${path}/to`);
   if (o['from'] !== undefined) tx.from = address(o['from'], `${path}/from`);
@@ -111,9 +115,10 @@ function body(tx: Transaction): RlpItem[] {
 const typed = (type: number, payload: Uint8Array): Uint8Array => Buffer.concat([Uint8Array.of(type), payload]);
 
 /** What is signed: EIP-155's nine fields for type 0, the type byte and the RLP list for 1 and 2. */
-export function transactionDigest(tx: Transaction): Uint8Array {
-  if (tx.type === 0) return keccak_256(rlpEncode([...body(tx), int(tx.chainId), int(0n), int(0n)]));
-  return keccak_256(typed(tx.type, rlpEncode(body(tx))));
+export function transactionDigest(tx: Transaction, meter?: Meter): Uint8Array {
+  const hash = (b: Uint8Array) => (meter ? meter.keccak(b, '/params/transaction') : keccak_256(b));
+  if (tx.type === 0) return hash(rlpEncode([...body(tx), int(tx.chainId), int(0n), int(0n)]));
+  return hash(typed(tx.type, rlpEncode(body(tx))));
 }
 
 /** The signed transaction as broadcast, and its hash. */

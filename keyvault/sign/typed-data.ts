@@ -1,11 +1,14 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { LIMITS } from '../limits.js';
 import { word } from './ecdsa.js';
-import { address, hex, hexBytes, object, quantity, refuse, signedText, type Json } from './input.js';
+import { hex, hexBytes, lowerAddress, object, quantity, refuse, signedText, type Json } from './input.js';
+import { Meter } from './meter.js';
 
 /**
  * EIP-712 (`eth_signTypedData_v4`), written from the specification: the type grammar is checked
  * before anything is hashed, every value is checked against its declared type (no coercion, no
- * missing or unknown fields), and the work one request may ask for is bounded.
+ * missing or unknown fields), and the work one request may ask for is bounded (LIMITS.typedData),
+ * each bound checked as the walk reaches it, before the work it bounds.
  */
 export interface TypedField {
   name: string;
@@ -22,13 +25,9 @@ export interface TypedData {
 }
 
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/;
-const FIELD_TYPE = /^([A-Za-z_$][A-Za-z0-9_$]{0,63})((?:\[[0-9]{0,4}\])*)$/;
-const MAX_TYPES = 64;
-const MAX_FIELDS = 64;
-const MAX_ARRAY = 1024;
-const MAX_DEPTH = 16;
-/** Values encoded per request at most: a bound on the hashing one request can cause. */
-const MAX_VALUES = 20_000;
+/** A field's type: a name and at most as many array suffixes as arrays may nest. */
+const FIELD_TYPE = /^([A-Za-z_$][A-Za-z0-9_$]{0,63})((?:\[[0-9]{0,4}\]){0,16})$/;
+const { types: MAX_TYPES, fieldsPerType: MAX_FIELDS, arrayLength: MAX_ARRAY, depth: MAX_DEPTH, values: MAX_VALUES } = LIMITS.typedData;
 
 /** The domain's fields in the order EIP-712 gives them, with their types. */
 const DOMAIN_FIELDS: TypedField[] = [
@@ -65,20 +64,21 @@ function parseFields(v: unknown, path: string): TypedField[] {
   });
 }
 
-/** `{ typedData: { domain, types, primaryType, message } }`, checked, with its digest. */
-export function parseTypedData(params: unknown): TypedData & { digest: Uint8Array } {
+/** `{ typedData: { domain, types, primaryType, message } }`, checked, with its digest (the work counted on `meter`). */
+export function parseTypedData(params: unknown, meter: Meter = new Meter()): TypedData & { digest: Uint8Array } {
   const p = object(params, '/params', ['typedData'], ['typedData']);
   const path = '/params/typedData';
   const td = object(p['typedData'], path, ['domain', 'types', 'primaryType', 'message'], ['domain', 'types', 'primaryType', 'message']);
-  const declared = td['types'];
-  const rawTypes = object(declared, `${path}/types`, typeof declared === 'object' && declared !== null ? Object.keys(declared) : []);
-  const names = Object.keys(rawTypes);
-  if (names.length > MAX_TYPES + 1) refuse(`${path}/types`, `has more than ${MAX_TYPES} types`);
+  const rawTypes = td['types'];
+  if (typeof rawTypes !== 'object' || rawTypes === null || Array.isArray(rawTypes)) return refuse(`${path}/types`, 'must be an object');
+  // Counted before anything is read of them: a hostile request may declare a hundred thousand.
+  const names: string[] = [];
+  for (const name in rawTypes) if (names.push(name) > MAX_TYPES) refuse(`${path}/types`, `has more than ${MAX_TYPES} types`);
   const types = new Map<string, TypedField[]>();
   let declaredDomain: TypedField[] | undefined;
   for (const name of names) {
-    if (!IDENT.test(name) || atomicOrDynamic(name)) refuse(`${path}/types/${name}`, 'is not a valid struct name');
-    const fields = parseFields(rawTypes[name], `${path}/types/${name}`);
+    if (!IDENT.test(name) || atomicOrDynamic(name)) refuse(`${path}/types/${name.slice(0, 64)}`, 'is not a valid struct name');
+    const fields = parseFields((rawTypes as Json)[name], `${path}/types/${name}`);
     if (name === 'EIP712Domain') declaredDomain = fields;
     else types.set(name, fields);
   }
@@ -114,7 +114,7 @@ export function parseTypedData(params: unknown): TypedData & { digest: Uint8Arra
   );
   const data = { types, domainType, domain, primaryType, message };
   // Every value is checked as it is hashed, here: an invalid one is refused before any key is touched.
-  return { ...data, digest: typedDataDigest(data) };
+  return { ...data, digest: typedDataDigest(data, meter) };
 }
 
 function dependencies(types: Map<string, TypedField[]>, primary: string, found = new Set<string>()): Set<string> {
@@ -124,17 +124,35 @@ function dependencies(types: Map<string, TypedField[]>, primary: string, found =
   return found;
 }
 
+const typeText = (types: Map<string, TypedField[]>, t: string): string => `${t}(${(types.get(t) ?? []).map((f) => `${f.type} ${f.name}`).join(',')})`;
+
 /** `Primary(type name,…)` followed by the types it references, sorted by name. */
 export function encodeType(types: Map<string, TypedField[]>, primary: string): string {
   const deps = [...dependencies(types, primary)].filter((t) => t !== primary).sort();
-  return [primary, ...deps].map((t) => `${t}(${(types.get(t) ?? []).map((f) => `${f.type} ${f.name}`).join(',')})`).join('');
+  return [primary, ...deps].map((t) => typeText(types, t)).join('');
 }
 
+/** The length of encodeType's answer, known before the text is assembled. */
+function encodedTypeLength(types: Map<string, TypedField[]>, primary: string): number {
+  let n = 0;
+  for (const t of dependencies(types, primary))
+    n += t.length + 2 + (types.get(t) ?? []).reduce((sum, f, i) => sum + f.type.length + 1 + f.name.length + (i > 0 ? 1 : 0), 0);
+  return n;
+}
+
+/**
+ * Hashes one request's values: its count of values (LIMITS.typedData.values) is shared by the
+ * domain and the message, and every hash goes through the meter, whose bound on the bytes hashed
+ * also covers type encodings (a type naming every other type is hashed with all of them).
+ */
 class Encoder {
   private values = 0;
   private readonly typeHashes = new Map<string, Uint8Array>();
 
-  constructor(private readonly types: Map<string, TypedField[]>) {}
+  constructor(
+    private readonly types: Map<string, TypedField[]>,
+    private readonly meter: Meter,
+  ) {}
 
   hashStruct(typeName: string, fields: TypedField[], value: unknown, path: string, depth: number): Uint8Array {
     if (depth > MAX_DEPTH) refuse(path, `nests structs deeper than ${MAX_DEPTH}`);
@@ -146,30 +164,33 @@ class Encoder {
     );
     let typeHash = this.typeHashes.get(typeName);
     if (!typeHash) {
+      // Counted from its length first: the text of a type naming every other one is not assembled past the bound.
+      const domain = typeName === 'EIP712Domain';
+      this.meter.hashing(domain ? 200 : encodedTypeLength(this.types, typeName), path);
       typeHash = keccak_256(
-        new TextEncoder().encode(
-          typeName === 'EIP712Domain' ? `EIP712Domain(${fields.map((f) => `${f.type} ${f.name}`).join(',')})` : encodeType(this.types, typeName),
-        ),
+        new TextEncoder().encode(domain ? `EIP712Domain(${fields.map((f) => `${f.type} ${f.name}`).join(',')})` : encodeType(this.types, typeName)),
       );
       this.typeHashes.set(typeName, typeHash);
     }
     const parts = [typeHash, ...fields.map((f) => this.encodeValue(f.type, o[f.name], `${path}/${f.name}`, depth))];
-    return keccak_256(Buffer.concat(parts));
+    return this.meter.keccak(Buffer.concat(parts), path);
   }
 
-  private encodeValue(type: string, value: unknown, path: string, depth: number): Uint8Array {
+  encodeValue(type: string, value: unknown, path: string, depth: number): Uint8Array {
     if (++this.values > MAX_VALUES) refuse(path, `is past ${MAX_VALUES} values in one request`);
+    this.meter.spend(1);
     const array = /^(.*)\[([0-9]*)\]$/.exec(type);
     if (array) {
       const [, inner = '', size = ''] = array;
       if (!Array.isArray(value)) return refuse(path, `must be an array (${type})`);
+      if (depth + 1 > MAX_DEPTH) refuse(path, `nests arrays and structs deeper than ${MAX_DEPTH}`);
       if (value.length > MAX_ARRAY) refuse(path, `has more than ${MAX_ARRAY} elements`);
       if (size !== '' && value.length !== Number(size)) refuse(path, `must have exactly ${size} elements`);
-      return keccak_256(Buffer.concat(value.map((v, i) => this.encodeValue(inner, v, `${path}/${i}`, depth + 1))));
+      return this.meter.keccak(Buffer.concat(value.map((v, i) => this.encodeValue(inner, v, `${path}/${i}`, depth + 1))), path);
     }
     const struct = this.types.get(type);
     if (struct) return this.hashStruct(type, struct, value, path, depth + 1);
-    return encodeAtomic(type, value, path);
+    return encodeAtomic(type, value, path, this.meter);
   }
 }
 
@@ -196,18 +217,26 @@ function fixedBytes(type: string, value: unknown, path: string): Uint8Array {
 
 const isFixedBytes = (type: string): boolean => /^bytes[0-9]+$/.test(type);
 
-function encodeAtomic(type: string, value: unknown, path: string): Uint8Array {
+/** A `string` leaf's UTF-8, at most LIMITS.typedData.stringBytes (a string longer in UTF-16 units is longer in bytes too). */
+function stringBytes(value: unknown, path: string): Uint8Array {
+  if (typeof value !== 'string') return refuse(path, 'must be a string');
+  const max = LIMITS.typedData.stringBytes;
+  const bytes = value.length > max ? undefined : new TextEncoder().encode(value);
+  if (!bytes || bytes.length > max) return refuse(path, `is over ${max} bytes`);
+  return bytes;
+}
+
+function encodeAtomic(type: string, value: unknown, path: string, meter: Meter): Uint8Array {
   switch (type) {
     case 'string':
-      if (typeof value !== 'string') return refuse(path, 'must be a string');
-      return keccak_256(new TextEncoder().encode(value));
+      return meter.keccak(stringBytes(value, path), path);
     case 'bytes':
-      return keccak_256(hexBytes(value, path, 1 << 20));
+      return meter.keccak(hexBytes(value, path, LIMITS.typedData.bytesBytes), path);
     case 'bool':
       if (typeof value !== 'boolean') return refuse(path, 'must be true or false');
       return word(value ? 1n : 0n);
     case 'address':
-      return word(BigInt(address(value, path)));
+      return word(BigInt(lowerAddress(value, path)));
   }
   if (isFixedBytes(type)) {
     const out = new Uint8Array(32);
@@ -227,30 +256,33 @@ function encodeAtomic(type: string, value: unknown, path: string): Uint8Array {
 export function atomicValue(type: string, value: unknown, path: string): bigint | string | boolean {
   switch (type) {
     case 'string':
-      if (typeof value !== 'string') return refuse(path, 'must be a string');
-      return signedText(value);
+      stringBytes(value, path);
+      return signedText(value as string);
     case 'bytes':
-      return hex(hexBytes(value, path, 1 << 20));
+      return hex(hexBytes(value, path, LIMITS.typedData.bytesBytes));
     case 'bool':
       if (typeof value !== 'boolean') return refuse(path, 'must be true or false');
       return value;
     case 'address':
-      return address(value, path).toLowerCase();
+      return lowerAddress(value, path);
   }
   return isFixedBytes(type) ? hex(fixedBytes(type, value, path)) : integer(type, value, path);
 }
 
-export function domainSeparator(td: TypedData): Uint8Array {
-  return new Encoder(td.types).hashStruct('EIP712Domain', td.domainType, td.domain, '/params/typedData/domain', 0);
+export function domainSeparator(td: TypedData, meter: Meter = new Meter()): Uint8Array {
+  return new Encoder(td.types, meter).hashStruct('EIP712Domain', td.domainType, td.domain, '/params/typedData/domain', 0);
 }
 
-export function hashMessage(td: TypedData): Uint8Array {
-  return new Encoder(td.types).hashStruct(td.primaryType, td.types.get(td.primaryType) ?? [], td.message, '/params/typedData/message', 0);
+export function hashMessage(td: TypedData, meter: Meter = new Meter()): Uint8Array {
+  return new Encoder(td.types, meter).hashStruct(td.primaryType, td.types.get(td.primaryType) ?? [], td.message, '/params/typedData/message', 0);
 }
 
-/** keccak-256(0x19 ‖ 0x01 ‖ domainSeparator ‖ hashStruct(message)). */
-export function typedDataDigest(td: TypedData): Uint8Array {
-  return keccak_256(Buffer.concat([Uint8Array.of(0x19, 0x01), domainSeparator(td), hashMessage(td)]));
+/** keccak-256(0x19 ‖ 0x01 ‖ domainSeparator ‖ hashStruct(message)), the domain and the message counted as one request. */
+export function typedDataDigest(td: TypedData, meter: Meter = new Meter()): Uint8Array {
+  const encoder = new Encoder(td.types, meter);
+  const domain = encoder.hashStruct('EIP712Domain', td.domainType, td.domain, '/params/typedData/domain', 0);
+  const message = encoder.hashStruct(td.primaryType, td.types.get(td.primaryType) ?? [], td.message, '/params/typedData/message', 0);
+  return meter.keccak(Buffer.concat([Uint8Array.of(0x19, 0x01), domain, message]), '/params/typedData');
 }
 
 /** A domain field as its hash reads it (see atomicValue); undefined when the domain does not have it. */

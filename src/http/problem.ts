@@ -37,16 +37,31 @@ export function toAppError(err: unknown): AppError | undefined {
   return mapDatabaseError(err) ?? bodyParserError(err);
 }
 
+/**
+ * What a problem answer may hold, whatever produced it: at most MAX_PROBLEMS field problems, each
+ * text cut short. A request listing thousands of mistakes (or quoting a long key back) gets an
+ * answer of a few KiB, never one that grows with the request.
+ */
+export const MAX_PROBLEMS = 10;
+const MAX_DETAIL = 1024;
+const MAX_PATH = 256;
+const MAX_MESSAGE = 512;
+const cut = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max)}…` : text);
+
 export function problemFor(err: AppError, requestId: string): ProblemBody {
   const body: ProblemBody = {
     type: `urn:custody:problem:${err.code}`,
     title: err.title,
     status: err.status,
-    detail: err.detail,
+    detail: cut(err.detail, MAX_DETAIL),
     code: err.code,
     requestId,
   };
-  if (err.errors && err.errors.length > 0) body.errors = err.errors;
+  if (err.errors && err.errors.length > 0) {
+    body.errors = err.errors
+      .slice(0, MAX_PROBLEMS)
+      .map((e) => ({ ...(e.in ? { in: e.in } : {}), path: cut(e.path, MAX_PATH), message: cut(e.message, MAX_MESSAGE) }));
+  }
   return body;
 }
 

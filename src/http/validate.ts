@@ -1,13 +1,21 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { ValidationError, type FieldProblem } from '../errors.js';
+import { MAX_PROBLEMS } from './problem.js';
 import type { OperationDoc } from '../openapi/meta.js';
 import type { AppContext, AppMiddleware } from './context.js';
 import { unsafeTextAt } from '../text/safe.js';
 import { BODY_METHODS, DEFAULT_BODY_LIMIT, readBody } from './body.js';
 
-/** One compiler for every request schema: all errors at once, defaults filled in, no coercion. */
-const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
+/**
+ * Two compilers for every request schema, defaults filled in, no coercion: one that lists every
+ * problem, for bodies small enough that listing them costs little (FULL_REPORT_BYTES), and one that
+ * stops at the first, for the rest. An answer never lists more than MAX_PROBLEMS (http/problem.ts).
+ */
+const ajvAll = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: true });
+const ajvFirst = new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: true });
+/** A body up to this size has all its problems listed; a larger one its first. */
+export const FULL_REPORT_BYTES = 16 * 1024;
 
 export interface Schemas {
   params?: TSchema;
@@ -35,7 +43,7 @@ export interface Input<S extends Schemas> {
 type Location = 'params' | 'query' | 'body';
 
 function problems(location: Location, errors: ErrorObject[] | null | undefined): FieldProblem[] {
-  return (errors ?? []).map((e) => {
+  return (errors ?? []).slice(0, MAX_PROBLEMS).map((e) => {
     let path = e.instancePath;
     if (e.keyword === 'required') path += `/${String(e.params['missingProperty'])}`;
     if (e.keyword === 'additionalProperties') path += `/${String(e.params['additionalProperty'])}`;
@@ -44,11 +52,15 @@ function problems(location: Location, errors: ErrorObject[] | null | undefined):
   });
 }
 
-const compiled = new WeakMap<TSchema, ValidateFunction>();
-function compile(schema: TSchema): ValidateFunction {
+interface Compiled {
+  all: ValidateFunction;
+  first: ValidateFunction;
+}
+const compiled = new WeakMap<TSchema, Compiled>();
+function compile(schema: TSchema): Compiled {
   let fn = compiled.get(schema);
   if (!fn) {
-    fn = ajv.compile(schema);
+    fn = { all: ajvAll.compile(schema), first: ajvFirst.compile(schema) };
     compiled.set(schema, fn);
   }
   return fn;
@@ -74,18 +86,20 @@ export function validator<S extends Schemas>(schemas: S): (ctx: AppContext) => P
     let body: unknown = ctx.request.body;
     if (checkParams) {
       params = { ...ctx.params };
-      if (!checkParams(params)) found.push(...problems('params', checkParams.errors));
+      if (!checkParams.all(params)) found.push(...problems('params', checkParams.all.errors));
     }
     if (checkQuery) {
       query = { ...ctx.query };
-      if (!checkQuery(query)) found.push(...problems('query', checkQuery.errors));
+      if (!checkQuery.all(query)) found.push(...problems('query', checkQuery.all.errors));
     } else if (ctx.querystring !== '') {
       found.push(...Object.keys(ctx.query).map((k) => ({ in: 'query' as const, path: `/${k}`, message: 'is not a known parameter' })));
     }
     if (checkBody) {
       // No body is checked as `{}`: optional-only bodies pass, required fields are named.
       body ??= {};
-      if (!checkBody(body)) found.push(...problems('body', checkBody.errors));
+      const raw = (ctx.request as { rawBody?: unknown }).rawBody;
+      const checkOne = typeof raw === 'string' && raw.length > FULL_REPORT_BYTES ? checkBody.first : checkBody.all;
+      if (!checkOne(body)) found.push(...problems('body', checkOne.errors));
     } else if (body !== undefined && !isEmptyObject(body)) {
       found.push({ in: 'body', path: '/', message: 'this endpoint takes no body' });
     }

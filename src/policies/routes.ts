@@ -5,11 +5,12 @@ import { declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PROJECT_CALL_503 } from '../signer/carry-over.js';
 import type { SignerClient } from '../signer/client.js';
+import { OPERATION_BODY_BYTES } from '../signer/limits.js';
 import type { PolicyLimits } from './limits.js';
 import { EvaluateBody, EvaluateOut, PolicyParams, PutPolicyBody, PolicyVersionList, PolicyVersionOut, PolicyVersionsQuery, PutPolicyQuery } from './schemas.js';
 
-/** Operations carry calldata (up to 128 KiB, as hex) and policies up to 100 rules of 1,000 values. */
-const POLICY_BODY_LIMIT = 300 * 1024;
+/** Operations carry calldata up to 128 KiB (hex: twice that) and policies up to 10,000 condition values: the signer's limit, less room for the envelope. */
+const POLICY_BODY_LIMIT = OPERATION_BODY_BYTES;
 
 const example = {
   rules: [

@@ -2,7 +2,8 @@ import { signerCalls, signerDuration } from '../metrics.js';
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import { AppError, DependencyUnavailableError, KeyConflictError } from '../errors.js';
+import { AppError, DependencyUnavailableError, KeyConflictError, PayloadTooLargeError } from '../errors.js';
+import { SIGNER_BODY_BYTES } from './limits.js';
 // The signer's contract, as types only: no code crosses the process boundary.
 import type {
   BindRequest,
@@ -124,6 +125,10 @@ export class SignerClient {
 
   #send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<Reply> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
+    // What the signer would refuse unread is refused here (the caller's JSON written again can be
+    // longer than it came: `1e9` is `1000000000`).
+    if (payload !== undefined && payload.length > SIGNER_BODY_BYTES / 3 && Buffer.byteLength(payload) > SIGNER_BODY_BYTES)
+      return Promise.reject(new PayloadTooLargeError(`${SIGNER_BODY_BYTES / 1024} KiB as the signer reads it`));
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const base = this.#base;
@@ -285,6 +290,7 @@ export class SignerClient {
           'Retry-After': '30',
         },
       );
+    if (reply.status === 413) return new PayloadTooLargeError(`${SIGNER_BODY_BYTES / 1024} KiB as the signer reads it`);
     if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
       throw new Error(`the signer refused a request of ours (${reply.status} ${code}: ${message})`);
     return this.#unavailable(reply);

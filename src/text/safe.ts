@@ -13,22 +13,36 @@ function isWellFormed(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 
-/** The first string anywhere in a parsed JSON value that is not `safeText`, as a JSON Pointer. */
-export function unsafeTextAt(value: unknown, pointer = ''): string | undefined {
-  if (typeof value === 'string') return safeText(value) ? undefined : pointer;
+/**
+ * The first string anywhere in a parsed JSON value (a key or a value) that is not `safeText`, as a
+ * JSON Pointer. The pointer is assembled only for that string, on the way back: a walk over a
+ * large body allocates nothing per value.
+ */
+export function unsafeTextAt(value: unknown): string | undefined {
+  const at = firstUnsafe(value);
+  return at?.map((segment) => `/${String(segment).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+}
+
+function firstUnsafe(value: unknown): Array<string | number> | undefined {
+  if (typeof value === 'string') return safeText(value) ? undefined : [];
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const at = unsafeTextAt(value[i], `${pointer}/${i}`);
-      if (at !== undefined) return at;
+      const at = firstUnsafe(value[i]);
+      if (at) {
+        at.unshift(i);
+        return at;
+      }
     }
     return undefined;
   }
   if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) {
-      const escaped = k.replace(/~/g, '~0').replace(/\//g, '~1');
-      if (!safeText(k)) return `${pointer}/${escaped}`;
-      const at = unsafeTextAt(v, `${pointer}/${escaped}`);
-      if (at !== undefined) return at;
+    for (const k of Object.keys(value)) {
+      if (!safeText(k)) return [k];
+      const at = firstUnsafe((value as Record<string, unknown>)[k]);
+      if (at) {
+        at.unshift(k);
+        return at;
+      }
     }
   }
   return undefined;

@@ -2,7 +2,7 @@ import { tokenClaimOf } from '../projects/issuer-binding.js';
 import type { Clock } from '../clock.js';
 import type { Knex } from 'knex';
 import type { AppContext } from '../http/context.js';
-import type { OidcVerifier } from '../auth/oidc.js';
+import { InvalidTokenError, parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
 import type { AppEnv } from '../config.js';
 import type { Executor } from '../db/knex.js';
 
@@ -31,7 +31,7 @@ export interface WalletDeps {
   projectCache?: ProjectKeyCache;
   /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
   beforeJwt?: (ctx: AppContext, project: CallerProject) => void;
-  /** Unknown project keys count as failed authentications of the client address. */
+  /** Every refused authentication (no or unknown project key, no or invalid JWT) counts against the client address. */
   authFailures?: AuthFailureGuard;
   /** The time of the events a wallet's creation records. */
   now: Clock;
@@ -51,10 +51,35 @@ export interface WalletCaller {
 /** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
 const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
 
+/** A refused authentication: counted against the client address (429 past RATE_LIMIT_AUTH_FAILURES), then thrown. */
+function failed(deps: WalletDeps, ctx: AppContext, err: AppError): never {
+  deps.authFailures?.failed(ctx);
+  throw err;
+}
+
+const missingToken = () =>
+  new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
+    'WWW-Authenticate': 'Bearer',
+  });
+
+/**
+ * What a user endpoint can refuse from its headers alone, before it reads a body: an address over
+ * its failed authentications (429), no bearer or one that is not a JWT in compact form (401,
+ * counted). The signing endpoint runs it first (issue 30): its body may be 300 KiB.
+ */
+export function requireBearer(deps: WalletDeps, ctx: AppContext): ParsedJwt {
+  deps.authFailures?.before(ctx);
+  const bearer = BEARER.exec(ctx.get('Authorization'))?.[1];
+  if (bearer === undefined) return failed(deps, ctx, missingToken());
+  const parsed = parseJwt(bearer);
+  if (parsed.problem !== undefined) return failed(deps, ctx, new InvalidTokenError(parsed.problem));
+  return parsed;
+}
+
 /**
  * CONTRACT.md section 5, in its order: body (already validated) → project key present and
  * valid for this environment (400) → Authorization present (401) → the JWT against the
- * project's issuer (401).
+ * project's issuer (401). Every refusal counts as a failed authentication of the client address.
  */
 export async function identifyCaller(
   deps: WalletDeps,
@@ -68,13 +93,17 @@ export async function identifyCaller(
       { in: 'body', path: '/any_other_tokens', message: 'differs from token' },
     ]);
   }
-  if (body.key === undefined)
-    throw new ValidationError(
-      'The project key is required in the body field `key`.',
-      [{ in: 'body', path: '/key', message: 'is required' }],
-      'missing_project_key',
-    );
   deps.authFailures?.before(ctx);
+  if (body.key === undefined)
+    return failed(
+      deps,
+      ctx,
+      new ValidationError(
+        'The project key is required in the body field `key`.',
+        [{ in: 'body', path: '/key', message: 'is required' }],
+        'missing_project_key',
+      ),
+    );
   const hash = projectKeyHash(body.key, deps.env);
   const bearer = BEARER.exec(authorization)?.[1];
   // Nothing of the token reaches the database before it is verified: the project first (the key
@@ -82,23 +111,25 @@ export async function identifyCaller(
   const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, undefined, deps.projectCache) : undefined;
   const project = found?.project;
   if (!project) {
-    deps.authFailures?.failed(ctx);
-    throw new ValidationError(
-      'The project key is not valid for this environment.',
-      [{ in: 'body', path: '/key', message: 'is not a valid key' }],
-      'invalid_project_key',
+    return failed(
+      deps,
+      ctx,
+      new ValidationError(
+        'The project key is not valid for this environment.',
+        [{ in: 'body', path: '/key', message: 'is not a valid key' }],
+        'invalid_project_key',
+      ),
     );
   }
   deps.beforeJwt?.(ctx, project);
-  if (!bearer)
-    throw new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
-      'WWW-Authenticate': 'Bearer',
-    });
-  const user = await deps.oidc.verify(bearer, {
-    issuer: project.issuer,
-    requireVerifiedEmail: project.require_verified_email,
-    tokenClaim: tokenClaimOf(project),
-  });
+  if (!bearer) return failed(deps, ctx, missingToken());
+  let user: Awaited<ReturnType<OidcVerifier['verify']>>;
+  try {
+    user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email, tokenClaim: tokenClaimOf(project) });
+  } catch (err) {
+    if (err instanceof InvalidTokenError) failed(deps, ctx, err);
+    throw err;
+  }
   // Sign-in's wallet, for the verified e-mail: with the project cached (it is now), one round trip.
   const withWallet = options.prefetchWallet && hash ? await findProjectAndWallet(deps.db, hash, deps.env, user.email, deps.projectCache) : undefined;
   const prefetched = withWallet?.wallet !== undefined ? { emailLower: foldIdentity(user.email), wallet: withWallet.wallet ?? undefined } : undefined;

@@ -1,16 +1,24 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import type { AppContext, AppMiddleware } from '../http/context.js';
 import { declare, type Declaration } from '../http/declare.js';
-import { validator, type Schemas } from '../http/validate.js';
+import { readBody } from '../http/body.js';
+import { OPERATION_BODY_BYTES } from '../signer/limits.js';
+import { type Schemas } from '../http/validate.js';
 import { principalKey } from '../auth/principal.js';
-import { getProjectWallet, getUserWallet, identifyCaller, userKey, type WalletCaller, type WalletDeps } from './commands.js';
+import { getProjectWallet, getUserWallet, identifyCaller, requireBearer, userKey, type WalletCaller, type WalletDeps } from './commands.js';
 import { RpcBody, RpcOut, UserRpcBody, WalletParams } from './schemas.js';
 import { signWithWallet, type SignDeps } from './sign.js';
 import { SIGNING_503 } from '../signer/carry-over.js';
 import * as ex from '../openapi/examples.js';
 
-/** Operations carry calldata up to 128 KiB (hex: twice that) and typed data. */
-const RPC_BODY_LIMIT = 300 * 1024;
+/** Operations carry calldata up to 128 KiB (hex: twice that) and typed data: the signer's limit, less room for the envelope. */
+const RPC_BODY_LIMIT = OPERATION_BODY_BYTES;
+
+/** The body's `key`, when it is one a project could have; anything else reads as none (400 missing_project_key). */
+function projectKeyIn(body: unknown): string | undefined {
+  const key = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>)['key'] : undefined;
+  return typeof key === 'string' && key.length <= 256 ? key : undefined;
+}
 
 const answers = {
   200: {
@@ -36,11 +44,18 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
 
   // The user is known before the idempotency middleware, whose records are then the user's.
   const userSchemas = { body: UserRpcBody, bodyLimit: RPC_BODY_LIMIT } satisfies Schemas;
-  const readUserBody = validator(userSchemas);
   const users = new WeakMap<AppContext, WalletCaller>();
+  /**
+   * Authentication before the body is validated (issue 30): what the headers can refuse is refused
+   * first (an address over its failures, no bearer, not a JWT); then the body is read at the
+   * route's limit, measured before it is parsed, and only its project key is looked at until the
+   * key and the JWT are verified. Every refusal counts against the address. The endpoint validates
+   * the body in full after.
+   */
   const authenticateUser: AppMiddleware = async (ctx, next) => {
-    const { body } = await readUserBody(ctx);
-    const caller = await identifyCaller(wallets, body, ctx);
+    requireBearer(wallets, ctx);
+    await readBody(ctx, RPC_BODY_LIMIT);
+    const caller = await identifyCaller(wallets, { key: projectKeyIn(ctx.request.body) }, ctx);
     users.set(ctx, caller);
     ctx.state.userKey = userKey(caller);
     await next();
@@ -54,13 +69,15 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
         operationId: 'signAsUser',
         summary: "Sign with the user's own wallet, under the project policy",
         description:
-          'The user present: their JWT as the bearer and the project key in the body, as for sign-in; the wallet is theirs (404 `wallet_not_found` until they have one). Policy rules see `caller: "user"`. Otherwise as the backend\'s signing endpoint.',
+          'The user present: their JWT as the bearer and the project key in the body, as for sign-in; the wallet is theirs (404 `wallet_not_found` until they have one). The JWT and the key are verified before the body is validated. Policy rules see `caller: "user"`. Otherwise as the backend\'s signing endpoint.',
         tag: 'Wallets',
         requestExample: { key: ex.projectKey, ...siwe },
         errors: {
           ...refusals,
           400: `${refusals[400]} missing_project_key or invalid_project_key as for sign-in.`,
+          401: 'missing_token or invalid_token: the JWT is checked before the body is validated (a missing or malformed one before the body is read).',
           404: 'wallet_not_found: the user has no wallet yet.',
+          429: 'rate_limited: every refused authentication (project key or JWT) counts against the client address.',
         },
         responses: answers,
       },

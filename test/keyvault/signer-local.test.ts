@@ -76,7 +76,7 @@ describe('keyvault: the signer process (local backend)', function () {
       { ...good, requestId: '' },
       { ...good, extra: 1 },
       'not json',
-      { ...good, requestId: 'x'.repeat(5000) },
+      { ...good, requestId: 'x'.repeat(3000) },
       // A key id is a random UUIDv4 the caller chose: no derived (v5) id, none missing, no deployment missing.
       { ...good, keyId: derivedId },
       { ...good, keyId: undefined },
@@ -88,6 +88,10 @@ describe('keyvault: the signer process (local backend)', function () {
       expect(res.body['code']).to.equal('invalid_request');
     }
     expect((await call(signer, 'GET', '/v1/keys/not-a-key-id')).status).to.equal(400);
+    // Over the route's body limit (4 KiB here): 413, unread past the limit.
+    const large = await call(signer, 'POST', '/v1/keys', { ...good, requestId: 'x'.repeat(5000) });
+    expect(large.status).to.equal(413);
+    expect(large.body['code']).to.equal('too_large');
   });
 
   it('turns 1,000 concurrent creations with 200 distinct request ids into exactly 200 keys', async () => {

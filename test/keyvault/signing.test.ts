@@ -6,6 +6,7 @@ import path from 'node:path';
 import { verifyMessage } from 'ethers';
 import { PolicyStore } from '../../keyvault/policy/store.js';
 import { Signer } from '../../keyvault/signing.js';
+import { parseOperation } from '../../keyvault/sign/operation.js';
 import { LocalKeyStore } from '../../keyvault/stores/local.js';
 import { KeyCreator } from '../../keyvault/create-key.js';
 import { generateKey } from '../../keyvault/eth.js';
@@ -314,11 +315,13 @@ describe('keyvault: signing decides before it decrypts (in process, a counting s
       opened.length = 0;
       const policies = new PolicyStore(store);
       const signer = new Signer(store, policies);
-      const denied = await signer.sign({ keyId: keyIdOf('inproc'), projectId: project, caller: 'user', operation: hello }).catch((e: unknown) => e);
+      const denied = await signer
+        .sign({ keyId: keyIdOf('inproc'), projectId: project, caller: 'user', operation: parseOperation(hello) })
+        .catch((e: unknown) => e);
       expect((denied as { code?: string }).code).to.equal('policy_denied');
       expect(opened, 'no decrypt for a denied operation').to.have.length(0);
       await policies.put(project, siwe, 0);
-      const signed = await signer.sign({ keyId: keyIdOf('inproc'), projectId: project, caller: 'user', operation: hello });
+      const signed = await signer.sign({ keyId: keyIdOf('inproc'), projectId: project, caller: 'user', operation: parseOperation(hello) });
       expect(signed.rule).to.equal('sign-in messages');
       expect(opened).to.have.length(1);
       expect(

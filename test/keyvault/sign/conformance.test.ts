@@ -19,9 +19,10 @@ const N = secp256k1.Point.CURVE().n;
 const secretKey = fc.uint8Array({ minLength: 32, maxLength: 32 }).filter((k) => secp256k1.utils.isValidSecretKey(k));
 const addressOf = (secret: Uint8Array) => addressOfPublicKey(secp256k1.getPublicKey(secret, false));
 const hexOf = (b: Uint8Array) => `0x${Buffer.from(b).toString('hex')}` as const;
-const sign = (secret: Uint8Array, body: unknown) => {
+const sign = async (secret: Uint8Array, body: unknown) => {
   const op = parseOperation(body);
-  return { op, ...signOperation(op, Uint8Array.from(secret)) };
+  const { answer, digest } = signOperation(op, Uint8Array.from(secret));
+  return { op, digest, answer: await answer };
 };
 const lowS = (s: string | bigint) => BigInt(s) <= N / 2n;
 const anAddress = fc.uint8Array({ minLength: 20, maxLength: 20 }).map((b) => ethers.getAddress(hexOf(b)));
@@ -40,7 +41,7 @@ describe('signer operations: conformance with ethers and viem', function () {
     );
     await fc.assert(
       fc.asyncProperty(secretKey, message, async (secret, m) => {
-        const { answer } = sign(secret, { method: 'personal_sign', params: { message: m } });
+        const { answer } = await sign(secret, { method: 'personal_sign', params: { message: m } });
         const signature = answer['signature'] as `0x${string}`;
         const isHex = /^0x([0-9a-fA-F]{2})*$/.test(m);
         const bytes = isHex ? ethers.getBytes(m) : ethers.toUtf8Bytes(m);
@@ -56,7 +57,7 @@ describe('signer operations: conformance with ethers and viem', function () {
   it(`eth_signTypedData_v4: ${RUNS} generated types and values, hashed alike by both and recovered by both`, async () => {
     await fc.assert(
       fc.asyncProperty(secretKey, typedDataCase, async (secret, c) => {
-        const { answer, digest } = sign(secret, { method: 'eth_signTypedData_v4', params: { typedData: c.json } });
+        const { answer, digest } = await sign(secret, { method: 'eth_signTypedData_v4', params: { typedData: c.json } });
         const signature = answer['signature'] as `0x${string}`;
         // ethers derives the domain's type itself and takes the struct types alone.
         const structs = Object.fromEntries(Object.entries(c.types).filter(([name]) => name !== 'EIP712Domain'));
@@ -75,7 +76,7 @@ describe('signer operations: conformance with ethers and viem', function () {
     it(`eth_signTransaction type ${type}: ${RUNS} transactions parsed by both, their sender recovered by both`, async () => {
       await fc.assert(
         fc.asyncProperty(secretKey, transactionCase(type), async (secret, c) => {
-          const { answer, digest } = sign(secret, { method: 'eth_signTransaction', params: { transaction: c.json } });
+          const { answer, digest } = await sign(secret, { method: 'eth_signTransaction', params: { transaction: c.json } });
           const signed = answer['signedTransaction'] as `0x${string}`;
           const parsed = ethers.Transaction.from(signed);
           expect(parsed.from).to.equal(addressOf(secret));
@@ -105,7 +106,7 @@ describe('signer operations: conformance with ethers and viem', function () {
       // viem takes the chain id and nonce as JavaScript numbers: both stay below 2^53 here.
       fc.asyncProperty(secretKey, uint(53), anAddress, uint(53), fc.nat(2), async (secret, chainId, to, nonce, form) => {
         const delegate = to as `0x${string}`;
-        const { answer, digest } = sign(secret, {
+        const { answer, digest } = await sign(secret, {
           method: 'eth_signAuthorization',
           params: { chainId: asQuantity(chainId, form), address: delegate.toLowerCase(), nonce: asQuantity(nonce, form) },
         });
@@ -127,7 +128,7 @@ describe('signer operations: conformance with ethers and viem', function () {
   describe('published vectors', () => {
     const key = (hex: string) => Uint8Array.from(Buffer.from(hex.replace(/^0x/, ''), 'hex'));
 
-    it("EIP-712's own example (Mail, the key keccak256('cow'))", () => {
+    it("EIP-712's own example (Mail, the key keccak256('cow'))", async () => {
       const mail = {
         types: {
           EIP712Domain: [
@@ -155,7 +156,7 @@ describe('signer operations: conformance with ethers and viem', function () {
         },
       };
       const secret = ethers.getBytes(ethers.keccak256(ethers.toUtf8Bytes('cow')));
-      const { answer, digest } = sign(secret, { method: 'eth_signTypedData_v4', params: { typedData: mail } });
+      const { answer, digest } = await sign(secret, { method: 'eth_signTypedData_v4', params: { typedData: mail } });
       expect(digest).to.equal('0xbe609aee343fb3c4b28e1df9e632fca64fcfaede20f02e86244efddf30957bd2');
       const sig = answer['signature'] as string;
       expect(sig.slice(0, 66)).to.equal('0x4355c47d63924e8a72e509b65029052eb6c299d53a04e167c5775fd466751c9d');
@@ -163,8 +164,8 @@ describe('signer operations: conformance with ethers and viem', function () {
       expect(parseInt(sig.slice(130), 16)).to.equal(28);
     });
 
-    it("EIP-155's example transaction (nonce 9, chain 1, the key 0x4646…46)", () => {
-      const { answer, digest } = sign(key('46'.repeat(32)), {
+    it("EIP-155's example transaction (nonce 9, chain 1, the key 0x4646…46)", async () => {
+      const { answer, digest } = await sign(key('46'.repeat(32)), {
         method: 'eth_signTransaction',
         params: {
           transaction: {
@@ -185,8 +186,8 @@ describe('signer operations: conformance with ethers and viem', function () {
       );
     });
 
-    it("personal_sign of web3.js's documented example ('Some data')", () => {
-      const { answer, digest } = sign(key('4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318'), {
+    it("personal_sign of web3.js's documented example ('Some data')", async () => {
+      const { answer, digest } = await sign(key('4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318'), {
         method: 'personal_sign',
         params: { message: 'Some data' },
       });

@@ -1,0 +1,14 @@
+/**
+ * What the API mirrors of the signer's limits (keyvault/limits.ts, documented in docs/signing.md
+ * "Limits"), to refuse early what the signer would refuse: the signer's own checks decide, and a
+ * refusal of its own comes back as the API's problem (src/signer/client.ts).
+ */
+const KIB = 1024;
+
+/** A signing, dry-run or policy request to the signer, as the JSON the API sends. */
+export const SIGNER_BODY_BYTES = 320 * KIB;
+/**
+ * The API's own limit for a body carrying an operation or a policy: under SIGNER_BODY_BYTES, so
+ * that the envelope the API adds (project, caller, author) still fits.
+ */
+export const OPERATION_BODY_BYTES = 300 * KIB;

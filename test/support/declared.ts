@@ -1,0 +1,57 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { declaredEndpoints } from '../../src/app.js';
+import { assembleApi } from '../../src/assembly.js';
+import { loadConfig } from '../../src/config.js';
+import { hashSecret } from '../../src/crypto/secrets.js';
+import { DEFAULT_BODY_LIMIT } from '../../src/http/body.js';
+import type { AuthKind } from '../../src/http/declare.js';
+import { createDb } from '../../src/db/knex.js';
+import { createLogger } from '../../src/logger.js';
+import { SignerClient } from '../../src/signer/client.js';
+
+/** An endpoint as a client of a running service sees it. */
+export interface DeclaredRoute {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  auth: AuthKind;
+  /** The largest body it reads. */
+  bodyLimit: number;
+}
+
+/**
+ * Every endpoint the API declares (src/http/declare.ts), read off an app built as main.ts builds it
+ * and never served, for a benchmark that drives the service as a separate process
+ * (bench/hostile.ts): a new endpoint is in its list without anyone adding it.
+ */
+export async function declaredRoutes(databaseUrl: string): Promise<DeclaredRoute[]> {
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    ROLE: 'api',
+    KEYVAULT_URL: 'http://127.0.0.1:9',
+    KEYVAULT_TOKEN: randomBytes(24).toString('hex'),
+    PROJECT_CACHE_TTL_MS: '0',
+  });
+  const db = createDb({ url: databaseUrl, poolMax: 1 });
+  const log = createLogger('silent', new Writable({ write: (_c, _e, done) => done() }));
+  const parts = assembleApi({
+    config,
+    db,
+    databaseUrl,
+    log,
+    signer: new SignerClient('http://127.0.0.1:9', 'unused', 1_000, randomUUID()),
+    operatorTokenHash: hashSecret(randomBytes(16).toString('hex')),
+    dataEncryptionKey: randomBytes(32),
+  });
+  try {
+    return declaredEndpoints(parts.app).map(({ route, schemas }) => ({
+      method: route.method,
+      path: route.path,
+      auth: route.auth,
+      bodyLimit: schemas.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    }));
+  } finally {
+    await parts.close();
+    await db.destroy();
+  }
+}
