@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
 import { availableParallelism } from 'node:os';
@@ -23,6 +24,8 @@ import { childrenOf, cpuSeconds, fixedRate, percentile, writeResult } from './st
  * at HOSTILE_RATE per second (a read token's dry runs and a user's denied signatures).
  * Goals (issue 30): every stall ≤ 20 ms; the other tenant's p50 ≤ 2× its figure alone.
  */
+/** The project the signer's own figures use, by its identity (the signer knows no numeric ids). */
+const BENCH_PROJECT = randomUUID();
 const REPEATS = Number(process.env['BENCH_HOSTILE_REPEATS'] ?? 6);
 const HOSTILE_RATE = Number(process.env['BENCH_HOSTILE_RATE'] ?? 10);
 const VICTIM_RATE = 20;
@@ -300,7 +303,7 @@ try {
     await send(direct.url, {
       method: 'POST',
       path: '/v1/keys',
-      body: JSON.stringify({ ...keyRequest('bench-hostile'), projectId: '7' }),
+      body: JSON.stringify({ ...keyRequest('bench-hostile'), projectId: BENCH_PROJECT }),
       headers: { authorization: `Bearer ${direct.token}` },
     })
   ).text;
@@ -310,26 +313,26 @@ try {
     directKinds.push({
       name: `evaluate, maximal ${method}`,
       method: 'POST',
-      path: '/v1/projects/7/policy/evaluate',
+      path: `/v1/projects/${BENCH_PROJECT}/policy/evaluate`,
       body: JSON.stringify({ caller: 'user', operation: build() }),
     });
     directKinds.push({
       name: `sign, maximal ${method} (denied)`,
       method: 'POST',
       path: `/v1/keys/${keyId}/sign`,
-      body: JSON.stringify({ projectId: '7', caller: 'user', operation: build() }),
+      body: JSON.stringify({ projectId: BENCH_PROJECT, caller: 'user', operation: build() }),
     });
   }
   directKinds.push({
     name: 'evaluate, 8x past the values limit',
     method: 'POST',
-    path: '/v1/projects/7/policy/evaluate',
+    path: `/v1/projects/${BENCH_PROJECT}/policy/evaluate`,
     body: JSON.stringify({ caller: 'user', operation: FAR_PAST_VALUES() }),
   });
   directKinds.push({
     name: 'evaluate, body over the limit',
     method: 'POST',
-    path: '/v1/projects/7/policy/evaluate',
+    path: `/v1/projects/${BENCH_PROJECT}/policy/evaluate`,
     body: `{"caller":"user","operation":${' '.repeat(400 * 1024)}0}`,
   });
   for (const k of directKinds) {

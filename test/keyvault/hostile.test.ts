@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { request } from 'node:http';
 import { LIMITS } from '../../keyvault/limits.js';
@@ -33,6 +34,10 @@ const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
  * another on two connections; another project's personal_sign keeps its latency (p50 within twice
  * its figure alone), because the hashing is done off the main thread.
  */
+/** The two projects, by their identities (the signer knows no other name for a project). */
+const VICTIM = randomUUID();
+const ATTACKER = randomUUID();
+
 describe("keyvault: another project's signatures while one sends maximal operations", function () {
   this.timeout(180_000);
   let signer: RunningSigner;
@@ -46,16 +51,16 @@ describe("keyvault: another project's signatures while one sends maximal operati
       expect(r.status, r.text).to.equal(201);
       return (JSON.parse(r.text) as { keyId: string }).keyId;
     };
-    victim = await created('hostile:victim', '31');
-    hostile = await created('hostile:attacker', '32');
-    expect((await call(signer, 'PUT', '/v1/projects/31/policy', JSON.stringify({ baseVersion: 0, policy: siwe }))).status).to.equal(201);
+    victim = await created('hostile:victim', VICTIM);
+    hostile = await created('hostile:attacker', ATTACKER);
+    expect((await call(signer, 'PUT', `/v1/projects/${VICTIM}/policy`, JSON.stringify({ baseVersion: 0, policy: siwe }))).status).to.equal(201);
   });
   after(() => signer.destroy());
 
   /** At least `n` signatures, one after another, for at least `ms`. */
   const victimSigns = async (n: number, ms = 0): Promise<number[]> => {
     const times: number[] = [];
-    const body = JSON.stringify({ projectId: '31', caller: 'user', operation: hello });
+    const body = JSON.stringify({ projectId: VICTIM, caller: 'user', operation: hello });
     const until = performance.now() + ms;
     for (let i = 0; i < n || performance.now() < until; i++) {
       const r = await call(signer, 'POST', `/v1/keys/${victim}/sign`, body);
@@ -67,15 +72,15 @@ describe("keyvault: another project's signatures while one sends maximal operati
 
   it('answers every maximal operation, and one far past the limits, with its decision or refusal', async () => {
     for (const [method, build] of Object.entries(MAXIMAL)) {
-      const evaluated = await call(signer, 'POST', '/v1/projects/32/policy/evaluate', JSON.stringify({ caller: 'user', operation: build() }));
+      const evaluated = await call(signer, 'POST', `/v1/projects/${ATTACKER}/policy/evaluate`, JSON.stringify({ caller: 'user', operation: build() }));
       expect(evaluated.status, `${method}: ${evaluated.text.slice(0, 200)}`).to.equal(200);
-      const denied = await call(signer, 'POST', `/v1/keys/${hostile}/sign`, JSON.stringify({ projectId: '32', caller: 'user', operation: build() }));
+      const denied = await call(signer, 'POST', `/v1/keys/${hostile}/sign`, JSON.stringify({ projectId: ATTACKER, caller: 'user', operation: build() }));
       expect(denied.status, `${method}: ${denied.text.slice(0, 200)}`).to.equal(403);
     }
-    const far = await call(signer, 'POST', '/v1/projects/32/policy/evaluate', JSON.stringify({ caller: 'user', operation: FAR_PAST_VALUES() }));
+    const far = await call(signer, 'POST', `/v1/projects/${ATTACKER}/policy/evaluate`, JSON.stringify({ caller: 'user', operation: FAR_PAST_VALUES() }));
     expect(far.status).to.equal(400);
     expect(far.text.length).to.be.below(LIMITS.refusal.messageChars + 200);
-    const over = await call(signer, 'POST', '/v1/projects/32/policy/evaluate', `{"caller":"user","operation":${' '.repeat(LIMITS.body.operation)}}`);
+    const over = await call(signer, 'POST', `/v1/projects/${ATTACKER}/policy/evaluate`, `{"caller":"user","operation":${' '.repeat(LIMITS.body.operation)}}`);
     expect(over.status).to.equal(413);
   });
 
@@ -94,8 +99,8 @@ describe("keyvault: another project's signatures while one sends maximal operati
         const r = await call(
           signer,
           'POST',
-          k === 0 ? '/v1/projects/32/policy/evaluate' : `/v1/keys/${hostile}/sign`,
-          k === 0 ? bodies[0] : JSON.stringify({ projectId: '32', caller: 'user', operation: JSON.parse(bodies[sent % 2] ?? '{}').operation as unknown }),
+          k === 0 ? `/v1/projects/${ATTACKER}/policy/evaluate` : `/v1/keys/${hostile}/sign`,
+          k === 0 ? bodies[0] : JSON.stringify({ projectId: ATTACKER, caller: 'user', operation: JSON.parse(bodies[sent % 2] ?? '{}').operation as unknown }),
         );
         expect([200, 403, 503]).to.include(r.status);
         sent++;

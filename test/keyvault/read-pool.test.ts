@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { SignerError } from '../../keyvault/errors.js';
@@ -51,7 +52,7 @@ describe('signer: operations read off the main thread', function () {
     const before = pool.offloaded;
     await pool.read('evaluate', body({ method: 'personal_sign', params: { message: 'app.example.com wants you to sign in' } }));
     await pool.read('evaluate', body(typedDataOfValues(20)));
-    await pool.read('sign', Buffer.from(JSON.stringify({ projectId: '7', caller: 'user', operation: MAXIMAL['eth_signAuthorization']?.() })));
+    await pool.read('sign', Buffer.from(JSON.stringify({ projectId: randomUUID(), caller: 'user', operation: MAXIMAL['eth_signAuthorization']?.() })));
     expect(pool.offloaded).to.equal(before);
   });
 
