@@ -60,7 +60,7 @@ describe('Memberships', () => {
 
   const ledgerOf = (projectId: number) => app.db('membership_transactions').where({ project_id: projectId }).orderBy('id');
 
-  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
+  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app, call, status, code);
 
   describe('issue', () => {
     it('issues a batch (201, input order, EIP-55 addresses, decimal tokenIds) with a mint and the events of each item in the same transaction', async () => {

@@ -36,6 +36,11 @@ export interface TestApp {
   /** Every log line the app wrote. */
   logs: string[];
   relay: OutboxRelay | undefined;
+  /**
+   * Runs `fn` with the app's background work (relay, schedulers, pruning) stopped and restarts it
+   * after: a check that nothing changed must not see a retry or an expiry of another test's rows.
+   */
+  quiet<T>(fn: () => Promise<T>): Promise<T>;
   /** The app's project-key cache (undefined with PROJECT_CACHE_TTL_MS=0). */
   projectCache: ProjectKeyCache | undefined;
   /** Every endpoint the app declared (src/http/declare.ts). */
@@ -94,8 +99,8 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   const { app, lifecycle, projectCache, carryOver } = parts;
   // The background work as main.ts wires it: the relay, the expiry scheduler, outbox pruning.
   let background: BackgroundParts | undefined;
-  if (options.relay) {
-    background = assembleBackground({
+  const assembleIt = () =>
+    assembleBackground({
       config,
       db,
       databaseUrl: config.databaseUrl ?? testDatabaseUrl(),
@@ -104,9 +109,10 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
       log,
       ...(options.now ? { now: options.now } : {}),
     });
+  if (options.relay) {
+    background = assembleIt();
     await background.start();
   }
-  const relay = background?.relay;
   const handle = app.callback();
   // Every request is watched: one that asks the pool for a connection while it holds one fails
   // there, and the suite fails when the app closes (src/db/held.ts).
@@ -129,7 +135,19 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     dataEncryptionKey,
     lifecycle,
     logs,
-    relay,
+    get relay() {
+      return background?.relay;
+    },
+    quiet: async <T>(fn: () => Promise<T>): Promise<T> => {
+      if (!background) return fn();
+      await background.stop();
+      try {
+        return await fn();
+      } finally {
+        background = assembleIt();
+        await background.start();
+      }
+    },
     projectCache,
     endpoints: declaredEndpoints(app),
     nested,

@@ -60,14 +60,27 @@ export async function snapshot(db: Knex, options: { except?: string[] } = {}): P
   return result;
 }
 
-/** The call answers `status` with problem+json and `code`, and changes no row of any table. */
-export async function expectUnchanged<T>(db: Knex, call: () => Promise<Reply<T>>, status: number, code: string): Promise<Reply<T>> {
-  const before = await snapshot(db);
-  const res = await call();
+/**
+ * The call answers `status` with problem+json and `code`, and changes no row of any table. Given an
+ * app, its background work is stopped meanwhile: the run's database is shared, and a retry or an
+ * expiry of another test's rows is not a change the call made.
+ */
+export async function expectUnchanged<T>(
+  where: Knex | { db: Knex; quiet<R>(fn: () => Promise<R>): Promise<R> },
+  call: () => Promise<Reply<T>>,
+  status: number,
+  code: string,
+): Promise<Reply<T>> {
+  const [db, quiet] = 'quiet' in where ? [where.db, <R>(fn: () => Promise<R>) => where.quiet(fn)] : [where, <R>(fn: () => Promise<R>) => fn()];
+  const { res, before, after } = await quiet(async () => {
+    const first = await snapshot(db);
+    const reply = await call();
+    return { res: reply, before: first, after: await snapshot(db) };
+  });
   expect(res.status, res.text).to.equal(status);
   expect(res.headers.get('content-type')).to.match(/^application\/problem\+json/);
   expect(res.problem.code).to.equal(code);
-  expect(await snapshot(db)).to.deep.equal(before);
+  expect(after).to.deep.equal(before);
   return res;
 }
 

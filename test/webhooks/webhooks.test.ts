@@ -94,7 +94,7 @@ describe('Project webhooks', () => {
   /** What this tenant's subscriptions received so far (the receiver is shared; the query string names the project). */
   const receivedBy = (t: Tenant, target = receiver) => target.received.filter((r) => JSON.parse(r.body).projectId === t.project.id);
 
-  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app.db, call, status, code);
+  const expectUnchanged = <T>(call: () => Promise<Reply<T>>, status: number, code: string) => expectUnchangedIn(app, call, status, code);
 
   describe('subscriptions', () => {
     it('create (secret shown once), list, get, update, rotate, delete (soft), showDeleted, and the event catalogue', async () => {
