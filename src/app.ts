@@ -15,33 +15,20 @@ import { base } from './http/base-middleware.js';
 import type { AppState } from './http/context.js';
 import { idempotency } from './http/idempotency.js';
 import type { RouteDeps } from './http/route-deps.js';
-import { healthRoutes } from './health/routes.js';
 import { audited } from './audit/middleware.js';
-import { policyEndpoints } from './policies/routes.js';
-import { auditEndpoints } from './audit/routes.js';
 import { bindOutboxDepth } from './metrics.js';
 import { outboxDepth } from './outbox/repository.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
-import { organisationEndpoints } from './organisations/routes.js';
-import { projectEndpoints } from './projects/routes.js';
 import type { SignerClient } from './signer/client.js';
 import { OidcVerifier } from './auth/oidc.js';
 import type { ProjectKeyCache } from './tenancy/key-cache.js';
-import { walletEndpoints } from './wallets/routes.js';
-import { rpcEndpoints } from './wallets/rpc-routes.js';
-import { PolicyLimits } from './policies/limits.js';
-import { DecisionLog } from './wallets/decisions.js';
-import { ActivatedWallets } from './wallets/activated.js';
-import { policyOwnerEndpoints } from './policies/owner-routes.js';
-import type { WalletDeps } from './wallets/commands.js';
 import { mount, type Declaration } from './http/declare.js';
-import { failedDeliveryEndpoints } from './webhooks/failed-deliveries.js';
-import { webhookEndpoints } from './webhooks/routes.js';
-import { tokenEndpoints } from './tokens/routes.js';
-import { membershipEndpoints } from './memberships/routes.js';
-import { mark } from './openapi/meta.js';
-import { openApiRoutes } from './openapi/routes.js';
+import { healthEndpoints } from './health/routes.js';
+import { openApiEndpoints } from './openapi/routes.js';
+import { DOMAINS } from './domains/index.js';
+import type { EndpointDeps } from './domains/domain.js';
+import { UserAuthenticator } from './auth/user.js';
 import { serviceVersion } from './version.js';
 import { WarnOncePer } from './logging/once.js';
 
@@ -87,7 +74,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     config: deps.config,
     // Every API-token route: who is calling, then that token's rate limit (the operator's own
     // token, the deployment's administrator, is not limited).
-    authenticate: mark(async (ctx, next) => {
+    authenticate: async (ctx, next) => {
       authFailures.before(ctx);
       await authFailures.watch(ctx, async () => {
         await identify(ctx, async () => {
@@ -96,8 +83,8 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
           await next();
         });
       });
-    }, 'authenticate'),
-    idempotent: mark(idempotency(deps.db, { ttlS: deps.config.idempotencyTtlS, leaseS: deps.config.idempotencyLeaseS }, secretBox), 'idempotent'),
+    },
+    idempotent: idempotency(deps.db, { ttlS: deps.config.idempotencyTtlS, leaseS: deps.config.idempotencyLeaseS }, secretBox),
     audited,
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
     cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
@@ -115,8 +102,6 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     },
   };
 
-  bindOutboxDepth(() => outboxDepth(deps.db));
-  healthRoutes(router, deps.db, deps.signer, deps.lifecycle, deps.config.appEnv);
   const oidc = new OidcVerifier({
     audience: deps.config.serviceAudience,
     clockToleranceS: deps.config.jwtClockToleranceS,
@@ -129,38 +114,27 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     failures: new WarnOncePer(deps.log),
     ...(deps.now ? { now: deps.now } : {}),
   });
-  const walletDeps: WalletDeps = {
-    now: deps.now ?? systemClock,
+  // The end user present (auth kind `userJwt`): the project by its key, the user by their JWT.
+  const users = new UserAuthenticator({
     db: deps.db,
-    signer: deps.signer,
     oidc,
     env: deps.config.appEnv,
     ...(deps.projectCache ? { projectCache: deps.projectCache } : {}),
     // Counted once the project key is known, before the JWT is verified (0: not limited).
     ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     authFailures,
-    activated: new ActivatedWallets(),
-  };
-  // The policies' rolling-window limits, counted here on PostgreSQL (SIGNING.md).
-  const policyLimits = new PolicyLimits(deps.signer, deps.now ?? systemClock);
-  // Every API endpoint, declared once (http/declare.ts): its middlewares follow from the declaration.
-  const endpoints = [
-    ...organisationEndpoints(routeDeps),
-    ...projectEndpoints(routeDeps),
-    ...tokenEndpoints(routeDeps),
-    ...walletEndpoints({ ...routeDeps, wallets: walletDeps }),
-    ...rpcEndpoints({ ...routeDeps, wallets: { ...walletDeps, limits: policyLimits, decisions: new DecisionLog(deps.db) } }),
-    ...membershipEndpoints(routeDeps),
-    ...failedDeliveryEndpoints(routeDeps),
-    ...webhookEndpoints(routeDeps),
-    ...auditEndpoints(routeDeps),
-    ...policyEndpoints({ ...routeDeps, signer: deps.signer, limits: policyLimits }),
-    ...policyOwnerEndpoints({ ...routeDeps, signer: deps.signer }),
+  });
+  const endpointDeps: EndpointDeps = { ...routeDeps, db: deps.db, log: deps.log, signer: deps.signer, oidc, env: deps.config.appEnv };
+  // Every endpoint, declared once (http/declare.ts): its middlewares follow from the declaration.
+  const endpoints: Declaration[] = [
+    ...healthEndpoints(deps.db, deps.signer, deps.lifecycle, deps.config.appEnv),
+    ...DOMAINS.flatMap((domain) => domain.endpoints?.(endpointDeps) ?? []),
   ];
-  mount(router, routeDeps, endpoints);
+  // Last: the document describes every endpoint, and itself.
+  endpoints.push(...openApiEndpoints({ version: deps.version ?? serviceVersion(), env: deps.config.appEnv }, () => endpoints));
+  mount(router, { ...routeDeps, users }, endpoints);
   declaredBy.set(app, endpoints);
-  // Last: the document describes every route registered before it, and itself.
-  openApiRoutes(router, { version: deps.version ?? serviceVersion(), env: deps.config.appEnv });
+  bindOutboxDepth(() => outboxDepth(deps.db));
 
   // No body parser here: an endpoint reads its body itself, after routing and its auth (http/body.ts).
   const middleware: Array<Koa.Middleware<AppState>> = [

@@ -11,14 +11,14 @@ import { PgRateLimitStore, RedisRateLimitStore, type RateLimitStore } from './ra
 import type { SignerClient } from './signer/client.js';
 import { startCarryOver, type CarryOver } from './signer/carry-over.js';
 import { SecretBox } from './crypto/secrets.js';
-import { ExpiryScheduler } from './memberships/expiry-scheduler.js';
+import { DOMAINS } from './domains/index.js';
+import type { WorkDeps } from './domains/domain.js';
+import { deleteExpiredKeys } from './idempotency/repository.js';
 import { pruneOutbox } from './outbox/prune.js';
-import { pruneSignatures } from './policies/limits.js';
 import { OutboxRegistry } from './outbox/registry.js';
 import { OutboxRelay } from './outbox/relay.js';
+import type { PeriodicTask, TaskRole } from './scheduler.js';
 import { tenantActive } from './tenancy/quiet.js';
-import { registerWalletJobs } from './wallets/jobs.js';
-import { registerWebhookJobs } from './webhooks/jobs.js';
 
 /** The API process's parts, wired one way for `main.ts` and for the tests (which exercise this wiring). */
 export interface ApiParts {
@@ -28,6 +28,8 @@ export interface ApiParts {
   projectCache: ProjectKeyCache | undefined;
   /** The carry-over of what the signer kept under numeric project ids (src/signer/carry-over.ts). */
   carryOver: CarryOver;
+  /** The API's periodic tasks, for the process's scheduler (src/scheduler.ts). */
+  tasks: PeriodicTask[];
   /** Stops what the parts started (the cache's LISTEN, the rate-limit store's connections, the carry-over). */
   close(): Promise<void>;
 }
@@ -64,12 +66,15 @@ export function assembleApi(input: {
     ...(input.now ? { now: input.now } : {}),
     ...(input.version ? { version: input.version } : {}),
   });
+  const now = input.now ?? systemClock;
+  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey) };
   return {
     app,
     lifecycle,
     rateLimitStore,
     projectCache,
     carryOver,
+    tasks: periodicTasks(['api'], { ...work, rateLimitStore }),
     close: async () => {
       await carryOver.stop();
       await projectCache?.stop();
@@ -78,29 +83,58 @@ export function assembleApi(input: {
   };
 }
 
-/** The lanes of the outbox: wallet creation and its webhook in one, subscription traffic in the other. */
-export const LANES = { wallets: 'wallets', webhooks: 'webhooks' } as const;
-
-/** The outbox's work, registered by the domains that own it: the relay itself knows none of them. */
-export function outboxRegistry(deps: { config: Config; db: Knex; signer: SignerClient; dataEncryptionKey: Buffer; log: Logger; now: Clock }): OutboxRegistry {
+/** The outbox's work, declared by the domains' manifests: the relay itself knows none of it. */
+export function outboxRegistry(deps: WorkDeps): OutboxRegistry {
   const registry = new OutboxRegistry();
-  registerWalletJobs(registry, deps, LANES.wallets);
-  registerWebhookJobs(registry, { ...deps, secretBox: new SecretBox(deps.dataEncryptionKey) }, { subscriptions: LANES.webhooks, wallet: LANES.wallets });
+  for (const domain of DOMAINS) {
+    const jobs = domain.jobs?.(deps);
+    for (const kind of jobs?.kinds ?? []) registry.register(kind);
+    for (const feeder of jobs?.feeders ?? []) registry.feed(feeder);
+  }
   return registry;
+}
+
+/** The platform's own periodic work, beside the domains'. */
+function platformTasks(deps: WorkDeps & { rateLimitStore?: RateLimitStore }): PeriodicTask[] {
+  const { config, db } = deps;
+  const tasks: PeriodicTask[] = [
+    // Done outbox rows are history; kept OUTBOX_RETENTION_DAYS, then deleted in batches.
+    {
+      name: 'outbox-prune',
+      role: 'worker',
+      everyMs: 600_000,
+      run: () => (config.outboxRetentionDays > 0 ? pruneOutbox(db, config.outboxRetentionDays) : Promise.resolve(0)),
+    },
+    { name: 'idempotency-cleanup', role: 'api', everyMs: 600_000, run: () => deleteExpiredKeys(db) },
+  ];
+  const store = deps.rateLimitStore;
+  if (store) {
+    tasks.push({
+      name: 'rate-limit-prune',
+      role: 'api',
+      everyMs: 600_000,
+      run: () => store.prune(Math.floor(deps.now() / 1000) - 2 * config.rateLimitWindowS),
+    });
+  }
+  return tasks;
+}
+
+/** Every periodic task of the given roles: the domains' (from their manifests) and the platform's. */
+export function periodicTasks(roles: readonly TaskRole[], deps: WorkDeps & { rateLimitStore?: RateLimitStore }): PeriodicTask[] {
+  const all = [...DOMAINS.flatMap((d) => d.periodic?.(deps) ?? []), ...platformTasks(deps)];
+  return all.filter((t) => roles.includes(t.role));
 }
 
 /** The background work of ROLE=worker (and ROLE=all, or the API with RELAY_IN_API). */
 export interface BackgroundParts {
   relay: OutboxRelay;
-  scheduler: ExpiryScheduler;
+  /** The worker's periodic tasks, for the process's scheduler (src/scheduler.ts). */
+  tasks: PeriodicTask[];
   start(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/**
- * The outbox relay (creates wallets queued by createasync, delivers webhooks), the membership
- * expiry scheduler and outbox pruning, wired one way for `main.ts` and for the tests.
- */
+/** The outbox relay (creates wallets queued by createasync, delivers webhooks) and the worker's periodic tasks, wired one way for `main.ts` and for the tests. */
 export function assembleBackground(input: {
   config: Config;
   db: Knex;
@@ -112,10 +146,11 @@ export function assembleBackground(input: {
 }): BackgroundParts {
   const { config, db, log } = input;
   const now = input.now ?? systemClock;
+  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey) };
   const relay = new OutboxRelay({
     db,
     databaseUrl: input.databaseUrl,
-    registry: outboxRegistry({ ...input, now }),
+    registry: outboxRegistry(work),
     log,
     concurrency: config.relayConcurrency,
     projectConcurrency: config.relayProjectConcurrency,
@@ -125,28 +160,10 @@ export function assembleBackground(input: {
     claimable: tenantActive,
     now,
   });
-  const scheduler = new ExpiryScheduler({ db, log, intervalMs: config.schedulerIntervalMs });
-  let pruning: NodeJS.Timeout | undefined;
   return {
     relay,
-    scheduler,
-    start: async () => {
-      await relay.start();
-      scheduler.start();
-      // Done outbox rows are history; kept OUTBOX_RETENTION_DAYS, then deleted in batches.
-      pruning = setInterval(() => {
-        if (config.outboxRetentionDays > 0) {
-          pruneOutbox(db, config.outboxRetentionDays).catch((err: unknown) => log.warn({ err: String(err) }, 'outbox pruning failed'));
-        }
-        // Signatures older than the longest limit window count for nothing.
-        pruneSignatures(db).catch((err: unknown) => log.warn({ err: String(err) }, 'signature pruning failed'));
-      }, 600_000);
-      pruning.unref();
-    },
-    stop: async () => {
-      clearInterval(pruning);
-      await scheduler.stop();
-      await relay.stop();
-    },
+    tasks: periodicTasks(['worker'], work),
+    start: () => relay.start(),
+    stop: () => relay.stop(),
   };
 }

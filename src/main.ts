@@ -8,7 +8,6 @@ import { hashSecret, newSecret } from './crypto/secrets.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { createDb } from './db/knex.js';
 import { migrateLatest, pendingMigrations } from './db/migrate.js';
-import { deleteExpiredKeys } from './idempotency/repository.js';
 import type { Lifecycle } from './lifecycle.js';
 import { readOrCreateSecretFile } from './local-secrets.js';
 import { createLogger, type Logger } from './logger.js';
@@ -20,6 +19,7 @@ import { readDeploymentId } from './db/deployment.js';
 import { bindOutboxDepth, bindSignerCredential } from './metrics.js';
 import { outboxDepth } from './outbox/repository.js';
 import { startWorkerHttp } from './worker-http.js';
+import { Scheduler } from './scheduler.js';
 
 /** Composition root: config → dependencies → role → shutdown. */
 
@@ -114,7 +114,7 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     throw err;
   }
   const parts = assembleApi({ config, db, databaseUrl: database.url, log, signer, ...secrets });
-  const { app, lifecycle, rateLimitStore } = parts;
+  const { app, lifecycle } = parts;
   const background = config.role === 'all' || config.relayInApi ? await startBackground(config, database, signer, secrets.dataEncryptionKey, log) : undefined;
   const handle = app.callback();
   const server = createServer((req, res) => {
@@ -128,17 +128,13 @@ async function runApi(config: Config, log: Logger): Promise<void> {
   const base = `http://${shownHost}:${config.port}`;
   log.info({ url: base, env: config.appEnv, reference: `${base}/docs` }, `custody API listening on ${base} (${config.appEnv}); API reference at ${base}/docs`);
 
-  const housekeeping = setInterval(() => {
-    deleteExpiredKeys(db).catch((err: unknown) => log.warn({ err: String(err) }, 'idempotency key cleanup failed'));
-    rateLimitStore
-      .prune(Math.floor(Date.now() / 1000) - 2 * config.rateLimitWindowS)
-      .catch((err: unknown) => log.warn({ err: String(err) }, 'rate-limit cleanup failed'));
-  }, 600_000);
-  housekeeping.unref();
+  // One scheduler for the process: the API's periodic tasks, and the worker's when it runs them too.
+  const scheduler = new Scheduler([...parts.tasks, ...(background?.tasks ?? [])], log);
+  scheduler.start();
 
   onShutdown(log, async () => {
     lifecycle.draining = true;
-    clearInterval(housekeeping);
+    await scheduler.stop();
     // Let load balancers see /readyz fail before we stop accepting connections.
     await new Promise((r) => setTimeout(r, config.shutdownDelayMs));
     await closeServer(server, config.shutdownTimeoutMs);
@@ -155,7 +151,7 @@ async function startBackground(config: Config, database: Database, signer: Signe
   await background.start();
   log.info(
     { concurrency: config.relayConcurrency, projectConcurrency: config.relayProjectConcurrency, schedulerIntervalMs: config.schedulerIntervalMs },
-    'outbox relay running, expiry scheduler running',
+    `outbox relay running; periodic tasks: ${background.tasks.map((t) => t.name).join(', ')}`,
   );
   return background;
 }
@@ -185,11 +181,14 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     throw err;
   }
   const background = await startBackground(config, database, signer, dataEncryptionKey, log);
+  const scheduler = new Scheduler(background.tasks, log);
+  scheduler.start();
   bindOutboxDepth(() => outboxDepth(database.db));
   const lifecycle: Lifecycle = { draining: false };
   const server = await startWorkerHttp({ host: config.host, port: config.port, db: database.db, lifecycle, log });
   onShutdown(log, async () => {
     lifecycle.draining = true;
+    await scheduler.stop();
     await background.stop();
     await closeServer(server, 1_000);
     await database.close();

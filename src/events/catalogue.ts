@@ -1,32 +1,22 @@
-/** The events of CONTRACT.md section 9: what subscriptions may name, and what `GET /webhooks/events` lists. */
-export const EVENT_CATALOGUE = [
-  { name: 'wallet.created', description: 'A wallet was created.', data: 'the wallet-created payload { walletId, walletAddress, emailAddress, token? }' },
-  { name: 'membership.issued', description: 'Issue created a membership.', data: 'the membership record' },
-  {
-    name: 'membership.updated',
-    description: 'Any change of a membership: issue, override, revoke, transfer, hard delete, expiry.',
-    data: 'the membership record and `change`: issued | overridden | revoked | transferred | deleted | expired',
-  },
-  { name: 'membership.revoked', description: 'A membership was revoked.', data: 'the membership record' },
-  { name: 'membership.transferred', description: 'A membership changed holder.', data: 'the membership record and `from`, `to`' },
-  {
-    name: 'transaction.created',
-    description: 'A ledger transaction was appended.',
-    data: '{ transactionId, type: mint | update | transfer | burn | delete, tokenId, membershipType, from, to, createdAt }',
-  },
-  { name: 'membership.expired', description: 'The scheduler saw an expiration pass.', data: 'the membership record' },
-  { name: 'webhook.test', description: 'The test endpoint of a subscription was called.', data: '{}' },
-  {
-    name: 'wallet.signature.created',
-    description: "A wallet signed: the project's policy allowed the operation.",
-    data: '{ walletId, walletAddress, method, digest, caller, rule, policyVersion } (never the payload)',
-  },
-  {
-    name: 'wallet.signature.denied',
-    description: "The project's policy refused to let a wallet sign.",
-    data: '{ walletId, walletAddress, method, digest, caller, rule (null: no rule allows it), policyVersion } (never the payload)',
-  },
-] as const;
+import { MEMBERSHIP_EVENTS } from '../memberships/events.js';
+import { SIGNING_EVENTS } from '../signing/events.js';
+import { WALLET_EVENTS } from '../wallets/events.js';
+import { WEBHOOK_EVENTS } from '../webhooks/events.js';
+
+/** One event type: its name, what it means, and what its `data` holds. */
+export interface EventDefinition {
+  readonly name: string;
+  readonly description: string;
+  readonly data: string;
+}
+
+/**
+ * What subscriptions may name and `GET /webhooks/events` lists: each domain's own event types
+ * (its `events.ts`, also in its manifest), in the order of the list of domains. Gathered here from
+ * the data files rather than from the manifests, because the webhook schemas need the names while
+ * modules load; test/domains.test.ts checks that the two agree.
+ */
+export const EVENT_CATALOGUE = [...WALLET_EVENTS, ...MEMBERSHIP_EVENTS, ...WEBHOOK_EVENTS, ...SIGNING_EVENTS] as const;
 
 export type EventType = (typeof EVENT_CATALOGUE)[number]['name'];
 export const EVENT_TYPES: readonly EventType[] = EVENT_CATALOGUE.map((e) => e.name);

@@ -1,33 +1,30 @@
-import type Router from '@koa/router';
 import type { Knex } from 'knex';
 import { AppError } from '../errors.js';
 import { checkReadiness } from './readiness.js';
-import type { AppState } from '../http/context.js';
+import { declarePlain, type Declaration } from '../http/declare.js';
 import type { Lifecycle } from '../lifecycle.js';
 import type { SignerClient } from '../signer/client.js';
 import type { AppEnv } from '../config.js';
 import { registry } from '../metrics.js';
 import { Type } from '@sinclair/typebox';
-import { describe, type OperationDoc } from '../openapi/meta.js';
+import type { OperationDoc } from '../openapi/meta.js';
 
 /** Liveness and readiness, without auth (CONTRACT.md section 12). */
-export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerClient, lifecycle: Lifecycle, appEnv: AppEnv): void {
-  router.get(
-    '/healthz',
-    describe(
-      {
-        operationId: 'getHealth',
-        summary: 'Liveness: the process answers',
-        tag: 'Operations',
-        plain: true,
-        responses: {
-          200: { description: 'Alive.', schema: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }), example: { status: 'ok' } },
-        },
+export function healthEndpoints(db: Knex, signer: SignerClient, lifecycle: Lifecycle, appEnv: AppEnv): Declaration[] {
+  const live = declarePlain(
+    { method: 'GET', path: '/healthz' },
+    {
+      operationId: 'getHealth',
+      summary: 'Liveness: the process answers',
+      tag: 'Operations',
+      plain: true,
+      responses: {
+        200: { description: 'Alive.', schema: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }), example: { status: 'ok' } },
       },
-      (ctx) => {
-        ctx.body = { status: 'ok' };
-      },
-    ),
+    },
+    (ctx) => {
+      ctx.body = { status: 'ok' };
+    },
   );
 
   const Ready = Type.Object(
@@ -59,16 +56,13 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     },
     responses: { 200: { description: 'Ready.', schema: Ready, example: { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore: 'ok' } } } },
   };
-  router.get(
-    '/readyz',
-    describe(readyDoc, async (ctx) => {
-      if (lifecycle.draining) {
-        throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
-      }
-      const { keyStore } = await checkReadiness(db, signer, appEnv);
-      ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore } };
-    }),
-  );
+  const ready = declarePlain({ method: 'GET', path: '/readyz' }, readyDoc, async (ctx) => {
+    if (lifecycle.draining) {
+      throw new AppError(503, 'service_draining', 'Service Unavailable', 'The service is shutting down.', undefined, { 'Retry-After': '1' });
+    }
+    const { keyStore } = await checkReadiness(db, signer, appEnv);
+    ctx.body = { status: 'ready', checks: { database: 'ok', signer: 'ok', keyStore } };
+  });
 
   // Prometheus text; meant for the cluster's scraper, not routed by the chart's Ingress.
   const metricsDoc: OperationDoc = {
@@ -79,11 +73,9 @@ export function healthRoutes(router: Router<AppState>, db: Knex, signer: SignerC
     plain: true,
     responses: { 200: { description: 'Prometheus text exposition format.', schema: Type.String(), contentType: 'text/plain' } },
   };
-  router.get(
-    '/metrics',
-    describe(metricsDoc, async (ctx) => {
-      ctx.body = await registry.metrics();
-      ctx.type = registry.contentType;
-    }),
-  );
+  const metrics = declarePlain({ method: 'GET', path: '/metrics' }, metricsDoc, async (ctx) => {
+    ctx.body = await registry.metrics();
+    ctx.type = registry.contentType;
+  });
+  return [live, ready, metrics];
 }

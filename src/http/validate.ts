@@ -27,10 +27,6 @@ export interface Schemas {
   bodyLimit?: number;
 }
 
-/** The schemas of each endpoint middleware: what src/openapi/ reads off the router. */
-const endpoints = new WeakMap<object, Schemas>();
-export const endpointSchemas = (fn: object): Schemas | undefined => endpoints.get(fn);
-
 type Part<S, K extends keyof Schemas> = S extends Record<K, infer T extends TSchema> ? Static<T> : undefined;
 
 /** The validated input a handler receives, typed from the same schemas ajv checks. */
@@ -125,7 +121,6 @@ export function endpoint<S extends Schemas>(schemas: S, handler: (ctx: AppContex
   const validate = validator(schemas);
   // A problem thrown while validating reaches Koa as a rejection (koa-compose).
   const middleware: AppMiddleware = (ctx) => validate(ctx).then((input) => handler(ctx, input));
-  endpoints.set(middleware, schemas);
   return middleware;
 }
 

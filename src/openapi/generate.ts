@@ -1,7 +1,7 @@
-import type Router from '@koa/router';
 import type { TSchema } from '@sinclair/typebox';
-import { endpointSchemas, type Schemas } from '../http/validate.js';
-import { components, describedOf, markOf, type OperationDoc, type Security } from './meta.js';
+import type { Declaration } from '../http/declare.js';
+import type { Schemas } from '../http/validate.js';
+import { components, type OperationDoc, type Security } from './meta.js';
 import { BODY_METHODS } from '../http/body.js';
 import { API_DESCRIPTION, ERROR_EXAMPLES, GENERIC_ERRORS } from './text.js';
 
@@ -31,28 +31,12 @@ interface Route {
   idempotent: boolean;
 }
 
-/** Every route of the router with its docs; a route without docs is a bug the tests catch here. */
-function routesOf(router: Router): Route[] {
-  const routes: Route[] = [];
-  for (const layer of router.stack) {
-    if (typeof layer.path !== 'string') continue;
-    const last = layer.stack[layer.stack.length - 1];
-    const schemas = last ? (endpointSchemas(last) ?? {}) : {};
-    const doc = schemas.doc ?? (last ? describedOf(last) : undefined);
-    for (const method of layer.methods.filter((m) => m !== 'HEAD')) {
-      if (!doc) throw new Error(`${method} ${layer.path} has no OpenAPI doc`);
-      const authenticated = layer.stack.some((fn) => markOf(fn) === 'authenticate');
-      routes.push({
-        method,
-        path: layer.path,
-        schemas,
-        doc,
-        security: doc.security ?? (authenticated ? 'apiToken' : 'none'),
-        idempotent: layer.stack.some((fn) => markOf(fn) === 'idempotent'),
-      });
-    }
-  }
-  return routes;
+/** Every declared route with its docs; a route without docs is a bug the tests catch here. */
+function routesOf(declarations: readonly Declaration[]): Route[] {
+  return declarations.map(({ route, schemas }) => {
+    if (!schemas.doc) throw new Error(`${route.method} ${route.path} has no OpenAPI doc`);
+    return { method: route.method, path: route.path, schemas, doc: schemas.doc, security: route.auth, idempotent: route.write?.idempotent === true };
+  });
 }
 
 /** The properties and required names of an object schema (none for anything else). */
@@ -166,11 +150,11 @@ export interface OpenApiOptions {
   env: 'testnet' | 'production';
 }
 
-/** The OpenAPI 3.1 document of everything the router serves. */
-export function buildOpenApi(router: Router, options: OpenApiOptions): Json {
+/** The OpenAPI 3.1 document of every declared endpoint, in the order they are mounted. */
+export function buildOpenApi(declarations: readonly Declaration[], options: OpenApiOptions): Json {
   const paths: Record<string, Json> = {};
   const tags = new Set<string>();
-  for (const route of routesOf(router)) {
+  for (const route of routesOf(declarations)) {
     const path = route.path.replace(/:(\w+)/g, '{$1}');
     paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation(route) };
     tags.add(route.doc.tag);

@@ -1,5 +1,4 @@
 import type { TSchema } from '@sinclair/typebox';
-import type { AppMiddleware } from '../http/context.js';
 
 /** How an operation is authenticated: an API token, a project key with the end user's JWT, or nothing. */
 export type Security = 'apiToken' | 'userJwt' | 'none';
@@ -19,7 +18,7 @@ export interface OperationDoc {
   summary: string;
   description?: string;
   tag: string;
-  /** Default: derived from the route's middlewares (`apiToken` when it authenticates). */
+  /** Set by `declare` from the route's auth (the document itself reads the route). */
   security?: Security;
   /** The answers a correct request gets, by status. */
   responses: Record<number, ResponseDoc>;
@@ -30,24 +29,6 @@ export interface OperationDoc {
   /** No automatic error statuses (health, metrics, the reference itself): only `errors`. */
   plain?: boolean;
 }
-
-/** Middlewares that say something about the routes they guard. */
-export type Mark = 'authenticate' | 'idempotent';
-const marks = new WeakMap<object, Mark>();
-
-export function mark<F extends object>(fn: F, what: Mark): F {
-  marks.set(fn, what);
-  return fn;
-}
-export const markOf = (fn: object): Mark | undefined => marks.get(fn);
-
-/** Docs of middlewares that end a route without `endpoint()` (health, metrics, the reference page). */
-const described = new WeakMap<object, OperationDoc>();
-export function describe(doc: OperationDoc, fn: AppMiddleware): AppMiddleware {
-  described.set(fn, doc);
-  return fn;
-}
-export const describedOf = (fn: object): OperationDoc | undefined => described.get(fn);
 
 /** Schemas the document lists under components.schemas, found again by their `title`. */
 const named = new Map<string, TSchema>();

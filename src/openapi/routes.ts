@@ -1,12 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type Router from '@koa/router';
 import { Type } from '@sinclair/typebox';
 import { NotFoundError } from '../errors.js';
-import type { AppState } from '../http/context.js';
+import { declarePlain, type Declaration } from '../http/declare.js';
 import { buildOpenApi, type OpenApiOptions } from './generate.js';
-import { describe } from './meta.js';
 
 /** The reference page's files, served by the service itself (no CDN): swagger-ui-dist, and ours. */
 const ASSETS: Record<string, string> = {
@@ -55,12 +53,15 @@ function asset(name: string): Buffer {
 
 const Text = Type.String();
 
-/** `GET /openapi.json` (the document, built once from the router) and `GET /docs` (the reference page). */
-export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions): void {
+/**
+ * `GET /openapi.json` (the document, built once from every declaration the app mounts, these
+ * included) and `GET /docs` (the reference page).
+ */
+export function openApiEndpoints(options: OpenApiOptions, declarations: () => readonly Declaration[]): Declaration[] {
   let document: string | undefined;
-  router.get(
-    '/openapi.json',
-    describe(
+  return [
+    declarePlain(
+      { method: 'GET', path: '/openapi.json' },
       {
         operationId: 'getOpenApi',
         summary: 'This OpenAPI 3.1 document',
@@ -74,16 +75,14 @@ export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions)
         },
       },
       (ctx) => {
-        document ??= JSON.stringify(buildOpenApi(router, options));
+        document ??= JSON.stringify(buildOpenApi(declarations(), options));
         ctx.type = 'application/json';
         ctx.set('Cache-Control', 'no-cache');
         ctx.body = document;
       },
     ),
-  );
-  router.get(
-    '/docs',
-    describe(
+    declarePlain(
+      { method: 'GET', path: '/docs' },
       {
         operationId: 'getReferencePage',
         summary: 'The API reference page (HTML)',
@@ -99,10 +98,8 @@ export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions)
         ctx.body = PAGE;
       },
     ),
-  );
-  router.get(
-    '/docs/assets/:file',
-    describe(
+    declarePlain(
+      { method: 'GET', path: '/docs/assets/:file' },
       {
         operationId: 'getReferenceAsset',
         summary: 'A file of the reference page',
@@ -125,5 +122,5 @@ export function openApiRoutes(router: Router<AppState>, options: OpenApiOptions)
         ctx.set('Cache-Control', 'public, max-age=3600');
       },
     ),
-  );
+  ];
 }

@@ -33,6 +33,12 @@ export interface Feeder {
   claim(limit: number, leaseMs: number, busyProjects: readonly number[]): Promise<FedBatch>;
 }
 
+/**
+ * The lanes of the outbox: each has its own slots, so one lane's traffic never delays another's.
+ * Wallet creation and its webhook share one; subscription traffic has the other.
+ */
+export const LANES = { wallets: 'wallets', webhooks: 'webhooks' } as const;
+
 const keyOf = (kind: string, deliveryKind: string | null | undefined): string => `${kind}:${deliveryKind ?? ''}`;
 
 /** The job kinds and feeders of one process, gathered by its assembly (src/assembly.ts). */

@@ -6,8 +6,9 @@ export const OUTBOX_CHANNEL = 'custody_outbox';
 export interface OutboxRow {
   id: number;
   project_id: number;
-  kind: 'wallet.create' | 'delivery' | 'event';
-  delivery_kind: 'wallet' | 'subscription' | null;
+  /** `event` (a recorded event, fanned out by its feeder), `delivery`, or a kind a domain's manifest declares (`wallet.create`). */
+  kind: string;
+  delivery_kind: string | null;
   wallet_id: number | null;
   subscription_id: number | null;
   event: string | null;

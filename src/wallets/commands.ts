@@ -1,145 +1,32 @@
 import { tokenClaimOf } from '../projects/issuer-binding.js';
 import type { Clock } from '../clock.js';
 import type { Knex } from 'knex';
-import type { AppContext } from '../http/context.js';
-import { InvalidTokenError, parseJwt, type OidcVerifier, type ParsedJwt } from '../auth/oidc.js';
-import type { AppEnv } from '../config.js';
+import type { OidcVerifier } from '../auth/oidc.js';
 import type { Executor } from '../db/knex.js';
 
-import { AppError, NotFoundError, ValidationError } from '../errors.js';
+import { AppError, NotFoundError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
 import { recordAudit } from '../audit/record.js';
 import { recordEvents } from '../events/record.js';
 import { enqueue } from '../outbox/repository.js';
 import { queueWalletWebhook, resendFailedWalletWebhooks } from '../webhooks/wallet-webhook.js';
-import { projectKeyHash } from '../projects/keys.js';
-import { findProjectAndWallet, type CallerProject } from '../tenancy/project-key.js';
+import type { CallerProject } from '../tenancy/project-key.js';
 import type { ProjectScope } from '../tenancy/scope.js';
 import type { SignerClient } from '../signer/client.js';
-import type { ProjectKeyCache } from '../tenancy/key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
-import type { AuthFailureGuard } from '../ratelimit/auth-failures.js';
+import type { UserCaller } from '../auth/user.js';
 import type { ActivatedWallets, ActiveWallet } from './activated.js';
-import { activateWallet, claimWallet, findWallet, findWalletForSignin, findWalletOf, listWallets, type SigninWallet, type WalletRow } from './repository.js';
+import { activateWallet, claimWallet, findWallet, findWalletForSignin, findWalletOf, listWallets, type WalletRow } from './repository.js';
 
 export interface WalletDeps {
   db: Knex;
   signer: SignerClient;
+  /** For the issuer diagnostic. */
   oidc: OidcVerifier;
-  env: AppEnv;
-  /** Where known project keys are answered from (see src/projects/key-cache.ts). */
-  projectCache?: ProjectKeyCache;
-  /** Runs once the project is known and before its JWT is verified (the project's rate limit). */
-  beforeJwt?: (ctx: AppContext, project: CallerProject) => void;
-  /** Every refused authentication (no or unknown project key, no or invalid JWT) counts against the client address. */
-  authFailures?: AuthFailureGuard;
   /** The time of the events a wallet's creation records. */
   now: Clock;
   /** Activated wallets this process has read (activated.ts). */
   activated: ActivatedWallets;
-}
-
-export interface WalletCaller {
-  project: CallerProject;
-  email: string;
-  token: string | null;
-  requestId: string;
-  /** The wallet row read with the project (sign-in): for `email` as the token claimed it before verification. */
-  prefetched?: { emailLower: string; wallet: SigninWallet | undefined };
-}
-
-/** The `email` claim of a token, read without verifying it: only to prefetch, never to decide. */
-const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
-
-/** A refused authentication: counted against the client address (429 past RATE_LIMIT_AUTH_FAILURES), then thrown. */
-function failed(deps: WalletDeps, ctx: AppContext, err: AppError): never {
-  deps.authFailures?.failed(ctx);
-  throw err;
-}
-
-const missingToken = () =>
-  new AppError(401, 'missing_token', 'Unauthorized', "The end user's JWT is required as Authorization: Bearer.", undefined, {
-    'WWW-Authenticate': 'Bearer',
-  });
-
-/**
- * What a user endpoint can refuse from its headers alone, before it reads a body: an address over
- * its failed authentications (429), no bearer or one that is not a JWT in compact form (401,
- * counted). The signing endpoint runs it first (issue 30): its body may be 300 KiB.
- */
-export function requireBearer(deps: WalletDeps, ctx: AppContext): ParsedJwt {
-  deps.authFailures?.before(ctx);
-  const bearer = BEARER.exec(ctx.get('Authorization'))?.[1];
-  if (bearer === undefined) return failed(deps, ctx, missingToken());
-  const parsed = parseJwt(bearer);
-  if (parsed.problem !== undefined) return failed(deps, ctx, new InvalidTokenError(parsed.problem));
-  return parsed;
-}
-
-/**
- * CONTRACT.md section 5, in its order: body (already validated) → project key present and
- * valid for this environment (400) → Authorization present (401) → the JWT against the
- * project's issuer (401). Every refusal counts as a failed authentication of the client address.
- */
-export async function identifyCaller(
-  deps: WalletDeps,
-  body: { key?: string | undefined; token?: string | undefined; any_other_tokens?: string | undefined },
-  ctx: AppContext,
-  options: { prefetchWallet?: boolean } = {},
-): Promise<WalletCaller> {
-  const authorization = ctx.get('Authorization');
-  if (body.token !== undefined && body.any_other_tokens !== undefined && body.token !== body.any_other_tokens) {
-    throw new ValidationError('token and any_other_tokens are two names for one value; they differ.', [
-      { in: 'body', path: '/any_other_tokens', message: 'differs from token' },
-    ]);
-  }
-  deps.authFailures?.before(ctx);
-  if (body.key === undefined)
-    return failed(
-      deps,
-      ctx,
-      new ValidationError(
-        'The project key is required in the body field `key`.',
-        [{ in: 'body', path: '/key', message: 'is required' }],
-        'missing_project_key',
-      ),
-    );
-  const hash = projectKeyHash(body.key, deps.env);
-  const bearer = BEARER.exec(authorization)?.[1];
-  // Nothing of the token reaches the database before it is verified: the project first (the key
-  // cache answers most), the user's wallet only for the verified e-mail.
-  const found = hash ? await findProjectAndWallet(deps.db, hash, deps.env, undefined, deps.projectCache) : undefined;
-  const project = found?.project;
-  if (!project) {
-    return failed(
-      deps,
-      ctx,
-      new ValidationError(
-        'The project key is not valid for this environment.',
-        [{ in: 'body', path: '/key', message: 'is not a valid key' }],
-        'invalid_project_key',
-      ),
-    );
-  }
-  deps.beforeJwt?.(ctx, project);
-  if (!bearer) return failed(deps, ctx, missingToken());
-  let user: Awaited<ReturnType<OidcVerifier['verify']>>;
-  try {
-    user = await deps.oidc.verify(bearer, { issuer: project.issuer, requireVerifiedEmail: project.require_verified_email, tokenClaim: tokenClaimOf(project) });
-  } catch (err) {
-    if (err instanceof InvalidTokenError) failed(deps, ctx, err);
-    throw err;
-  }
-  // Sign-in's wallet, for the verified e-mail: with the project cached (it is now), one round trip.
-  const withWallet = options.prefetchWallet && hash ? await findProjectAndWallet(deps.db, hash, deps.env, user.email, deps.projectCache) : undefined;
-  const prefetched = withWallet?.wallet !== undefined ? { emailLower: foldIdentity(user.email), wallet: withWallet.wallet ?? undefined } : undefined;
-  return {
-    project,
-    email: user.email,
-    token: body.token ?? body.any_other_tokens ?? null,
-    requestId: ctx.state.requestId,
-    ...(prefetched ? { prefetched } : {}),
-  };
 }
 
 /** The wallet-created payload of the interface document; `token` only when one was given. */
@@ -202,7 +89,7 @@ export async function completeWallet(
 /** `POST /signin`: the wallet, created now if needed; failed wallet webhooks of this user are re-sent. */
 export async function signIn(
   deps: WalletDeps,
-  caller: WalletCaller,
+  caller: UserCaller,
 ): Promise<{ wallet: Pick<WalletRow, 'id' | 'address' | 'email' | 'created_at'>; isNew: boolean }> {
   // The prefetched row counts only if the verified email is the one it was read for.
   const known =
@@ -221,7 +108,7 @@ export async function signIn(
 }
 
 /** `POST /wallets/createasync`: answered once the request is committed; the relay creates the key. */
-export async function createWalletAsync(deps: WalletDeps, caller: WalletCaller): Promise<void> {
+export async function createWalletAsync(deps: WalletDeps, caller: UserCaller): Promise<void> {
   await deps.db.transaction(async (tx) => {
     const { row } = await claimWallet(tx, caller.project.id, caller.email, caller.token);
     if (row.address === null) await enqueue(tx, { project_id: caller.project.id, kind: 'wallet.create', wallet_id: row.id });
@@ -246,15 +133,12 @@ export async function getProjectWallet(deps: Pick<WalletDeps, 'activated'>, db: 
 }
 
 /** The signing user's own wallet (SIGNING.md): 404 `wallet_not_found` until it has one. */
-export async function getUserWallet(db: Executor, caller: WalletCaller): Promise<WalletRow & { address: string }> {
+export async function getUserWallet(db: Executor, caller: UserCaller): Promise<WalletRow & { address: string }> {
   const wallet = await findWalletOf(db, caller.project.id, caller.email);
   if (!wallet || wallet.address === null)
     throw new AppError(404, 'wallet_not_found', 'Not Found', 'This user has no wallet yet: sign in first (POST /api/v1/signin).');
   return { ...wallet, address: wallet.address };
 }
-
-/** The name idempotency records and audit entries give the user present: the project and the folded e-mail. */
-export const userKey = (caller: WalletCaller): string => `user:${caller.project.id}:${foldIdentity(caller.email)}`;
 
 /** `POST /project/{id}/issuer/check`: every JWT check for a sample token, creating nothing. */
 export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: string) {

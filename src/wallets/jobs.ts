@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import { AppError, KeyConflictError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { OutboxRegistry } from '../outbox/registry.js';
+import { LANES, type JobKind } from '../outbox/registry.js';
 import type { Outcome } from '../outbox/repository.js';
 import type { SignerClient } from '../signer/client.js';
 import { projectForWork } from '../tenancy/project-key.js';
@@ -13,10 +13,10 @@ import { findWallet } from './repository.js';
 const backoff = (attempts: number): number => Math.min(60_000, 1_000 * 2 ** attempts);
 
 /** `wallet.create` rows (queued by createasync): the key is created by the signer, then the wallet is activated. */
-export function registerWalletJobs(registry: OutboxRegistry, deps: { db: Knex; signer: SignerClient; log: Logger; now: Clock }, lane: string): void {
-  registry.register({
+export function walletJobs(deps: { db: Knex; signer: SignerClient; log: Logger; now: Clock }): JobKind[] {
+  const create: JobKind = {
     kind: 'wallet.create',
-    lane,
+    lane: LANES.wallets,
     async handle(row): Promise<Outcome> {
       const wallet = row.wallet_id === null ? undefined : await findWallet(deps.db, row.wallet_id);
       const project = await projectForWork(deps.db, row.project_id);
@@ -35,5 +35,6 @@ export function registerWalletJobs(registry: OutboxRegistry, deps: { db: Knex; s
         return { status: 'pending', retryInMs: backoff(row.attempts), attempted: true, lastError: reason };
       }
     },
-  });
+  };
+  return [create];
 }

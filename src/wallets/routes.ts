@@ -1,6 +1,6 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import { declare, declareList, type Declaration } from '../http/declare.js';
-import { checkIssuer, createWalletAsync, getProjectWallet, identifyCaller, listProjectWallets, signIn, type WalletDeps } from './commands.js';
+import { checkIssuer, createWalletAsync, getProjectWallet, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
 import {
   Accepted,
@@ -22,7 +22,13 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
 
   return [
     declare(
-      { method: 'POST', path: '/api/v1/signin', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
+      {
+        method: 'POST',
+        path: '/api/v1/signin',
+        auth: 'userJwt',
+        user: { verify: 'afterValidation', prefetchWallet: true },
+        write: { idempotent: false, audit: 'command' },
+      },
       {
         body: WalletRequestBody,
         bodyLimit: WALLET_BODY_LIMIT,
@@ -39,15 +45,20 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           responses: { 200: { description: 'The wallet.', schema: SignInOut, example: { ...ex.wallet, isNew: true } } },
         },
       },
-      async (ctx, { body }) => {
-        const caller = await identifyCaller(wallets, body, ctx, { prefetchWallet: true });
-        const { wallet, isNew } = await signIn(wallets, caller);
+      async (ctx, { user }) => {
+        const { wallet, isNew } = await signIn(wallets, user);
         ctx.body = { ...presentWallet(wallet), isNew };
       },
     ),
 
     declare(
-      { method: 'POST', path: '/api/v1/wallets/createasync', auth: 'userJwt', write: { idempotent: false, audit: 'command' } },
+      {
+        method: 'POST',
+        path: '/api/v1/wallets/createasync',
+        auth: 'userJwt',
+        user: { verify: 'afterValidation' },
+        write: { idempotent: false, audit: 'command' },
+      },
       {
         body: WalletRequestBody,
         bodyLimit: WALLET_BODY_LIMIT,
@@ -64,9 +75,8 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
           responses: { 202: { description: 'Accepted.', schema: Accepted, example: { status: 'accepted' } } },
         },
       },
-      async (ctx, { body }) => {
-        const caller = await identifyCaller(wallets, body, ctx);
-        await createWalletAsync(wallets, caller);
+      async (ctx, { user }) => {
+        await createWalletAsync(wallets, user);
         ctx.status = 202;
         ctx.body = { status: 'accepted' };
       },

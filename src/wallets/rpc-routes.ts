@@ -1,11 +1,8 @@
 import type { RouteDeps } from '../http/route-deps.js';
-import type { AppContext, AppMiddleware } from '../http/context.js';
 import { declare, type Declaration } from '../http/declare.js';
-import { readBody } from '../http/body.js';
 import { OPERATION_BODY_BYTES } from '../signer/limits.js';
-import { type Schemas } from '../http/validate.js';
 import { principalKey } from '../auth/principal.js';
-import { getProjectWallet, getUserWallet, identifyCaller, requireBearer, userKey, type WalletCaller, type WalletDeps } from './commands.js';
+import { getProjectWallet, getUserWallet, type WalletDeps } from './commands.js';
 import { RpcBody, RpcOut, UserRpcBody, WalletParams } from './schemas.js';
 import { signWithWallet, type SignDeps } from './sign.js';
 import { SIGNING_503 } from '../signer/carry-over.js';
@@ -13,12 +10,6 @@ import * as ex from '../openapi/examples.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data: the signer's limit, less room for the envelope. */
 const RPC_BODY_LIMIT = OPERATION_BODY_BYTES;
-
-/** The body's `key`, when it is one a project could have; anything else reads as none (400 missing_project_key). */
-function projectKeyIn(body: unknown): string | undefined {
-  const key = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>)['key'] : undefined;
-  return typeof key === 'string' && key.length <= 256 ? key : undefined;
-}
 
 const answers = {
   200: {
@@ -42,29 +33,11 @@ const refusals = {
 export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps }): Declaration[] {
   const { wallets } = deps;
 
-  // The user is known before the idempotency middleware, whose records are then the user's.
-  const userSchemas = { body: UserRpcBody, bodyLimit: RPC_BODY_LIMIT } satisfies Schemas;
-  const users = new WeakMap<AppContext, WalletCaller>();
-  /**
-   * Authentication before the body is validated (issue 30): what the headers can refuse is refused
-   * first (an address over its failures, no bearer, not a JWT); then the body is read at the
-   * route's limit, measured before it is parsed, and only its project key is looked at until the
-   * key and the JWT are verified. Every refusal counts against the address. The endpoint validates
-   * the body in full after.
-   */
-  const authenticateUser: AppMiddleware = async (ctx, next) => {
-    requireBearer(wallets, ctx);
-    await readBody(ctx, RPC_BODY_LIMIT);
-    const caller = await identifyCaller(wallets, { key: projectKeyIn(ctx.request.body) }, ctx);
-    users.set(ctx, caller);
-    ctx.state.userKey = userKey(caller);
-    await next();
-  };
-
   const user = declare(
-    { method: 'POST', path: '/api/v1/wallets/rpc', auth: 'userJwt', write: { idempotent: true, audit: 'command' } },
+    { method: 'POST', path: '/api/v1/wallets/rpc', auth: 'userJwt', user: { verify: 'beforeBody' }, write: { idempotent: true, audit: 'command' } },
     {
-      ...userSchemas,
+      body: UserRpcBody,
+      bodyLimit: RPC_BODY_LIMIT,
       doc: {
         operationId: 'signAsUser',
         summary: "Sign with the user's own wallet, under the project policy",
@@ -82,17 +55,15 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
         responses: answers,
       },
     },
-    async (ctx, { body }) => {
-      const caller = users.get(ctx);
-      if (!caller) throw new Error('the user endpoint ran without its authentication');
-      const wallet = await getUserWallet(ctx.state.db, caller);
-      const who = { caller: 'user' as const, actor: `project:${caller.project.id}`, requestId: ctx.state.requestId };
-      ctx.body = await signWithWallet(wallets, wallet, caller.project, { method: body.method, params: body.params }, who);
+    async (ctx, { body, user }) => {
+      const wallet = await getUserWallet(ctx.state.db, user);
+      const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId };
+      ctx.body = await signWithWallet(wallets, wallet, user.project, { method: body.method, params: body.params }, who);
     },
   );
 
   return [
-    { ...user, authenticate: authenticateUser },
+    user,
 
     declare(
       {

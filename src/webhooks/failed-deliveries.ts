@@ -21,7 +21,7 @@ function parsePayload(text: string | null): unknown {
 /** The failed-delivery record of CONTRACT.md section 8; `webhookId` is the subscription's id (null for wallet webhooks). */
 export const presentFailedDelivery = (r: OutboxRow): Static<typeof FailedDeliveryOut> => ({
   id: r.id,
-  kind: r.delivery_kind ?? 'wallet',
+  kind: r.delivery_kind === 'subscription' ? 'subscription' : 'wallet',
   webhookId: r.subscription_id,
   event: r.event,
   url: r.url,

@@ -4,27 +4,22 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import type { Logger } from '../logger.js';
 import { WarnOncePer } from '../logging/once.js';
-import type { OutboxRegistry } from '../outbox/registry.js';
+import { LANES, type Feeder, type JobKind } from '../outbox/registry.js';
 import { deliverSubscriptionWebhook, deliverWalletWebhook, hostOf, type DeliveryDeps } from './deliver.js';
 import { eventFanOut } from './fanout.js';
 import { subscriptionsByIds, type SubscriptionRow } from './repository.js';
 
 /**
  * What webhooks/ gives the outbox: the fan-out of recorded events and subscription deliveries in
- * the `subscriptions` lane; wallet-created deliveries in the `wallet` lane (beside wallet creation,
+ * the webhooks lane; wallet-created deliveries in the wallets lane (beside wallet creation,
  * so subscription traffic never delays them).
  */
-export function registerWebhookJobs(
-  registry: OutboxRegistry,
-  deps: { db: Knex; config: Config; secretBox: SecretBox; log: Logger; now: Clock },
-  lanes: { subscriptions: string; wallet: string },
-): void {
+export function webhookJobs(deps: { db: Knex; config: Config; secretBox: SecretBox; log: Logger; now: Clock }): { kinds: JobKind[]; feeders: Feeder[] } {
   const delivery: DeliveryDeps = { db: deps.db, config: deps.config, secretBox: deps.secretBox, now: deps.now, failures: new WarnOncePer(deps.log) };
-  registry.feed(eventFanOut(deps.db, lanes.subscriptions, deps.now, deps.config.webhookBacklogPerSubscription));
-  registry.register({
+  const subscription: JobKind = {
     kind: 'delivery',
     deliveryKind: 'subscription',
-    lane: lanes.subscriptions,
+    lane: LANES.webhooks,
     // The subscriptions of a claim, in one query: attempts then read none.
     async prepare(rows) {
       const subs = new Map(
@@ -34,12 +29,13 @@ export function registerWebhookJobs(
     },
     destination: (row) => hostOf((row.context as SubscriptionRow | null | undefined)?.url ?? row.url),
     handle: (row) => deliverSubscriptionWebhook(row, delivery),
-  });
-  registry.register({
+  };
+  const wallet: JobKind = {
     kind: 'delivery',
     deliveryKind: 'wallet',
-    lane: lanes.wallet,
+    lane: LANES.wallets,
     destination: (row) => hostOf(row.url),
     handle: (row) => deliverWalletWebhook(row, delivery),
-  });
+  };
+  return { kinds: [subscription, wallet], feeders: [eventFanOut(deps.db, LANES.webhooks, deps.now, deps.config.webhookBacklogPerSubscription)] };
 }

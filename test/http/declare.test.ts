@@ -5,6 +5,7 @@ import Koa from 'koa';
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { declare, listKey, mount, type Route } from '../../src/http/declare.js';
+import type { UserAuthenticator } from '../../src/auth/user.js';
 import { Cursors } from '../../src/http/pagination.js';
 import type { AppContext, AppMiddleware, AppState } from '../../src/http/context.js';
 import { startApp, type TestApp } from '../support/app.js';
@@ -87,7 +88,9 @@ describe('http: one declaration per endpoint', function () {
       ctx.state.principal = { scope: 'operator', role: 'admin' };
       await next();
     };
-    mount(router, { projectChange: step('projectChange'), authenticate, idempotent: step('idempotent'), audited: () => step('audited'), cursors }, [
+    // The user endpoint's authentication is the user authenticator's (test/wallets): here it admits anyone.
+    const users = { identify: () => Promise.resolve({ project: {}, email: 'ada@example.com', token: null, requestId: 'r' }) } as unknown as UserAuthenticator;
+    mount(router, { projectChange: step('projectChange'), authenticate, idempotent: step('idempotent'), audited: () => step('audited'), cursors, users }, [
       declare(
         {
           method: 'POST',
@@ -106,7 +109,11 @@ describe('http: one declaration per endpoint', function () {
         handler,
       ),
       declare({ method: 'GET', path: '/r', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'organisation.list' }, {}, handler),
-      declare({ method: 'POST', path: '/u', auth: 'userJwt', write: { idempotent: false, audit: 'command' } }, {}, handler),
+      declare(
+        { method: 'POST', path: '/u', auth: 'userJwt', user: { verify: 'afterValidation' }, write: { idempotent: false, audit: 'command' } },
+        {},
+        handler,
+      ),
     ]);
     const koa = new Koa<AppState>();
     koa.use(router.routes());

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import { createLogger } from '../../src/logger.js';
-import { ExpiryScheduler } from '../../src/memberships/expiry-scheduler.js';
+import { expireMemberships } from '../../src/memberships/expiry.js';
+import { Scheduler } from '../../src/scheduler.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { expectUnchanged as expectUnchangedIn, snapshot } from '../support/db.js';
 import { createTenant } from '../support/factories.js';
@@ -251,12 +252,11 @@ describe('Memberships', () => {
       expect((await issue(t.admin, items)).status).to.equal(201);
       const revoked = await issue(t.admin, [{ membershipType: 'gym:day', walletAddress: address(), expiration: exp }]);
       await t.admin.post('/api/v1/membership/revoke', { tokenId: revoked.body.memberships[0]!.tokenId });
-      const log = createLogger('silent');
       const later = () => Date.now() + 31_000;
-      const schedulers = [1, 2, 3].map(() => new ExpiryScheduler({ db: app.db, log, intervalMs: 60_000, now: later, batchSize: 7 }));
+      const schedulers = [1, 2, 3].map(() => ({ runOnce: () => expireMemberships(app.db, later, 7) }));
 
       // Before the expiration passes, nothing.
-      const early = new ExpiryScheduler({ db: app.db, log, intervalMs: 60_000, now: Date.now });
+      const early = { runOnce: () => expireMemberships(app.db, Date.now) };
       expect(await early.runOnce()).to.equal(0);
 
       const counts = await Promise.all(schedulers.map((s) => s.runOnce()));
@@ -275,7 +275,8 @@ describe('Memberships', () => {
       const t = await tenant();
       const res = await issue(t.admin, [{ membershipType: 'gym:hour', walletAddress: address(), expiration: nowS() + 30 }]);
       const tokenId = res.body.memberships[0]!.tokenId;
-      const scheduler = new ExpiryScheduler({ db: app.db, log: createLogger('silent'), intervalMs: 20, now: () => Date.now() + 31_000 });
+      const expiry = { name: 'membership-expiry', role: 'worker' as const, everyMs: 20, run: () => expireMemberships(app.db, () => Date.now() + 31_000) };
+      const scheduler = new Scheduler([expiry], createLogger('silent'));
       scheduler.start();
       try {
         let found = 0;

@@ -12,6 +12,7 @@ import type { Declaration } from '../../src/http/declare.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
 import type { OutboxRelay } from '../../src/outbox/relay.js';
+import { Scheduler } from '../../src/scheduler.js';
 import { createLogger } from '../../src/logger.js';
 import type { Lifecycle } from '../../src/lifecycle.js';
 import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
@@ -99,6 +100,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   const { app, lifecycle, projectCache, carryOver } = parts;
   // The background work as main.ts wires it: the relay, the expiry scheduler, outbox pruning.
   let background: BackgroundParts | undefined;
+  let scheduler: Scheduler | undefined;
   const assembleIt = () =>
     assembleBackground({
       config,
@@ -109,10 +111,18 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
       log,
       ...(options.now ? { now: options.now } : {}),
     });
-  if (options.relay) {
+  // The worker's periodic tasks run on the process's scheduler, as main.ts runs them.
+  const startBackground = async () => {
     background = assembleIt();
     await background.start();
-  }
+    scheduler = new Scheduler(background.tasks, log);
+    scheduler.start();
+  };
+  const stopBackground = async () => {
+    await scheduler?.stop();
+    await background?.stop();
+  };
+  if (options.relay) await startBackground();
   const handle = app.callback();
   // Every request is watched: one that asks the pool for a connection while it holds one fails
   // there, and the suite fails when the app closes (src/db/held.ts).
@@ -140,12 +150,11 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     },
     quiet: async <T>(fn: () => Promise<T>): Promise<T> => {
       if (!background) return fn();
-      await background.stop();
+      await stopBackground();
       try {
         return await fn();
       } finally {
-        background = assembleIt();
-        await background.start();
+        await startBackground();
       }
     },
     projectCache,
@@ -153,7 +162,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     nested,
     carryOver,
     close: async () => {
-      await background?.stop();
+      await stopBackground();
       await parts.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,0 +1,51 @@
+import type { Knex } from 'knex';
+import type { OidcVerifier } from '../auth/oidc.js';
+import type { Clock } from '../clock.js';
+import type { AppEnv, Config } from '../config.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import type { EventDefinition } from '../events/catalogue.js';
+import type { Declaration } from '../http/declare.js';
+import type { RouteDeps } from '../http/route-deps.js';
+import type { Logger } from '../logger.js';
+import type { Feeder, JobKind } from '../outbox/registry.js';
+import type { PeriodicTask } from '../scheduler.js';
+import type { SignerClient } from '../signer/client.js';
+
+/** What a domain's endpoints may use: the shared middlewares and the process's services. */
+export interface EndpointDeps extends RouteDeps {
+  db: Knex;
+  log: Logger;
+  signer: SignerClient;
+  /** For the issuer diagnostic; users are authenticated by the declaration (auth/user.ts). */
+  oidc: OidcVerifier;
+  env: AppEnv;
+}
+
+/** What a domain's background work may use (the relay's jobs, periodic tasks). */
+export interface WorkDeps {
+  config: Config;
+  db: Knex;
+  signer: SignerClient;
+  log: Logger;
+  now: Clock;
+  secretBox: SecretBox;
+}
+
+/**
+ * A domain's manifest, exported from its folder's index.ts: everything the assembly needs of it.
+ * The assembly (src/assembly.ts) iterates the one list of domains (domains/index.ts) for each part.
+ */
+export interface Domain {
+  readonly name: string;
+  /** The event types it records, in the order the catalogue lists them. */
+  readonly events?: readonly EventDefinition[];
+  /** Its endpoints, in the order they are mounted (a literal path before a parameter in the same place). */
+  endpoints?(deps: EndpointDeps): readonly Declaration[];
+  /** Its kinds of outbox work and the feeders of recorded rows. */
+  jobs?(deps: WorkDeps): { readonly kinds?: readonly JobKind[]; readonly feeders?: readonly Feeder[] };
+  /** Its periodic work; each task says which role runs it. */
+  periodic?(deps: WorkDeps): readonly PeriodicTask[];
+}
+
+/** Checks a manifest's shape where it is written. */
+export const defineDomain = <const D extends Domain>(domain: D): D => domain;
