@@ -51,7 +51,7 @@ export interface AppDeps {
   projectCache?: ProjectKeyCache;
 }
 
-/** The endpoints each app declared, in the order they were mounted (for the registry's tests). */
+/** The API endpoints each app declared (not the plain ones: probes, metrics, reference), in mount order, for the registry's tests. */
 const declaredBy = new WeakMap<Koa<AppState>, readonly Declaration[]>();
 export const declaredEndpoints = (app: Koa<AppState>): readonly Declaration[] => declaredBy.get(app) ?? [];
 
@@ -133,7 +133,10 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Last: the document describes every endpoint, and itself.
   endpoints.push(...openApiEndpoints({ version: deps.version ?? serviceVersion(), env: deps.config.appEnv }, () => endpoints));
   mount(router, { ...routeDeps, users }, endpoints);
-  declaredBy.set(app, endpoints);
+  declaredBy.set(
+    app,
+    endpoints.filter((d) => !d.plain),
+  );
   bindOutboxDepth(() => outboxDepth(deps.db));
 
   // No body parser here: an endpoint reads its body itself, after routing and its auth (http/body.ts).
