@@ -51,9 +51,11 @@ export interface AppDeps {
   projectCache?: ProjectKeyCache;
 }
 
-/** The API endpoints each app declared (not the plain ones: probes, metrics, reference), in mount order, for the registry's tests. */
+/** Every endpoint each app mounted, in mount order. */
 const declaredBy = new WeakMap<Koa<AppState>, readonly Declaration[]>();
-export const declaredEndpoints = (app: Koa<AppState>): readonly Declaration[] => declaredBy.get(app) ?? [];
+export const mountedEndpoints = (app: Koa<AppState>): readonly Declaration[] => declaredBy.get(app) ?? [];
+/** The API endpoints each app declared (not the plain ones: probes, metrics, reference), for the registry's tests. */
+export const declaredEndpoints = (app: Koa<AppState>): readonly Declaration[] => mountedEndpoints(app).filter((d) => !d.plain);
 
 /** The Koa app with its middleware in one list, in order. No listen(): main.ts and tests do that. */
 export function buildApp(deps: AppDeps): Koa<AppState> {
@@ -133,10 +135,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Last: the document describes every endpoint, and itself.
   endpoints.push(...openApiEndpoints({ version: deps.version ?? serviceVersion(), env: deps.config.appEnv }, () => endpoints));
   mount(router, { ...routeDeps, users }, endpoints);
-  declaredBy.set(
-    app,
-    endpoints.filter((d) => !d.plain),
-  );
+  declaredBy.set(app, endpoints);
   bindOutboxDepth(() => outboxDepth(deps.db));
 
   // No body parser here: an endpoint reads its body itself, after routing and its auth (http/body.ts).

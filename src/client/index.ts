@@ -35,55 +35,9 @@ import type {
   UpdateWebhookBody,
 } from '../webhooks/schemas.js';
 
-/** operationId → method and path template, exactly as the OpenAPI document lists them. */
-export const OPERATIONS = {
-  signIn: ['POST', '/api/v1/signin'],
-  createWalletAsync: ['POST', '/api/v1/wallets/createasync'],
-  checkIssuer: ['POST', '/api/v1/project/{projectId}/issuer/check'],
-  listWallets: ['GET', '/api/v1/project/{projectId}/wallets'],
-  getWallet: ['GET', '/api/v1/project/{projectId}/wallets/{walletId}'],
-  signAsUser: ['POST', '/api/v1/wallets/rpc'],
-  signWithWallet: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/rpc'],
-  issueMemberships: ['POST', '/api/v1/membership/issue'],
-  revokeMembership: ['POST', '/api/v1/membership/revoke'],
-  transferMembership: ['POST', '/api/v1/membership/transfer'],
-  viewMemberships: ['GET', '/api/v1/membership/view'],
-  listOrganisations: ['GET', '/api/v1/organisations'],
-  createOrganisation: ['POST', '/api/v1/organisations'],
-  getOrganisation: ['GET', '/api/v1/organisations/{id}'],
-  renameOrganisation: ['PUT', '/api/v1/organisations/{id}'],
-  deleteOrganisation: ['DELETE', '/api/v1/organisations/{id}'],
-  undeleteOrganisation: ['POST', '/api/v1/organisations/{id}/undelete'],
-  listAudit: ['GET', '/api/v1/organisations/{id}/audit'],
-  createProject: ['POST', '/api/v1/organisations/{id}/projects'],
-  listProjects: ['GET', '/api/v1/organisations/{id}/projects'],
-  getProject: ['GET', '/api/v1/project/{projectId}'],
-  updateProject: ['PUT', '/api/v1/project/{projectId}'],
-  deleteProject: ['DELETE', '/api/v1/project/{projectId}'],
-  rotateProjectKey: ['POST', '/api/v1/project/{projectId}/keys'],
-  rotateWalletWebhookSecret: ['POST', '/api/v1/project/{projectId}/walletWebhook/secret'],
-  createToken: ['POST', '/api/v1/organisations/{id}/tokens'],
-  listTokens: ['GET', '/api/v1/organisations/{id}/tokens'],
-  revokeToken: ['DELETE', '/api/v1/organisations/{id}/tokens/{tokenId}'],
-  listEventTypes: ['GET', '/api/v1/webhooks/events'],
-  listWebhooks: ['GET', '/api/v1/project/{projectId}/webhooks'],
-  createWebhook: ['POST', '/api/v1/project/{projectId}/webhooks'],
-  getWebhook: ['GET', '/api/v1/project/{projectId}/webhooks/{webhookId}'],
-  updateWebhook: ['PUT', '/api/v1/project/{projectId}/webhooks/{webhookId}'],
-  deleteWebhook: ['DELETE', '/api/v1/project/{projectId}/webhooks/{webhookId}'],
-  rotateWebhookSecret: ['POST', '/api/v1/project/{projectId}/webhooks/{webhookId}/secret'],
-  testWebhook: ['POST', '/api/v1/project/{projectId}/webhooks/{webhookId}/test'],
-  listFailedDeliveries: ['GET', '/api/v1/project/{projectId}/webhooks/failedDeliveries'],
-  retryFailedDelivery: ['POST', '/api/v1/project/{projectId}/webhooks/failedDeliveries/{deliveryId}/retry'],
-  putPolicy: ['PUT', '/api/v1/project/{projectId}/policy'],
-  getPolicy: ['GET', '/api/v1/project/{projectId}/policy'],
-  listPolicyVersions: ['GET', '/api/v1/project/{projectId}/policy/versions'],
-  evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
-  putPolicyOwners: ['PUT', '/api/v1/project/{projectId}/policy/owners'],
-  getPolicyOwners: ['GET', '/api/v1/project/{projectId}/policy/owners'],
-  getHealth: ['GET', '/healthz'],
-  getReadiness: ['GET', '/readyz'],
-} as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;
+import { OPERATIONS } from './operations.js';
+
+export { OPERATIONS };
 
 export type OperationId = keyof typeof OPERATIONS;
 type Out<T extends TSchema> = Static<T>;

@@ -1,4 +1,9 @@
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { format, resolveConfig } from 'prettier';
+import { operationTable } from '../../src/openapi/operations.js';
+import { startApp } from '../support/app.js';
 import { OPERATIONS, type OperationId } from '../../src/client/index.js';
 import type { OperationFor, SuccessBody } from '../support/operations.js';
 
@@ -24,6 +29,19 @@ describe('test client typing', () => {
   it('has an operation table whose templates the type-level matcher can read (one {param} per segment)', () => {
     for (const [operation, [, template]] of Object.entries(OPERATIONS)) {
       for (const segment of template.split('/')) expect(/^\{\w+\}$|^[^{}]*$/.test(segment), `${operation}: ${segment}`).to.equal(true);
+    }
+  });
+});
+
+describe('the typed client operation table', () => {
+  it('is the one the endpoint declarations give (npm run client:operations writes it)', async () => {
+    const app = await startApp();
+    try {
+      const file = fileURLToPath(new URL('../../../src/client/operations.ts', import.meta.url));
+      const options = (await resolveConfig(file)) ?? {};
+      expect(await format(operationTable(app.mounted), { ...options, parser: 'typescript' })).to.equal(await readFile(file, 'utf8'));
+    } finally {
+      await app.close();
     }
   });
 });

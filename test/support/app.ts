@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
-import { declaredEndpoints } from '../../src/app.js';
+import { declaredEndpoints, mountedEndpoints } from '../../src/app.js';
 import { assembleApi, assembleBackground, type BackgroundParts } from '../../src/assembly.js';
 import type { Declaration } from '../../src/http/declare.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -44,8 +44,10 @@ export interface TestApp {
   quiet<T>(fn: () => Promise<T>): Promise<T>;
   /** The app's project-key cache (undefined with PROJECT_CACHE_TTL_MS=0). */
   projectCache: ProjectKeyCache | undefined;
-  /** Every endpoint the app declared (src/http/declare.ts). */
+  /** Every API endpoint the app declared (src/http/declare.ts). */
   endpoints: readonly Declaration[];
+  /** Every endpoint the app mounted, the plain ones (probes, metrics, reference) included. */
+  mounted: readonly Declaration[];
   /** Each time a request asked the pool for a connection while it held one (src/db/held.ts); close() fails if any. */
   nested: NestedAcquisitionError[];
   /** The carry-over of an earlier release's signer documents, as the app started it (src/signer/carry-over.ts). */
@@ -159,6 +161,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     },
     projectCache,
     endpoints: declaredEndpoints(app),
+    mounted: mountedEndpoints(app),
     nested,
     carryOver,
     close: async () => {

@@ -1,0 +1,27 @@
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { buildApp, mountedEndpoints } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createDb } from '../src/db/knex.js';
+import { createLogger } from '../src/logger.js';
+import { operationTable } from '../src/openapi/operations.js';
+import { SignerClient } from '../src/signer/client.js';
+
+/**
+ * `npm run client:operations`: writes the typed client's operation table from the endpoint
+ * declarations. The app is built, never started: nothing connects to the database or the signer.
+ */
+const db = createDb({ url: 'postgres://127.0.0.1:1/none', poolMax: 1, log: createLogger('silent'), preparedStatements: false });
+const app = buildApp({
+  config: loadConfig({ APP_ENV: 'testnet' }),
+  db,
+  log: createLogger('silent'),
+  operatorTokenHash: Buffer.alloc(32),
+  dataEncryptionKey: Buffer.alloc(32),
+  lifecycle: { draining: false },
+  signer: new SignerClient('http://127.0.0.1:1', 'none', 1_000, 'none'),
+});
+const out = fileURLToPath(new URL('../../src/client/operations.ts', import.meta.url));
+writeFileSync(out, operationTable(mountedEndpoints(app)));
+await db.destroy();
+process.stdout.write(`wrote ${out}\n`);
