@@ -66,13 +66,20 @@ export type ScopeFor<R extends Route> = R extends { tenant: infer T extends Tena
 export type UserFor<R extends Route> = R extends { auth: 'userJwt' } ? UserCaller : undefined;
 
 /** The head of an API-token route acting on the project of its path (`:projectId`) or, `from: 'query'`, of `?projectId=`. */
-export const atProject = <const A extends Action>(may: A, from?: 'query') =>
-  ({ auth: 'apiToken', tenant: from ? { level: 'project', from } : { level: 'project' }, may }) as const;
-/** The head of an API-token route acting on the organisation of its path (`:id`). */
-export const atOrganisation = <const A extends Action>(may: A, deleted?: 'shown' | 'shownToOperator') =>
-  ({ auth: 'apiToken', tenant: deleted ? { level: 'organisation', deleted } : { level: 'organisation' }, may }) as const;
+export function atProject<const A extends Action>(may: A, from?: 'query'): { auth: 'apiToken'; tenant: { level: 'project'; from?: 'query' }; may: A } {
+  return { auth: 'apiToken', tenant: from ? { level: 'project', from } : { level: 'project' }, may };
+}
+/** The head of an API-token route acting on the organisation of its path (`:id`); `deleted` says whether a deleted one is found. */
+export function atOrganisation<const A extends Action>(
+  may: A,
+  deleted?: 'shown' | 'shownToOperator',
+): { auth: 'apiToken'; tenant: { level: 'organisation'; deleted?: 'shown' | 'shownToOperator' }; may: A } {
+  return { auth: 'apiToken', tenant: deleted ? { level: 'organisation', deleted } : { level: 'organisation' }, may };
+}
 /** The head of an API-token route acting on the deployment (the operator's). */
-export const atDeployment = <const A extends Action>(may: A) => ({ auth: 'apiToken', tenant: { level: 'deployment' }, may }) as const;
+export function atDeployment<const A extends Action>(may: A): { auth: 'apiToken'; tenant: { level: 'deployment' }; may: A } {
+  return { auth: 'apiToken', tenant: { level: 'deployment' }, may };
+}
 
 /** What a list handler gets beside its input: the page asked for, and how to answer it. */
 export interface Paging {

@@ -1,6 +1,6 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atProject, declare, declareList, type Declaration } from '../http/declare.js';
 import { issueMemberships, revokeMembershipCommand, transferMembership, viewProjectMemberships } from './commands.js';
 import { presentMembership } from './presenter.js';
 import { mapInTurns } from '../turns.js';
@@ -16,9 +16,7 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/membership/issue',
-        auth: 'apiToken',
-        tenant: { level: 'project', from: 'query' },
-        may: 'membership.write',
+        ...atProject('membership.write', 'query'),
         write: { idempotent: true, target: 'none' },
       },
       {
@@ -53,9 +51,7 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/membership/revoke',
-        auth: 'apiToken',
-        tenant: { level: 'project', from: 'query' },
-        may: 'membership.write',
+        ...atProject('membership.write', 'query'),
         write: { idempotent: true, target: { answer: 'tokenId' } },
       },
       {
@@ -91,9 +87,7 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/membership/transfer',
-        auth: 'apiToken',
-        tenant: { level: 'project', from: 'query' },
-        may: 'membership.write',
+        ...atProject('membership.write', 'query'),
         write: { idempotent: true, target: { answer: 'tokenId' } },
       },
       {
@@ -129,9 +123,7 @@ export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
       {
         method: 'GET',
         path: '/api/v1/membership/view',
-        auth: 'apiToken',
-        tenant: { level: 'project', from: 'query' },
-        may: 'membership.read',
+        ...atProject('membership.read', 'query'),
       },
       {
         query: ViewQuery,

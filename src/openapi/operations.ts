@@ -7,7 +7,12 @@ import type { Declaration } from '../http/declare.js';
  */
 export function operationTable(declarations: readonly Declaration[]): string {
   const rows = declarations
-    .filter(({ schemas }) => schemas.doc && schemas.doc.tag !== 'Reference' && Object.values(schemas.doc.responses).every((r) => (r.contentType ?? 'application/json') === 'application/json'))
+    .filter(
+      ({ schemas }) =>
+        schemas.doc &&
+        schemas.doc.tag !== 'Reference' &&
+        Object.values(schemas.doc.responses).every((r) => (r.contentType ?? 'application/json') === 'application/json'),
+    )
     .map(({ route, schemas }) => `  ${schemas.doc?.operationId ?? ''}: ['${route.method}', '${route.path.replace(/:(\w+)/g, '{$1}')}'],`);
   return `// Written by scripts/client-operations.ts from the service's endpoint declarations: do not edit.
 

@@ -1,6 +1,6 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atDeployment, atOrganisation, declare, declareList, type Declaration } from '../http/declare.js';
 import { createOrganisation, deleteOrganisation, listVisibleOrganisations, renameOrganisation, undeleteOrganisation } from './commands.js';
 import { presentOrganisation } from './presenter.js';
 import { ListOrganisationsQuery, OrganisationBody, OrganisationList, OrganisationOut, OrganisationParams } from './schemas.js';
@@ -9,7 +9,7 @@ import * as ex from '../openapi/examples.js';
 export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
   return [
     declareList(
-      { method: 'GET', path: '/api/v1/organisations', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'organisation.list' },
+      { method: 'GET', path: '/api/v1/organisations', ...atDeployment('organisation.list') },
       {
         query: ListOrganisationsQuery,
         doc: {
@@ -33,9 +33,7 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/organisations',
-        auth: 'apiToken',
-        tenant: { level: 'deployment' },
-        may: 'organisation.create',
+        ...atDeployment('organisation.create'),
         write: { idempotent: true, target: { answer: 'id', organisation: true } },
       },
       {
@@ -83,9 +81,7 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       {
         method: 'PUT',
         path: '/api/v1/organisations/:id',
-        auth: 'apiToken',
-        tenant: { level: 'organisation' },
-        may: 'organisation.rename',
+        ...atOrganisation('organisation.rename'),
         write: { idempotent: false, target: 'none' },
       },
       {
@@ -109,9 +105,7 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       {
         method: 'DELETE',
         path: '/api/v1/organisations/:id',
-        auth: 'apiToken',
-        tenant: { level: 'organisation' },
-        may: 'organisation.delete',
+        ...atOrganisation('organisation.delete'),
         write: { idempotent: false, invalidatesProjectKeys: true, target: 'none' },
       },
       {
@@ -134,9 +128,7 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/organisations/:id/undelete',
-        auth: 'apiToken',
-        tenant: { level: 'organisation', deleted: 'shown' },
-        may: 'organisation.undelete',
+        ...atOrganisation('organisation.undelete', 'shown'),
         write: { idempotent: true, invalidatesProjectKeys: true, target: 'none' },
       },
       {

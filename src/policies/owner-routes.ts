@@ -1,6 +1,6 @@
 import { principalOf } from '../auth/access.js';
 import { principalKey } from '../auth/principal.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { atProject, declare, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PROJECT_CALL_503 } from '../signer/carry-over.js';
 import type { SignerClient } from '../signer/client.js';
@@ -33,9 +33,7 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
       {
         method: 'PUT',
         path: '/api/v1/project/:projectId/policy/owners',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'policy.write',
+        ...atProject('policy.write'),
         write: { idempotent: false, target: { param: 'projectId' } },
       },
       {
@@ -68,7 +66,7 @@ export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient })
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId/policy/owners', auth: 'apiToken', tenant: { level: 'project' }, may: 'policy.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId/policy/owners', ...atProject('policy.read') },
       {
         params: PolicyParams,
         doc: {

@@ -1,7 +1,7 @@
 import { principalOf } from '../auth/access.js';
 import { principalKey } from '../auth/principal.js';
 import { AppError } from '../errors.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atProject, declare, declareList, type Declaration } from '../http/declare.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PROJECT_CALL_503 } from '../signer/carry-over.js';
 import type { SignerClient } from '../signer/client.js';
@@ -55,9 +55,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
       {
         method: 'PUT',
         path: '/api/v1/project/:projectId/policy',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'policy.write',
+        ...atProject('policy.write'),
         write: { idempotent: false, target: { param: 'projectId' } },
       },
       {
@@ -93,7 +91,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId/policy', auth: 'apiToken', tenant: { level: 'project' }, may: 'policy.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId/policy', ...atProject('policy.read') },
       {
         params: PolicyParams,
         doc: {
@@ -112,7 +110,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/project/:projectId/policy/versions', auth: 'apiToken', tenant: { level: 'project' }, may: 'policy.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId/policy/versions', ...atProject('policy.read') },
       {
         params: PolicyParams,
         query: PolicyVersionsQuery,
@@ -136,9 +134,7 @@ export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/policy/evaluate',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'policy.read',
+        ...atProject('policy.read'),
         readOnly: true,
       },
       {

@@ -1,6 +1,6 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atOrganisation, atProject, declare, declareList, type Declaration } from '../http/declare.js';
 import { changeProject, createProject, deleteProject, listOrganisationProjects, rotateProjectKey, rotateWalletWebhookSecret } from './commands.js';
 import { presentProject } from './presenter.js';
 import {
@@ -27,9 +27,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/organisations/:id/projects',
-        auth: 'apiToken',
-        tenant: { level: 'organisation' },
-        may: 'project.create',
+        ...atOrganisation('project.create'),
         write: { idempotent: true, target: { answer: 'id' } },
       },
       {
@@ -64,7 +62,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/organisations/:id/projects', auth: 'apiToken', tenant: { level: 'organisation' }, may: 'project.list' },
+      { method: 'GET', path: '/api/v1/organisations/:id/projects', ...atOrganisation('project.list') },
       {
         params: OrganisationIdParams,
         query: ListProjectsQuery,
@@ -83,7 +81,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId', auth: 'apiToken', tenant: { level: 'project' }, may: 'project.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId', ...atProject('project.read') },
       {
         params: ProjectParams,
         doc: {
@@ -103,9 +101,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'PUT',
         path: '/api/v1/project/:projectId',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'project.change',
+        ...atProject('project.change'),
         write: { idempotent: false, invalidatesProjectKeys: true, target: { param: 'projectId' } },
       },
       {
@@ -130,9 +126,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'DELETE',
         path: '/api/v1/project/:projectId',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'project.delete',
+        ...atProject('project.delete'),
         write: { idempotent: false, invalidatesProjectKeys: true, target: { param: 'projectId' } },
       },
       {
@@ -156,9 +150,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/keys',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'project.rotateKey',
+        ...atProject('project.rotateKey'),
         write: { idempotent: true, invalidatesProjectKeys: true, target: { param: 'projectId' } },
       },
       {
@@ -186,9 +178,7 @@ export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/walletWebhook/secret',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'project.rotateWalletWebhookSecret',
+        ...atProject('project.rotateWalletWebhookSecret'),
         write: { idempotent: true, target: { param: 'projectId' } },
       },
       {

@@ -1,6 +1,6 @@
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atOrganisation, declare, declareList, type Declaration } from '../http/declare.js';
 import { createToken, listOrganisationTokens, revokeOrganisationToken } from './commands.js';
 import { presentToken } from './presenter.js';
 import { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList, TokenParams, TokensParams } from './schemas.js';
@@ -12,9 +12,7 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
       {
         method: 'POST',
         path: '/api/v1/organisations/:id/tokens',
-        auth: 'apiToken',
-        tenant: { level: 'organisation' },
-        may: 'token.create',
+        ...atOrganisation('token.create'),
         write: { idempotent: true, target: { answer: 'id' } },
       },
       {
@@ -43,7 +41,7 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
     ),
 
     declareList(
-      { method: 'GET', path: '/api/v1/organisations/:id/tokens', auth: 'apiToken', tenant: { level: 'organisation' }, may: 'token.list' },
+      { method: 'GET', path: '/api/v1/organisations/:id/tokens', ...atOrganisation('token.list') },
       {
         params: TokensParams,
         query: ListTokensQuery,
@@ -66,9 +64,7 @@ export function tokenEndpoints({ config }: RouteDeps): Declaration[] {
       {
         method: 'DELETE',
         path: '/api/v1/organisations/:id/tokens/:tokenId',
-        auth: 'apiToken',
-        tenant: { level: 'organisation' },
-        may: 'token.revoke',
+        ...atOrganisation('token.revoke'),
         write: { idempotent: false, target: { param: 'tokenId' } },
       },
       {

@@ -1,5 +1,5 @@
 import type { RouteDeps } from '../http/route-deps.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atProject, declare, declareList, type Declaration } from '../http/declare.js';
 import { checkIssuer, createWalletAsync, getProjectWallet, listProjectWallets, signIn, type WalletDeps } from './commands.js';
 import { presentWallet } from './presenter.js';
 import {
@@ -87,9 +87,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/issuer/check',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'project.checkIssuer',
+        ...atProject('project.checkIssuer'),
         readOnly: true,
       },
       {
@@ -124,7 +122,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
 
     // Back-office lookups with an API token (CONTRACT.md section 5).
     declareList(
-      { method: 'GET', path: '/api/v1/project/:projectId/wallets', auth: 'apiToken', tenant: { level: 'project' }, may: 'wallet.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets', ...atProject('wallet.read') },
       {
         params: WalletsParams,
         query: ListWalletsQuery,
@@ -144,7 +142,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
     ),
 
     declare(
-      { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', auth: 'apiToken', tenant: { level: 'project' }, may: 'wallet.read' },
+      { method: 'GET', path: '/api/v1/project/:projectId/wallets/:walletId', ...atProject('wallet.read') },
       {
         params: WalletParams,
         doc: {

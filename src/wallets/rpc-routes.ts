@@ -1,5 +1,5 @@
 import type { RouteDeps } from '../http/route-deps.js';
-import { declare, type Declaration } from '../http/declare.js';
+import { atProject, declare, type Declaration } from '../http/declare.js';
 import { OPERATION_BODY_BYTES } from '../signer/limits.js';
 import { principalKey } from '../auth/principal.js';
 import { getProjectWallet, getUserWallet, type WalletDeps } from './commands.js';
@@ -69,9 +69,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/wallets/:walletId/rpc',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'wallet.sign',
+        ...atProject('wallet.sign'),
         // The command records every decision, allowed or denied, in a transaction of its own.
         write: { idempotent: true, audit: 'command' },
       },

@@ -2,7 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import { FailedDeliveryList, type FailedDeliveryOut } from './schemas.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { PageQuery, strictObject, Id } from '../http/schemas.js';
-import { declareList, type Declaration } from '../http/declare.js';
+import { atProject, declareList, type Declaration } from '../http/declare.js';
 import type { OutboxRow } from '../outbox/repository.js';
 import { failedDeliveriesOf } from './commands.js';
 import * as ex from '../openapi/examples.js';
@@ -40,9 +40,7 @@ export function failedDeliveryEndpoints(_deps: RouteDeps): Declaration[] {
       {
         method: 'GET',
         path: '/api/v1/project/:projectId/webhooks/failedDeliveries',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'delivery.read',
+        ...atProject('delivery.read'),
       },
       {
         params: Params,

@@ -1,7 +1,7 @@
 import { EVENT_CATALOGUE } from '../events/catalogue.js';
 import type { RouteDeps } from '../http/route-deps.js';
 import { queryBool } from '../http/schemas.js';
-import { declare, declareList, type Declaration } from '../http/declare.js';
+import { atDeployment, atProject, declare, declareList, type Declaration } from '../http/declare.js';
 import {
   changeSubscription,
   createSubscription,
@@ -43,7 +43,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
 
   return [
     declare(
-      { method: 'GET', path: '/api/v1/webhooks/events', auth: 'apiToken', tenant: { level: 'deployment' }, may: 'webhook.catalogue' },
+      { method: 'GET', path: '/api/v1/webhooks/events', ...atDeployment('webhook.catalogue') },
       {
         doc: {
           operationId: 'listEventTypes',
@@ -69,9 +69,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'GET',
         path: '/api/v1/project/:projectId/webhooks',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.read',
+        ...atProject('webhook.read'),
       },
       {
         params: ProjectWebhooksParams,
@@ -94,9 +92,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/webhooks',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.write',
+        ...atProject('webhook.write'),
         write: { idempotent: true, target: { answer: 'id' } },
       },
       {
@@ -126,9 +122,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'GET',
         path: '/api/v1/project/:projectId/webhooks/:webhookId',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.read',
+        ...atProject('webhook.read'),
       },
       {
         params: WebhookParams,
@@ -148,9 +142,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'PUT',
         path: '/api/v1/project/:projectId/webhooks/:webhookId',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.write',
+        ...atProject('webhook.write'),
         write: { idempotent: false, target: { param: 'webhookId' } },
       },
       {
@@ -175,9 +167,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'DELETE',
         path: '/api/v1/project/:projectId/webhooks/:webhookId',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.write',
+        ...atProject('webhook.write'),
         write: { idempotent: false, target: { param: 'webhookId' } },
       },
       {
@@ -200,9 +190,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/webhooks/:webhookId/secret',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.write',
+        ...atProject('webhook.write'),
         write: { idempotent: true, target: { param: 'webhookId' } },
       },
       {
@@ -226,9 +214,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/webhooks/:webhookId/test',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'webhook.write',
+        ...atProject('webhook.write'),
         write: { idempotent: true, target: { param: 'webhookId' } },
       },
       {
@@ -257,9 +243,7 @@ export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declara
       {
         method: 'POST',
         path: '/api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry',
-        auth: 'apiToken',
-        tenant: { level: 'project' },
-        may: 'delivery.retry',
+        ...atProject('delivery.retry'),
         write: { idempotent: true, target: { answer: 'id' } },
       },
       {
