@@ -1,5 +1,6 @@
 import { pgArray, type Executor, type Knex } from '../db/knex.js';
 import type { Page } from '../http/pagination.js';
+import { tenantActive } from '../tenancy/quiet.js';
 
 export interface MembershipRow {
   id: number;
@@ -202,8 +203,7 @@ export async function claimExpired(db: Executor, nowS: number, limit: number): P
         SELECT id FROM memberships
          WHERE expiration > 0 AND expiration <= ? AND revoked_at IS NULL AND expired_notified_at IS NULL
            -- A soft-deleted organisation goes quiet; its expirations are announced after undelete.
-           AND memberships.project_id NOT IN (SELECT qp.id FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id
-                                               WHERE qo.deleted_at IS NOT NULL)
+           AND ${tenantActive('memberships.project_id')}
          ORDER BY expiration, id LIMIT ? FOR UPDATE SKIP LOCKED)
       RETURNING *`,
     [nowS, limit],

@@ -11,7 +11,18 @@ import type { OrganisationScope, ProjectScope } from '../tenancy/scope.js';
 import { newProjectKey, newWebhookSecret } from './keys.js';
 import { walletSecretAad } from '../webhooks/secrets.js';
 import type { Page } from '../http/pagination.js';
-import { expireProjectKeys, listProjects, lockProject, insertProject, insertProjectKey, nextProjectId, updateProject, type ProjectRow } from './repository.js';
+import {
+  expireProjectKeys,
+  findWalletWebhook,
+  listProjects,
+  lockProject,
+  insertProject,
+  insertProjectKey,
+  nextProjectId,
+  updateProject,
+  type ProjectRow,
+  type WalletWebhook,
+} from './repository.js';
 import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
 
 const PREVIOUS_SECRET_OVERLAP_S = 86_400;
@@ -146,4 +157,9 @@ export async function rotateWalletWebhookSecret(
 
 export async function listOrganisationProjects(db: Executor, scope: OrganisationScope, page: Page, showDeleted: boolean): Promise<ProjectRow[]> {
   return listProjects(db, scope.organisationId, page, showDeleted);
+}
+
+/** Where a project's wallet-created deliveries go and the secrets that sign them (deleted projects too, so the delivery can tell). */
+export async function walletWebhookOf(db: Executor, projectId: number): Promise<WalletWebhook | undefined> {
+  return findWalletWebhook(db, projectId);
 }

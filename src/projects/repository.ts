@@ -77,3 +77,23 @@ export async function expireProjectKeys(db: Executor, projectId: number, graceSe
   await db('project_keys').where('project_id', projectId).whereRaw('(expires_at IS NULL OR expires_at > ?)', [until]).update({ expires_at: until });
   return until;
 }
+
+/** A project's wallet webhook: where wallet-created deliveries go and the secrets that sign them. */
+export interface WalletWebhook {
+  id: number;
+  wallet_webhook_url: string | null;
+  wallet_webhook_secret_enc: string;
+  wallet_webhook_secret_prev_enc: string | null;
+  wallet_webhook_secret_prev_expires_at: Date | null;
+  deleted_at: Date | null;
+}
+
+export async function findWalletWebhook(db: Executor, projectId: number): Promise<WalletWebhook | undefined> {
+  const row: WalletWebhook | undefined = await db('projects')
+    .where('id', projectId)
+    .first('id', 'wallet_webhook_url', 'wallet_webhook_secret_enc', 'wallet_webhook_secret_prev_enc', 'wallet_webhook_secret_prev_expires_at', 'deleted_at');
+  return row;
+}
+
+/** SQL: the uid of the project whose id is `projectId` (a column); for a statement that composes it. */
+export const projectUidOf = (projectId: string): string => `(SELECT p.uid FROM projects p WHERE p.id = ${projectId})`;

@@ -3,6 +3,8 @@ import { AppError, DependencyUnavailableError } from '../errors.js';
 import { WarnOncePer } from '../logging/once.js';
 import type { Logger } from '../logger.js';
 import { CarryOverConflictError, type ProjectUid, type SignerClient } from './client.js';
+import { projectUidOf } from '../projects/repository.js';
+import { walletKeyIdOf } from '../wallets/repository.js';
 
 /**
  * The carry-over of what the signer kept under projects' numeric ids in earlier releases
@@ -171,7 +173,7 @@ async function pending(db: Knex): Promise<{ documents: number; keys: number }> {
 
 async function refusedDocumentProjects(db: Knex): Promise<string[]> {
   const { rows } = await db.raw<{ rows: Array<{ uid: string }> }>(
-    'SELECT p.uid FROM signer_carry_over c JOIN projects p ON p.id = c.project_id WHERE c.wallet_id IS NULL AND c.refused IS NOT NULL',
+    `SELECT ${projectUidOf('c.project_id')} AS uid FROM signer_carry_over c WHERE c.wallet_id IS NULL AND c.refused IS NOT NULL`,
   );
   return rows.map((r) => r.uid);
 }
@@ -179,7 +181,7 @@ async function refusedDocumentProjects(db: Knex): Promise<string[]> {
 async function carryDocuments(db: Knex, signer: SignerClient, log: Logger, stopped: () => boolean): Promise<void> {
   while (!stopped()) {
     const { rows } = await db.raw<{ rows: Array<{ id: number; project_id: number; uid: ProjectUid }> }>(
-      `SELECT c.id, c.project_id, p.uid FROM signer_carry_over c JOIN projects p ON p.id = c.project_id
+      `SELECT c.id, c.project_id, ${projectUidOf('c.project_id')} AS uid FROM signer_carry_over c
         WHERE c.wallet_id IS NULL AND c.refused IS NULL ORDER BY c.id LIMIT 100`,
     );
     if (rows.length === 0) return;
@@ -203,9 +205,10 @@ async function carryDocuments(db: Knex, signer: SignerClient, log: Logger, stopp
 async function carryKeys(db: Knex, signer: SignerClient, log: Logger, stopped: () => boolean): Promise<void> {
   while (!stopped()) {
     const { rows } = await db.raw<{ rows: Array<{ id: number; project_id: number; uid: ProjectUid; wallet_id: number; key_id: string }> }>(
-      `SELECT c.id, c.project_id, p.uid, c.wallet_id, w.key_id
-         FROM signer_carry_over c JOIN projects p ON p.id = c.project_id JOIN wallets w ON w.id = c.wallet_id
-        WHERE c.refused IS NULL ORDER BY c.project_id, c.id LIMIT ?`,
+      // Both columns are foreign keys (NOT NULL for the project): a subquery finds what a join did.
+      `SELECT c.id, c.project_id, ${projectUidOf('c.project_id')} AS uid, c.wallet_id, ${walletKeyIdOf('c.wallet_id')} AS key_id
+         FROM signer_carry_over c
+        WHERE c.wallet_id IS NOT NULL AND c.refused IS NULL ORDER BY c.project_id, c.id LIMIT ?`,
       [KEYS_PER_CALL],
     );
     if (rows.length === 0) return;

@@ -1,5 +1,5 @@
 import { hotQuery, type Executor } from '../db/knex.js';
-import type { SigninWallet } from '../wallets/repository.js';
+import { signinWalletTuple, type SigninWallet } from '../wallets/repository.js';
 import type { ProjectRow } from '../projects/repository.js';
 import type { ProjectKeyCache } from './key-cache.js';
 import { foldIdentity } from '../identity/fold.js';
@@ -44,12 +44,10 @@ export async function findProjectAndWallet(
   const cached = cache?.get(keyId);
   if (cached) {
     if (email === undefined) return { project: cached, wallet: undefined };
-    const rows = await hotQuery<{ wallet: WalletTuple | null }>(
-      db,
-      'custody_wallet_for_signin',
-      `SELECT ${WALLET_TUPLE} AS wallet FROM wallets w WHERE w.project_id = $1 AND w.email_lower = $2`,
-      [cached.id, foldIdentity(email)],
-    );
+    const rows = await hotQuery<{ wallet: WalletTuple | null }>(db, 'custody_wallet_for_signin', `SELECT ${signinWalletTuple('$1', '$2')} AS wallet`, [
+      cached.id,
+      foldIdentity(email),
+    ]);
     return { project: cached, wallet: walletOf(rows[0]?.wallet ?? null) };
   }
   const generation = cache?.generation ?? 0;
@@ -58,7 +56,7 @@ export async function findProjectAndWallet(
     db,
     email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
     `SELECT json_build_array(p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
-      email === undefined ? 'NULL' : `(SELECT ${WALLET_TUPLE} FROM wallets w WHERE w.project_id = p.id AND w.email_lower = $3)`
+      email === undefined ? 'NULL' : signinWalletTuple('p.id', '$3')
     }, floor(extract(epoch FROM k.expires_at) * 1000)::bigint, p.uid, p.token_claim_name, p.token_claim_value) AS caller
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
@@ -82,10 +80,6 @@ export async function findProjectAndWallet(
   cache?.set(keyId, project, c[6], generation);
   return { project, wallet: email === undefined ? undefined : walletOf(c[5]) };
 }
-
-/** What sign-in reads of a wallet, as one JSON array (see findProjectAndWallet). */
-const WALLET_TUPLE = `json_build_array(w.id, w.address, w.email, floor(extract(epoch FROM w.created_at) * 1000)::bigint,
-  EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed'))`;
 
 const walletOf = (w: WalletTuple | null): SigninWallet | null =>
   w === null ? null : { id: w[0], address: w[1], email: w[2], created_at: new Date(w[3]), has_failed: w[4] };

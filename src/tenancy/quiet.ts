@@ -8,5 +8,3 @@
 // once per claim instead of probing projects and organisations for every candidate row.
 export const tenantActive = (projectId: string): string =>
   `${projectId} NOT IN (SELECT qp.id FROM projects qp JOIN organisations qo ON qo.id = qp.organisation_id WHERE qo.deleted_at IS NOT NULL)`;
-
-export const TENANT_ACTIVE = tenantActive('outbox.project_id');

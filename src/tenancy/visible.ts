@@ -56,6 +56,21 @@ export const PROJECT_COLUMNS = [
 export const projectReachedBy = (organisation: string, project: string, p = 'p', o = 'o'): string =>
   `${p}.deleted_at IS NULL AND ${o}.deleted_at IS NULL AND (${organisation} IS NULL OR ${p}.organisation_id = ${organisation}) AND (${project} IS NULL OR ${p}.id = ${project})`;
 
+/**
+ * What a token reaches, as SQL for its statement (`token`: the api_tokens alias): `joins` brings
+ * in its organisation and its project, and as `named` (columns PROJECT_COLUMNS) the project whose
+ * id is `project` (a parameter) when the token reaches it by projectReachedBy, else NULLs; `live`
+ * holds when its organisation is not soft-deleted and its project (for a project token) not deleted.
+ */
+export const tokenReach = (token: string, project: string, named: string): { joins: string; live: string } => ({
+  joins: `JOIN organisations o ON o.id = ${token}.organisation_id
+       LEFT JOIN projects p ON p.id = ${token}.project_id
+       LEFT JOIN (projects ${named} JOIN organisations ${named}o ON ${named}o.id = ${named}.organisation_id)
+              ON ${named}.id = ${project} AND ${projectReachedBy(`${token}.organisation_id`, `${token}.project_id`, named, `${named}o`)}`,
+  live: `o.deleted_at IS NULL
+        AND (${token}.project_id IS NULL OR p.deleted_at IS NULL)`,
+});
+
 /** One project by that rule, as the prepared statement a project-scoped request runs unless its authentication read it already. */
 export async function findVisibleProject(db: Executor, p: Principal, id: number): Promise<ProjectRow | undefined> {
   const rows = await hotQuery<ProjectRow>(

@@ -2,7 +2,7 @@ import { hotQuery, type Executor } from '../db/knex.js';
 import type { TokenRole } from '../auth/principal.js';
 import type { Page } from '../http/pagination.js';
 import type { ProjectRow } from '../projects/repository.js';
-import { PROJECT_COLUMNS, projectReachedBy } from '../tenancy/visible.js';
+import { PROJECT_COLUMNS, tokenReach } from '../tenancy/visible.js';
 
 export interface ApiTokenRow {
   id: number;
@@ -29,6 +29,8 @@ type TokenAndProject = LiveToken & { [C in (typeof PROJECT_COLUMNS)[number] as `
  * token reaches it (tenancy/visible.ts), else null. Every API-token request runs it: a prepared
  * statement (db/knex.ts hotQuery).
  */
+const reach = tokenReach('t', '$2::bigint', 'np');
+
 export async function findLiveTokenByHash(
   db: Executor,
   hash: Buffer,
@@ -39,12 +41,8 @@ export async function findLiveTokenByHash(
     'custody_live_token',
     `SELECT t.id, t.organisation_id, t.project_id, t.role, ${PROJECT_COLUMNS.map((c) => `np.${c} AS p_${c}`).join(', ')}
        FROM api_tokens t
-       JOIN organisations o ON o.id = t.organisation_id
-       LEFT JOIN projects p ON p.id = t.project_id
-       LEFT JOIN (projects np JOIN organisations npo ON npo.id = np.organisation_id)
-              ON np.id = $2::bigint AND ${projectReachedBy('t.organisation_id', 't.project_id', 'np', 'npo')}
-      WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND o.deleted_at IS NULL
-        AND (t.project_id IS NULL OR p.deleted_at IS NULL)`,
+       ${reach.joins}
+      WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND ${reach.live}`,
     [hash, projectId],
   );
   const row = rows[0];

@@ -8,7 +8,7 @@ import { AppError, NotFoundError } from '../errors.js';
 import type { Page } from '../http/pagination.js';
 import { recordAudit } from '../audit/record.js';
 import { recordEvents } from '../events/record.js';
-import { enqueue } from '../outbox/repository.js';
+import { enqueueWalletCreation } from '../outbox/repository.js';
 import { queueWalletWebhook, resendFailedWalletWebhooks } from '../webhooks/wallet-webhook.js';
 import type { CallerProject } from '../tenancy/project-key.js';
 import type { ProjectScope } from '../tenancy/scope.js';
@@ -111,7 +111,7 @@ export async function signIn(
 export async function createWalletAsync(deps: WalletDeps, caller: UserCaller): Promise<void> {
   await deps.db.transaction(async (tx) => {
     const { row } = await claimWallet(tx, caller.project.id, caller.email, caller.token);
-    if (row.address === null) await enqueue(tx, { project_id: caller.project.id, kind: 'wallet.create', wallet_id: row.id });
+    if (row.address === null) await enqueueWalletCreation(tx, { projectId: caller.project.id, walletId: row.id });
   });
 }
 

@@ -1,9 +1,9 @@
 import { AUDIT_COLUMNS, auditInsertFrom } from '../audit/record.js';
 import { hotQuery, pgArray, type Knex } from '../db/knex.js';
 import { GroupCommit } from '../db/group-commit.js';
-import { EVENT_SOURCE_COLUMNS, outboxRowOf, subscribedEventsFrom } from '../events/record.js';
+import { eventRowOf, subscribedEventsFrom } from '../events/record.js';
 import type { EventType } from '../events/catalogue.js';
-import { OUTBOX_CHANNEL } from '../outbox/repository.js';
+import { EVENT_ROW_COLUMNS, wakeRelaysIfAny } from '../outbox/repository.js';
 
 /** A signing decision as it is recorded: an audit entry, and an event for the subscriptions that name it. */
 export interface Decision {
@@ -19,7 +19,7 @@ export interface Decision {
 }
 
 /** One array per column of the statement's source, in DECISION_COLUMNS' order. */
-const DECISION_COLUMNS = [...AUDIT_COLUMNS, ...EVENT_SOURCE_COLUMNS.filter((c) => c !== 'project_id')] as const;
+const DECISION_COLUMNS = [...AUDIT_COLUMNS, ...EVENT_ROW_COLUMNS.filter((c) => c !== 'project_id')] as const;
 const TYPES: Record<(typeof DECISION_COLUMNS)[number], string> = {
   organisation_id: 'bigint',
   project_id: 'bigint',
@@ -45,7 +45,7 @@ const RECORD_DECISIONS = `WITH d AS (
   SELECT * FROM unnest(${DECISION_COLUMNS.map((c, i) => `$${i + 1}::${TYPES[c]}[]`).join(', ')}) AS d (${DECISION_COLUMNS.join(', ')})
 ), audit AS (${auditInsertFrom('d')}
 ), event AS (${subscribedEventsFrom('d')})
-SELECT pg_notify($${DECISION_COLUMNS.length + 1}, '') FROM (SELECT 1 FROM event LIMIT 1) queued`;
+${wakeRelaysIfAny('event')}`;
 
 /**
  * Records signing decisions (SIGNING.md: every decision, allowed or denied) before their answers
@@ -58,15 +58,15 @@ export class DecisionLog {
   constructor(db: Knex) {
     this.#group = new GroupCommit(async (rows) => {
       const columns = DECISION_COLUMNS.map((c) => pgArray(rows.map((r) => r[c] as string | number | null)));
-      await hotQuery(db, 'custody_record_decisions', RECORD_DECISIONS, [...columns, OUTBOX_CHANNEL]);
+      await hotQuery(db, 'custody_record_decisions', RECORD_DECISIONS, columns);
     });
   }
 
   /** Resolves once `d` is committed. */
   async record(d: Decision): Promise<void> {
-    const row = await outboxRowOf(d.projectId, [{ type: d.type, data: d.details, walletId: d.walletId }], d.at);
+    const row = await eventRowOf(d.projectId, [{ type: d.type, data: d.details, walletId: d.walletId }], d.at);
     await this.#group.add({
-      ...(Object.fromEntries(EVENT_SOURCE_COLUMNS.map((c, i) => [c, row[i]])) as Record<(typeof EVENT_SOURCE_COLUMNS)[number], unknown>),
+      ...row,
       organisation_id: d.organisationId,
       project_id: d.projectId,
       actor: d.actor,

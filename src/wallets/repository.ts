@@ -2,6 +2,7 @@ import { hotQuery, type Executor } from '../db/knex.js';
 import { foldIdentity } from '../identity/fold.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { KeyConflictError } from '../errors.js';
+import { hasFailedWalletDelivery } from '../outbox/repository.js';
 
 export interface WalletRow {
   id: number;
@@ -38,12 +39,25 @@ export type SigninWallet = Pick<WalletRow, 'id' | 'address' | 'email' | 'created
 export async function findWalletForSignin(db: Executor, projectId: number, email: string): Promise<SigninWallet | undefined> {
   const { rows } = await db.raw<{ rows: SigninWallet[] }>(
     `SELECT w.id, w.address, w.email, w.created_at,
-            EXISTS (SELECT 1 FROM outbox o WHERE o.wallet_id = w.id AND o.kind = 'delivery' AND o.status = 'failed') AS has_failed
+            ${hasFailedWalletDelivery('w.id')} AS has_failed
        FROM wallets w WHERE w.project_id = ? AND w.email_lower = ?`,
     [projectId, foldIdentity(email)],
   );
   return rows[0];
 }
+
+/**
+ * SQL: what sign-in reads of the wallet of project `projectId` and folded e-mail `emailLower` (SQL
+ * expressions, a parameter or a column) as one JSON array `[id, address, email, created_ms,
+ * has_failed]`, or NULL when there is none; for the project-key statement that composes it
+ * (tenancy/project-key.ts).
+ */
+export const signinWalletTuple = (projectId: string, emailLower: string): string =>
+  `(SELECT json_build_array(w.id, w.address, w.email, floor(extract(epoch FROM w.created_at) * 1000)::bigint, ${hasFailedWalletDelivery('w.id')})
+      FROM wallets w WHERE w.project_id = ${projectId} AND w.email_lower = ${emailLower})`;
+
+/** SQL: the key id of the wallet whose id is `walletId` (a column); for a statement that composes it. */
+export const walletKeyIdOf = (walletId: string): string => `(SELECT w.key_id FROM wallets w WHERE w.id = ${walletId})`;
 
 /** Sets the address once: only the caller whose update matched gets the row back. */
 export async function activateWallet(db: Executor, walletId: number, address: string, keyId: string): Promise<WalletRow | undefined> {

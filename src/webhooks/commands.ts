@@ -8,7 +8,7 @@ import { newEventId } from '../events/record.js';
 import type { Page } from '../http/pagination.js';
 import { targetProblem, type EgressPolicy } from '../net/egress.js';
 import { webhookSecretProblem, webhookUrlProblem } from '../net/url-rules.js';
-import { enqueue, notifyOutbox, type OutboxRow } from '../outbox/repository.js';
+import { dueForManualRetry, enqueue, failedDeliveriesOf as failedDeliveriesOfProject, lockDelivery, type OutboxRow } from '../outbox/repository.js';
 import { newWebhookSecret } from '../projects/keys.js';
 import type { ProjectRow } from '../projects/repository.js';
 import type { ProjectScope } from '../tenancy/scope.js';
@@ -18,7 +18,6 @@ import {
   countLiveSubscriptionsLocked,
   findSubscription,
   insertSubscription,
-  listFailedDeliveries,
   listSubscriptions,
   nextSubscriptionId,
   updateSubscription,
@@ -169,22 +168,18 @@ export async function testSubscription(db: Executor, scope: ProjectScope, id: nu
 }
 
 export async function failedDeliveriesOf(db: Executor, scope: ProjectScope, page: Page): Promise<OutboxRow[]> {
-  return listFailedDeliveries(db, scope.projectId, page);
+  return failedDeliveriesOfProject(db, scope.projectId, page);
 }
 
 /** `POST …/failedDeliveries/{id}/retry`: one attempt now; if it fails, the delivery is failed again. */
 export async function retryFailedDelivery(db: Executor, scope: ProjectScope, deliveryId: number): Promise<OutboxRow> {
   const { project } = scope;
   return db.transaction(async (tx) => {
-    const row = await tx<OutboxRow>('outbox').where({ id: deliveryId, project_id: project.id, kind: 'delivery' }).forUpdate().first();
+    const row = await lockDelivery(tx, project.id, deliveryId);
     if (!row) throw new NotFoundError('No such delivery.');
     if (row.status !== 'failed')
       throw new ConflictError(`The delivery is ${row.status === 'done' ? 'delivered' : 'pending'}; only failed deliveries can be retried.`);
-    const [updated] = await tx<OutboxRow>('outbox')
-      .where({ id: row.id })
-      .update({ status: 'pending', next_attempt_at: tx.fn.now(), locked_until: null, manual_retry: true } as never)
-      .returning('*');
-    await notifyOutbox(tx);
+    const updated = await dueForManualRetry(tx, row.id);
     if (!updated) throw new Error('delivery vanished');
     return updated;
   });

@@ -8,14 +8,8 @@ import { OutboundError, outboundRequest } from '../net/outbound.js';
 import { signatureHeaders } from './signing.js';
 import type { ClaimedRow, Outcome, OutboxRow } from '../outbox/repository.js';
 import { subscriptionSecretAad, walletSecretAad } from './secrets.js';
-import {
-  disableSubscription,
-  findSubscriptionById,
-  findWalletWebhook,
-  markSubscriptionFailing,
-  markSubscriptionHealthy,
-  type SubscriptionRow,
-} from './repository.js';
+import { walletWebhookOf } from '../projects/commands.js';
+import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy, type SubscriptionRow } from './repository.js';
 
 export const RESPONSE_BODY_LIMIT = 16 * 1024;
 
@@ -137,7 +131,7 @@ const attemptFields = (a: Attempt, url: string): Partial<Outcome> => ({ lastStat
  * connection marks it failed at once; background retries follow the schedule when enabled.
  */
 export async function deliverWalletWebhook(row: OutboxRow, deps: DeliveryDeps): Promise<Outcome> {
-  const project = await findWalletWebhook(deps.db, row.project_id);
+  const project = await walletWebhookOf(deps.db, row.project_id);
   const url = project?.wallet_webhook_url;
   if (!project || !url || project.deleted_at) {
     return { status: 'done', retryInMs: null, attempted: false, lastError: 'no wallet webhook URL any more' };

@@ -1,9 +1,17 @@
 import type { Knex } from 'knex';
 import { pgArray, type Executor } from '../db/knex.js';
 import { eventsFannedOut } from '../metrics.js';
-import { notifyOutbox, type ClaimedRow, type Outcome } from '../outbox/repository.js';
+import {
+  eventsOfRows,
+  insertEventDeliveries,
+  leaseEventRows,
+  pendingDeliveriesOf,
+  settleEventRows,
+  type ClaimedRow,
+  type Outcome,
+} from '../outbox/repository.js';
 import type { FedBatch, Feeder } from '../outbox/registry.js';
-import { TENANT_ACTIVE } from '../tenancy/quiet.js';
+import { tenantActive } from '../tenancy/quiet.js';
 import { mapInTurns } from '../turns.js';
 import { hostOf } from './deliver.js';
 import type { SubscriptionRow } from './repository.js';
@@ -32,7 +40,7 @@ interface EventDelivery {
  * at its bound a moment ago is taken as still there, uncounted (Backlog.select).
  */
 const PENDING = `(CASE WHEN s.id = ANY(:knownFull::bigint[]) THEN :backlog
-  ELSE (SELECT count(*) FROM (SELECT 1 FROM outbox b WHERE b.subscription_id = s.id AND b.kind = 'delivery' AND b.status = 'pending' LIMIT :backlog) n) END)::int AS pending`;
+  ELSE ${pendingDeliveriesOf('s.id', ':backlog')} END)::int AS pending`;
 
 /**
  * A subscription's backlog is bounded: once it has `backlog` pending deliveries (an endpoint that
@@ -131,27 +139,9 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
   // Owed subscriptions whose rows may be fanned out now.
   const servableNow = (await mustWait(db, backlog, 's.owed > 0')).go;
   // Owed rows a subscription may be served now first (they are older), then new ones, each on its own index.
-  const lease = async (which: string, n: number, bindings: Record<string, unknown> = {}) =>
-    n <= 0
-      ? []
-      : (
-          await db.raw<{ rows: Array<{ id: number; project_id: number; owed_to: string[] | null; events: number }> }>(
-            `UPDATE outbox SET locked_until = now() + make_interval(secs => :leaseS)
-              WHERE id IN (
-                SELECT id FROM outbox
-                 WHERE kind = 'event' AND status = 'pending' AND ${which} AND (locked_until IS NULL OR locked_until < now())
-                   AND project_id <> ALL(:busy::bigint[])
-                   AND ${TENANT_ACTIVE}
-                 ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED)
-              RETURNING id, project_id, owed_to, coalesce(event_count, json_array_length(payload::json)) AS events`,
-            { ...bindings, leaseS: leaseMs / 1000, busy: pgArray([...busyProjects]), n },
-          )
-        ).rows;
-  const owedRows =
-    servableNow.length === 0 ? [] : await lease('owed_to IS NOT NULL AND owed_to && :servable::bigint[]', limit, { servable: pgArray(servableNow) });
-  const claiming = [...owedRows, ...(await lease('owed_to IS NULL', limit - owedRows.length))];
-  // bigint[] comes back as text.
-  const claimed = claiming.map((r) => ({ ...r, owed_to: r.owed_to === null ? null : r.owed_to.map(Number) }));
+  const lease = (owing: readonly number[] | null, n: number) => leaseEventRows(db, { owing, limit: n, leaseMs, busyProjects, claimable: tenantActive });
+  const owedRows = servableNow.length === 0 ? [] : await lease(servableNow, limit);
+  const claimed = [...owedRows, ...(await lease(null, limit - owedRows.length))];
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);
   if (recorded.length === 0) return { recorded, deliveries: [], subscriptions: new Map(), owed: new Map() };
   // A new row's share is deferred for the active subscriptions of its project at their bound or owed older rows.
@@ -209,9 +199,7 @@ async function claimEvents(db: Executor, limit: number, leaseMs: number, busyPro
           // MATERIALIZED: each recorded row's JSON is split once, not once per subscription joined.
           `WITH t AS (SELECT * FROM json_to_recordset(:targets::json) AS t(id bigint, serve bigint[])),
      e AS MATERIALIZED (
-       SELECT o.id AS recorded, o.project_id, x.ord::int AS ord, x.envelope->>'id' AS event_id, x.envelope->>'type' AS type, x.envelope::text AS body
-         FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS x(envelope, ord)
-        WHERE o.id = ANY(:recorded::bigint[]))
+       ${eventsOfRows(':recorded::bigint[]')})
      SELECT e.recorded, e.ord, e.project_id, e.event_id, e.type, e.body, s.id AS subscription_id,
             'msg_' || left(encode(sha256(convert_to(e.event_id || ':' || s.id, 'UTF8')), 'hex'), 32) AS message_id
        FROM e
@@ -278,35 +266,13 @@ async function finishEvents(
           last_response_body: r.outcome?.lastResponseBody ?? null,
         }),
       );
-      await tx.raw(
-        // MATERIALIZED: each recorded row's JSON is split once, whatever join the planner picks
-        // (an inner side re-evaluated per delivery parsed a 1,000-item row thousands of times).
-        `WITH e AS MATERIALIZED (
-           SELECT o.id AS recorded, o.project_id, array_agg(x.envelope->>'type' ORDER BY x.ord) AS types, array_agg(x.envelope::text ORDER BY x.ord) AS bodies
-             FROM outbox o CROSS JOIN LATERAL json_array_elements(o.payload::json) WITH ORDINALITY AS x(envelope, ord)
-            WHERE o.id = ANY(?::bigint[])
-            GROUP BY o.id, o.project_id)
-         INSERT INTO outbox (project_id, kind, delivery_kind, subscription_id, event, event_id, url, payload, message_id, destination,
-                             status, attempts, next_attempt_at, last_status, last_error, last_response_body, last_attempt_at)
-         SELECT e.project_id, 'delivery', 'subscription', r.subscription_id, e.types[r.ord], r.event_id, r.url, e.bodies[r.ord], r.message_id, r.destination,
-                r.status, r.attempts,
-                CASE WHEN r.retry_ms IS NULL THEN NULL ELSE now() + r.retry_ms * interval '1 millisecond' END,
-                r.last_status, r.last_error, r.last_response_body, CASE WHEN r.attempts > 0 THEN now() END
-           FROM json_to_recordset(?::json)
-             AS r(recorded bigint, ord int, subscription_id bigint, event_id text, url text, message_id text, destination text, status text,
-                  attempts int, retry_ms bigint, last_status int, last_error text, last_response_body text)
-           JOIN e ON e.recorded = r.recorded
-         ON CONFLICT DO NOTHING`,
-        [pgArray([...new Set(rest.map((r) => r.delivery.recordedId))]), `[${leftovers.join(',')}]`],
-      );
+      await insertEventDeliveries(tx, [...new Set(rest.map((r) => r.delivery.recordedId))], `[${leftovers.join(',')}]`);
     }
-    if (rest.length > 0) await notifyOutbox(tx);
     // Done, or still pending for the subscriptions it owes.
     const owing = recorded.map((id) => owed.get(id)?.after ?? []);
-    await tx.raw(
-      `UPDATE outbox o SET status = CASE WHEN u.owed IS NULL THEN 'done' ELSE 'pending' END, owed_to = u.owed, locked_until = NULL
-         FROM json_to_recordset(?::json) AS u(id bigint, owed bigint[]) WHERE o.id = u.id`,
-      [JSON.stringify(recorded.map((id, i) => ({ id, owed: owing[i]?.length ? owing[i] : null })))],
+    await settleEventRows(
+      tx,
+      recorded.map((id, i) => ({ id, owed: owing[i]?.length ? owing[i] : null })),
     );
     // How many rows owe each subscription, changed with the rows themselves.
     const delta = new Map<number, number>();

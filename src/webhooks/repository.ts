@@ -1,6 +1,5 @@
 import type { Executor } from '../db/knex.js';
 import type { Page } from '../http/pagination.js';
-import type { OutboxRow } from '../outbox/repository.js';
 
 export interface SubscriptionRow {
   id: number;
@@ -93,23 +92,6 @@ export async function disableSubscription(db: Executor, id: number, reason: stri
   await db('webhook_subscriptions').where({ id }).whereNull('disabled_at').update({ disabled_at: db.fn.now(), disabled_reason: reason });
 }
 
-/** A project's wallet webhook: where wallet-created deliveries go and the secrets that sign them. */
-export interface WalletWebhook {
-  id: number;
-  wallet_webhook_url: string | null;
-  wallet_webhook_secret_enc: string;
-  wallet_webhook_secret_prev_enc: string | null;
-  wallet_webhook_secret_prev_expires_at: Date | null;
-  deleted_at: Date | null;
-}
-
-export async function findWalletWebhook(db: Executor, projectId: number): Promise<WalletWebhook | undefined> {
-  const row: WalletWebhook | undefined = await db('projects')
-    .where('id', projectId)
-    .first('id', 'wallet_webhook_url', 'wallet_webhook_secret_enc', 'wallet_webhook_secret_prev_enc', 'wallet_webhook_secret_prev_expires_at', 'deleted_at');
-  return row;
-}
-
 export async function subscriptionsByIds(db: Executor, ids: readonly number[]): Promise<SubscriptionRow[]> {
   return ids.length === 0 ? [] : db<SubscriptionRow>('webhook_subscriptions').whereIn('id', ids);
 }
@@ -123,20 +105,7 @@ export async function countLiveSubscriptionsLocked(db: Executor, projectId: numb
   return Number(row?.n ?? 0);
 }
 
-/** The next sign-in re-sends every failed wallet delivery of that wallet at once (interface document). */
-export async function resendFailedWalletDeliveries(db: Executor, walletId: number): Promise<number> {
-  const { rowCount } = await db.raw<{ rowCount: number }>(
-    `UPDATE outbox SET status = 'pending', next_attempt_at = now(), locked_until = NULL
-      WHERE wallet_id = ? AND kind = 'delivery' AND delivery_kind = 'wallet' AND status = 'failed'`,
-    [walletId],
-  );
-  return rowCount;
-}
-
-export async function listFailedDeliveries(db: Executor, projectId: number, page: Page): Promise<OutboxRow[]> {
-  return db<OutboxRow>('outbox')
-    .where({ project_id: projectId, kind: 'delivery', status: 'failed' })
-    .where('id', '>', page.afterId)
-    .orderBy('id')
-    .limit(page.limit + 1);
-}
+/** SQL: whether a live subscription of the project of `row` (an alias with `project_id` and `event`) names its event type, or `*`. */
+export const someSubscriptionNames = (row: string): string =>
+  `EXISTS (SELECT 1 FROM webhook_subscriptions s
+                   WHERE s.project_id = ${row}.project_id AND s.deleted_at IS NULL AND (s.events @> ARRAY[${row}.event] OR s.events @> ARRAY['*']::text[]))`;

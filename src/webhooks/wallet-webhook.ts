@@ -1,7 +1,6 @@
 import type { Executor } from '../db/knex.js';
-import { enqueue, notifyOutbox } from '../outbox/repository.js';
+import { enqueue, resendFailedWalletDeliveries } from '../outbox/repository.js';
 import { hostOf } from './deliver.js';
-import { resendFailedWalletDeliveries } from './repository.js';
 
 /** The wallet-created webhook of the interface document, queued in the transaction that activates the wallet. */
 export async function queueWalletWebhook(tx: Executor, wallet: { projectId: number; walletId: number; url: string; payload: string }): Promise<void> {
@@ -19,7 +18,5 @@ export async function queueWalletWebhook(tx: Executor, wallet: { projectId: numb
 
 /** The next sign-in re-sends every failed wallet delivery of that wallet at once; the relays wake on commit. */
 export async function resendFailedWalletWebhooks(db: Executor, walletId: number): Promise<number> {
-  const count = await resendFailedWalletDeliveries(db, walletId);
-  if (count > 0) await notifyOutbox(db);
-  return count;
+  return resendFailedWalletDeliveries(db, walletId);
 }
