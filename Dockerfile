@@ -12,6 +12,7 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY contract ./contract
 COPY src ./src
 COPY keyvault ./keyvault
 COPY migrations ./migrations

@@ -66,20 +66,41 @@ export default tseslint.config(
     },
   },
   {
-    // The signer is its own program: it shares no code with the API.
+    // The contract (contract/) is what the API and the signer agree on; both load it, so it loads
+    // nothing but itself: no package, no Node module, neither process's code.
+    files: ['contract/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../src', '../src/**', '../keyvault', '../keyvault/**', '../**'], message: 'contract/ imports nothing outside contract/' },
+            { group: ['node:*'], message: 'contract/ imports no Node module: both processes load it as it is' },
+            { regex: '^(?!node:)[^.]', message: 'contract/ imports no package' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The signer is its own program: it shares no code with the API (the contract is not code of either).
     files: ['keyvault/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', { patterns: [{ group: ['**/src/**', '../src', '../../src'], message: 'keyvault/ must not import from src/' }] }],
     },
   },
   {
-    // The API's client knows the signer by its contract (keyvault/contract.ts), as types only: no
-    // code crosses the process boundary.
-    files: ['src/signer/**/*.ts'],
+    // The API knows the signer by the contract only (contract/): none of the signer's code runs in
+    // the API's process but through its own entry point (ROLE=all starts it by a dynamic import).
+    files: ['src/**/*.ts'],
     rules: {
-      '@typescript-eslint/no-restricted-imports': [
+      'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/keyvault/**'], allowTypeImports: true, message: 'import the signer contract with `import type` only' }] },
+        {
+          patterns: [
+            { group: ['**/keyvault', '**/keyvault/**'], message: 'src/ imports nothing from keyvault/: what it shares with the signer is in contract/' },
+          ],
+        },
       ],
     },
   },

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { CarriedKeys } from './contract.js';
+import type { CarriedKeys } from '../contract/index.js';
 import { SignerError } from './errors.js';
 import { PROJECT_ID } from './key-id.js';
 import { boundProject } from './key-project.js';

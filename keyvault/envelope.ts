@@ -1,7 +1,7 @@
 import { SignerError } from './errors.js';
 import { duplicateName } from './json-names.js';
 import { LIMITS } from './limits.js';
-import type { Caller } from './policy/document.js';
+import { CALLERS, type Caller } from '../contract/index.js';
 import { projectIdOf } from './key-id.js';
 import { someNames, type Json } from './sign/input.js';
 import type { Meter } from './sign/meter.js';
@@ -34,8 +34,8 @@ export function fields(body: unknown, allowed: readonly string[]): Json {
 }
 
 export function callerOf(v: unknown): Caller {
-  if (v !== 'user' && v !== 'server') throw new SignerError('invalid_request', 'caller must be "user" or "server"');
-  return v;
+  if (!CALLERS.some((k) => k === v)) throw new SignerError('invalid_request', `caller must be ${CALLERS.map((k) => `"${k}"`).join(' or ')}`);
+  return v as Caller;
 }
 
 /** JSON text with no member name repeated within an object (read one way here, another elsewhere), or invalid_request. */

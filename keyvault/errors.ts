@@ -1,29 +1,6 @@
-/** The signer's error codes (SIGNER.md): the API maps retryable ones to 503 with Retry-After. */
-export type SignerErrorCode =
-  | 'vault_sealed'
-  | 'vault_unavailable'
-  | 'auth_failed'
-  | 'misconfigured'
-  | 'invalid_request'
-  | 'invalid_operation'
-  | 'invalid_policy'
-  | 'policy_conflict'
-  | 'policy_denied'
-  | 'owner_signature_required'
-  | 'invalid_owners'
-  | 'invalid_owner_signature'
-  | 'wrong_project'
-  | 'project_required'
-  | 'key_unbound'
-  | 'carry_over_conflict'
-  | 'unauthorized'
-  | 'not_found'
-  | 'key_conflict'
-  | 'store_owned'
-  | 'too_large'
-  | 'busy'
-  | 'internal';
+import type { SignerErrorCode } from '../contract/index.js';
 
+/** Each code's status (the codes are the contract's). */
 const STATUS: Record<SignerErrorCode, number> = {
   vault_sealed: 503,
   vault_unavailable: 503,

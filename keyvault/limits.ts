@@ -1,21 +1,16 @@
+import { OWNER_KEYS_MAX, POLICY_BOUNDS, SIGNER_BODY_BYTES } from '../contract/index.js';
+
 /**
  * The size and shape of everything the signer reads, in one place (docs/signing.md lists them and
  * says which real requests they were measured against). Each is checked while reading, before the
  * work it bounds: a request past one is refused at the first overflow, never read in full first.
- * The API mirrors the few it needs to refuse early (src/signer/limits.ts); these are the ones that
- * decide.
+ * Those the API holds too (bodies, policy documents, owners) are the contract's (contract/bounds.ts);
+ * the signer's checks are the ones that decide.
  */
 const KIB = 1024;
 
 export const LIMITS = {
-  body: {
-    /** Key creation, deployment binding: a few ids. */
-    small: 4 * KIB,
-    /** A signing or evaluate request: the envelope and one operation (calldata at its limit is twice its bytes as hex). */
-    operation: 320 * KIB,
-    /** A policy or owner-list write, plain or signed. */
-    document: 320 * KIB,
-  },
+  body: SIGNER_BODY_BYTES,
   /** `personal_sign`: the bytes signed. */
   messageBytes: 16 * KIB,
   transaction: {
@@ -39,17 +34,8 @@ export const LIMITS = {
     /** A `bytes` leaf (a Safe transaction's calldata, for one). */
     bytesBytes: 128 * KIB,
   },
-  policy: {
-    rules: 100,
-    conditionsPerRule: 16,
-    /** Values of one `in` / `not_in` list. */
-    valuesPerList: 1000,
-    /** Condition values over the whole policy. */
-    values: 10_000,
-    textChars: 1024,
-    limits: 16,
-  },
-  owners: 10,
+  policy: POLICY_BOUNDS,
+  owners: OWNER_KEYS_MAX,
   /**
    * Bytes one operation hashes, in all: its text and bytes, 32 per value of a typed-data struct or
    * array, the type encodings. Above what any request within the limits above really needs.

@@ -1,7 +1,8 @@
 import { deserialize } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { parseBody, readRequest, type Envelope, type RequestKind } from './envelope.js';
-import { SignerError, type SignerErrorCode } from './errors.js';
+import type { SignerErrorCode } from '../contract/index.js';
+import { SignerError } from './errors.js';
 import { LIMITS } from './limits.js';
 import type { Signature } from './sign/ecdsa.js';
 import type { Json } from './sign/input.js';

@@ -1,19 +1,24 @@
-import type {
-  BindAnswer,
-  CarriedDocuments,
-  CarriedKeys,
-  CreatedKey,
-  CreateKeyRequest,
-  EvaluateAnswer,
-  Health,
-  KeyLookup,
-  OwnersAnswer,
-  PolicyDeniedProblem,
-  PolicyVersionAnswer,
-  PolicyVersionList,
-  SignAnswer,
-  SignerProblem,
-} from './contract.js';
+import {
+  CARRY_KEYS_MAX,
+  matchRoute,
+  scopedProject,
+  type BindAnswer,
+  type CarriedDocuments,
+  type CarriedKeys,
+  type CreatedKey,
+  type CreateKeyRequest,
+  type EvaluateAnswer,
+  type Health,
+  type KeyLookup,
+  type OwnersAnswer,
+  type PolicyDeniedProblem,
+  type PolicyVersionAnswer,
+  type PolicyVersionList,
+  type SignAnswer,
+  type SignerProblem,
+  type SignerRouteName,
+  type RouteParams,
+} from '../contract/index.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -33,9 +38,6 @@ import { PolicyDenied, type Signer } from './signing.js';
 import type { KeyStore } from './stores/types.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
-/** Keys a carry-over request binds at most (the API sends batches of its records). */
-const CARRY_KEYS = 200;
-const CARRY_BODY_LIMIT = 16 * 1024;
 const CARRY_PARALLEL = 16;
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -135,6 +137,14 @@ const presentOwners = (projectId: string, v: Version<OwnerKey[]> | undefined): O
   createdAt: v?.createdAt ?? null,
 });
 
+/** A request to one route of the table, with that route's path parameters (as sent: ids are checked by their rules). */
+interface Call<N extends SignerRouteName> {
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: URL;
+  params: RouteParams<N>;
+}
+
 /** A non-negative integer query parameter, at most `max`. */
 function count(url: URL, name: string, fallback: number, max: number): number {
   const raw = url.searchParams.get(name);
@@ -146,6 +156,8 @@ function count(url: URL, name: string, fallback: number, max: number): number {
 /**
  * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
  * constant time. Bodies are never logged. `/healthz` and `/readyz` (no auth) are for probes only.
+ * Requests are dispatched by the contract's route table (contract/routes.ts), which the API's client
+ * builds its paths from.
  */
 export function createSignerServer(deps: {
   token: string;
@@ -168,47 +180,69 @@ export function createSignerServer(deps: {
     return m?.[1] !== undefined && timingSafeEqual(createHash('sha256').update(m[1]).digest(), expected);
   };
 
-  /** The routes under `/v1/projects/{projectId}`, the identity read already. */
-  const handleProject = async (req: IncomingMessage, res: ServerResponse, url: URL, projectId: string, rest: string): Promise<void> => {
-    const policyPath = /^\/policy(\/evaluate|\/versions|\/versions\/([1-9][0-9]{0,8}))?$/.exec(rest);
-    if (policyPath) {
-      if (req.method === 'PUT' && policyPath[1] === undefined) {
-        const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'policy');
-        const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
-        return send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
-      }
-      if (req.method === 'GET' && policyPath[1] === undefined) {
-        const latest = await deps.policies.latest(projectId);
-        if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
-        return send(res, 200, presentVersion(projectId, latest));
-      }
-      if (req.method === 'GET' && policyPath[1] === '/versions') {
-        const versions = await deps.policies.list(projectId, count(url, 'after', 0, 999_999_999), count(url, 'limit', 100, 1001));
-        return send(res, 200, { versions: versions.map((v) => presentVersion(projectId, v)) } satisfies PolicyVersionList);
-      }
-      if (req.method === 'GET' && policyPath[2] !== undefined) {
-        const version = await deps.policies.version(projectId, Number(policyPath[2]));
-        if (!version) throw new SignerError('not_found', 'no such policy version');
-        return send(res, 200, presentVersion(projectId, version));
-      }
-      if (req.method === 'POST' && policyPath[1] === '/evaluate') {
-        const { envelope, operation } = await deps.reader.read('evaluate', await readRaw(req, LIMITS.body.operation));
-        const { decision, policyVersion } = await deps.signer.decide(projectId, operation, envelope.caller);
-        return send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(operation.digest).toString('hex')}` } satisfies EvaluateAnswer);
-      }
-    }
-    if (rest === '/owners') {
-      if (req.method === 'PUT') {
-        const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'owners');
-        const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
-        // A recovery is written down with the version it makes, and said where operators look.
-        if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
-        const recorded = by === 'recovery' ? `${author ?? 'unknown'} (recovery key)` : author;
-        return send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, recorded)));
-      }
-      if (req.method === 'GET') return send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId)));
-    }
-    if (req.method === 'POST' && rest === '/carry-over/documents') {
+  /** Every route of the contract's table, by name: the compiler holds that none is missing and none is extra. */
+  const routes: { [N in SignerRouteName]: (call: Call<N>) => void | Promise<void> } = {
+    healthz: ({ res }) => send(res, 200, { status: 'ok' }),
+    // For the orchestrator: the process serves (its start-up checks passed). Vault's seal state is
+    // not readiness: a sealed Vault must not take the signer, and with it every API pod, out of
+    // service; key calls answer 503 vault_sealed meanwhile and /v1/health reports it.
+    readyz: ({ res }) => send(res, 200, { status: 'ready' }),
+    bindDeployment: async ({ req, res }) => {
+      const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
+      await deps.creator.bind(deploymentId);
+      send(res, 200, { deploymentId } satisfies BindAnswer);
+    },
+    createKey: async ({ req, res }) => {
+      const { keyId, requestId, deploymentId, projectId } = parseCreate(await readJson(req));
+      const key = await deps.creator.create(keyId, requestId, deploymentId, projectId);
+      send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt } satisfies CreatedKey);
+    },
+    sign: async ({ req, res, params }) => {
+      if (!KEY_ID.test(params.keyId)) throw new SignerError('invalid_request', 'not a key id');
+      const { envelope, operation } = await deps.reader.read('sign', await readRaw(req, LIMITS.body.operation));
+      const signed = await deps.signer.sign({ keyId: params.keyId, projectId: envelope.projectId ?? '', caller: envelope.caller, operation });
+      send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
+    },
+    getKey: async ({ res, params }) => {
+      if (!KEY_ID.test(params.keyId)) throw new SignerError('invalid_request', 'not a key id');
+      const key = await deps.creator.get(params.keyId);
+      if (!key) throw new SignerError('not_found', 'no such key');
+      send(res, 200, key satisfies KeyLookup);
+    },
+    putPolicy: async ({ req, res, params: { projectId } }) => {
+      const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'policy');
+      const { document } = await admitted(deps.owners, projectId, base + 1, 'policy', submitted);
+      send(res, 201, presentVersion(projectId, await deps.policies.put(projectId, document, base, author)));
+    },
+    getPolicy: async ({ res, params: { projectId } }) => {
+      const latest = await deps.policies.latest(projectId);
+      if (!latest) throw new SignerError('not_found', 'the project has no policy: it signs nothing');
+      send(res, 200, presentVersion(projectId, latest));
+    },
+    listPolicyVersions: async ({ res, url, params: { projectId } }) => {
+      const versions = await deps.policies.list(projectId, count(url, 'after', 0, 999_999_999), count(url, 'limit', 100, 1001));
+      send(res, 200, { versions: versions.map((v) => presentVersion(projectId, v)) } satisfies PolicyVersionList);
+    },
+    getPolicyVersion: async ({ res, params: { projectId, version: n } }) => {
+      const version = await deps.policies.version(projectId, Number(n));
+      if (!version) throw new SignerError('not_found', 'no such policy version');
+      send(res, 200, presentVersion(projectId, version));
+    },
+    evaluate: async ({ req, res, params: { projectId } }) => {
+      const { envelope, operation } = await deps.reader.read('evaluate', await readRaw(req, LIMITS.body.operation));
+      const { decision, policyVersion } = await deps.signer.decide(projectId, operation, envelope.caller);
+      send(res, 200, { ...decision, policyVersion, digest: `0x${Buffer.from(operation.digest).toString('hex')}` } satisfies EvaluateAnswer);
+    },
+    putOwners: async ({ req, res, params: { projectId } }) => {
+      const { base, author, submitted } = versionWrite(await readJson(req, LIMITS.body.document), 'owners');
+      const { document, by } = await admitted(deps.owners, projectId, base + 1, 'owners', submitted, deps.recoveryKeys);
+      // A recovery is written down with the version it makes, and said where operators look.
+      if (by === 'recovery') deps.log.warn({ projectId, version: base + 1 }, "a project's policy owners were replaced with the operator's recovery key");
+      const recorded = by === 'recovery' ? `${author ?? 'unknown'} (recovery key)` : author;
+      send(res, 201, presentOwners(projectId, await deps.owners.put(projectId, document, base, recorded)));
+    },
+    getOwners: async ({ res, params: { projectId } }) => send(res, 200, presentOwners(projectId, await deps.owners.latest(projectId))),
+    carryDocuments: async ({ req, res, params: { projectId } }) => {
       const b = fields(await readJson(req), ['deploymentId', 'legacyProjectId']);
       const legacyProjectId = legacyProjectIdOf(b['legacyProjectId'], 'legacyProjectId');
       await deps.creator.bind(deploymentOf(b));
@@ -216,76 +250,50 @@ export function createSignerServer(deps: {
       // Written beside the caches: what they hold of the project is read again.
       deps.policies.forget(projectId);
       deps.owners.forget(projectId);
-      return send(res, 200, { projectId, legacyProjectId, ...counts } satisfies CarriedDocuments);
-    }
-    if (req.method === 'POST' && rest === '/carry-over/keys') {
-      const b = fields(await readJson(req, CARRY_BODY_LIMIT), ['deploymentId', 'legacyProjectId', 'keyIds']);
+      send(res, 200, { projectId, legacyProjectId, ...counts } satisfies CarriedDocuments);
+    },
+    carryKeys: async ({ req, res, params: { projectId } }) => {
+      const b = fields(await readJson(req, LIMITS.body.carryKeys), ['deploymentId', 'legacyProjectId', 'keyIds']);
       const legacyProjectId = legacyProjectIdOf(b['legacyProjectId'], 'legacyProjectId');
       const keyIds = b['keyIds'];
       if (
         !Array.isArray(keyIds) ||
         keyIds.length === 0 ||
-        keyIds.length > CARRY_KEYS ||
+        keyIds.length > CARRY_KEYS_MAX ||
         !keyIds.every((k): k is string => typeof k === 'string' && KEY_ID.test(k))
       )
-        throw new SignerError('invalid_request', `keyIds must be a list of 1 to ${CARRY_KEYS} key ids`);
+        throw new SignerError('invalid_request', `keyIds must be a list of 1 to ${CARRY_KEYS_MAX} key ids`);
       await deps.creator.bind(deploymentOf(b));
       // A few at a time: each is up to four store round trips, and Vault serves the signing meanwhile.
       const keys: CarriedKeys['keys'] = [];
       for (let i = 0; i < keyIds.length; i += CARRY_PARALLEL) {
         keys.push(...(await Promise.all(keyIds.slice(i, i + CARRY_PARALLEL).map((keyId) => bindKey(deps.store, keyId, projectId, legacyProjectId, Date.now)))));
       }
-      return send(res, 200, { keys } satisfies CarriedKeys);
-    }
-    throw new SignerError('not_found', 'no such route');
+      send(res, 200, { keys } satisfies CarriedKeys);
+    },
+    health: async ({ res }) => {
+      const health = await deps.store.health();
+      send(res, health.ok ? 200 : 503, health satisfies Health, health.ok ? {} : { 'retry-after': '2' });
+    },
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://signer');
-    if (req.method === 'GET' && url.pathname === '/healthz') return send(res, 200, { status: 'ok' });
-    // For the orchestrator: the process serves (its start-up checks passed). Vault's seal state is
-    // not readiness: a sealed Vault must not take the signer, and with it every API pod, out of
-    // service; key calls answer 503 vault_sealed meanwhile and /v1/health reports it.
-    if (req.method === 'GET' && url.pathname === '/readyz') return send(res, 200, { status: 'ready' });
-    // Mutual TLS: every route but the probes needs a client certificate of the configured CA (the
-    // orchestrator's probes present none).
-    if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized)
-      throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');
-    if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
-    if (req.method === 'POST' && url.pathname === '/v1/deployment') {
-      const deploymentId = deploymentOf(fields(await readJson(req), ['deploymentId']));
-      await deps.creator.bind(deploymentId);
-      return send(res, 200, { deploymentId } satisfies BindAnswer);
-    }
-    if (req.method === 'POST' && url.pathname === '/v1/keys') {
-      const { keyId, requestId, deploymentId, projectId } = parseCreate(await readJson(req));
-      const key = await deps.creator.create(keyId, requestId, deploymentId, projectId);
-      return send(res, key.created ? 201 : 200, { keyId: key.keyId, address: key.address, createdAt: key.createdAt } satisfies CreatedKey);
-    }
-    const signPath = /^\/v1\/keys\/([^/]+)\/sign$/.exec(url.pathname);
-    if (req.method === 'POST' && signPath?.[1] !== undefined) {
-      if (!KEY_ID.test(signPath[1])) throw new SignerError('invalid_request', 'not a key id');
-      const { envelope, operation } = await deps.reader.read('sign', await readRaw(req, LIMITS.body.operation));
-      const signed = await deps.signer.sign({ keyId: signPath[1], projectId: envelope.projectId ?? '', caller: envelope.caller, operation });
-      return send(res, 200, { digest: signed.digest, policyVersion: signed.policyVersion, rule: signed.rule, result: signed.answer } satisfies SignAnswer);
+    const found = matchRoute(req.method ?? '', url.pathname);
+    // Every request but the probes' (the orchestrator presents no credentials), known route or not.
+    if (found?.route.auth !== false) {
+      // Mutual TLS: a client certificate of the configured CA.
+      if (deps.tls?.clientCa && !(req.socket as TLSSocket).authorized)
+        throw new SignerError('unauthorized', 'a client certificate of the configured CA is required');
+      if (!authorised(req)) throw new SignerError('unauthorized', 'a valid bearer token is required');
     }
     // Every route about a project names it by its identity, read by one rule before anything else.
-    const projectPath = /^\/v1\/projects\/([^/]+)(\/.*)$/.exec(url.pathname);
-    if (projectPath?.[1] !== undefined && projectPath[2] !== undefined) {
-      return handleProject(req, res, url, projectIdOf(projectPath[1], 'the project id'), projectPath[2]);
-    }
-    const keyPath = /^\/v1\/keys\/([^/]+)$/.exec(url.pathname);
-    if (req.method === 'GET' && keyPath?.[1] !== undefined) {
-      if (!KEY_ID.test(keyPath[1])) throw new SignerError('invalid_request', 'not a key id');
-      const key = await deps.creator.get(keyPath[1]);
-      if (!key) throw new SignerError('not_found', 'no such key');
-      return send(res, 200, key satisfies KeyLookup);
-    }
-    if (req.method === 'GET' && url.pathname === '/v1/health') {
-      const health = await deps.store.health();
-      return send(res, health.ok ? 200 : 503, health satisfies Health, health.ok ? {} : { 'retry-after': '2' });
-    }
-    throw new SignerError('not_found', 'no such route');
+    const project = scopedProject(url.pathname);
+    if (project !== undefined) projectIdOf(project, 'the project id');
+    if (!found) throw new SignerError('not_found', 'no such route');
+    // The match's parameters are its own route's (matchRoute read them off that route's path).
+    const route = routes[found.route.name] as (call: Call<SignerRouteName>) => void | Promise<void>;
+    await route({ req, res, url, params: found.params as RouteParams<SignerRouteName> });
   };
 
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {

@@ -1,9 +1,26 @@
+import {
+  CALLDATA_ARG_FIELD,
+  CALLERS,
+  CATALOGUE,
+  isSigningMethod,
+  OPERATORS,
+  OPERATORS_FOR,
+  LIMIT_WINDOWS,
+  readLimit,
+  RULE_ACTIONS,
+  SIGNING_METHODS,
+  TYPED_MESSAGE_FIELD,
+  type Caller,
+  type FieldKind,
+  type Operator,
+  type PolicyLimit,
+  type RuleAction,
+  type SigningMethod as Method,
+} from '../../contract/index.js';
 import { SignerError } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { lowerAddress, object, quantity, signedText } from '../sign/input.js';
-import { METHODS, type Method } from '../sign/operation.js';
 import { parseFunctionAbi, type FunctionAbi } from './calldata.js';
-import { CALLDATA_ARG_FIELD, CATALOGUE, OPERATORS, OPERATORS_FOR, TYPED_MESSAGE_FIELD, type FieldKind, type Operator } from './catalogue.js';
 
 /**
  * A project's policy (SIGNING.md): rules that allow or deny an operation by its method, its
@@ -11,7 +28,7 @@ import { CALLDATA_ARG_FIELD, CATALOGUE, OPERATORS, OPERATORS_FOR, TYPED_MESSAGE_
  * API, which keeps the counters). Read strictly: a policy that names an unknown field, an
  * operator its field cannot take or a value of the wrong kind is refused when it is written.
  */
-export type Caller = 'user' | 'server';
+export type { Caller };
 /** A value as a condition holds it, normalised: quantities as bigint, addresses and hex lower-case. */
 export type ConditionValue = bigint | string | boolean;
 
@@ -27,7 +44,7 @@ export interface Condition {
 
 export interface Rule {
   name: string;
-  action: 'allow' | 'deny';
+  action: RuleAction;
   method: Method;
   callers: Caller[] | undefined;
   abi: FunctionAbi | undefined;
@@ -36,7 +53,7 @@ export interface Rule {
 
 export interface Limit {
   method: Method;
-  per: 'wallet' | 'project';
+  per: PolicyLimit['per'];
   windowSeconds: number;
   count: number;
 }
@@ -53,8 +70,9 @@ const {
   values: MAX_POLICY_VALUES,
   textChars: MAX_TEXT,
   limits: MAX_LIMITS,
+  ruleNameChars: MAX_RULE_NAME,
 } = LIMITS.policy;
-const WINDOWS: Record<string, number> = { '1m': 60, '1h': 3600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 };
+const RULE_NAME = new RegExp(`^[\\x20-\\x7e]{1,${MAX_RULE_NAME}}$`);
 
 const refuse = (path: string, message: string): never => {
   throw new SignerError('invalid_policy', `${path} ${message}`);
@@ -134,16 +152,16 @@ function parseCondition(method: Method, abi: FunctionAbi | undefined, v: unknown
 function parseRule(v: unknown, path: string, count: Count): Rule {
   const r = object(v, path, ['name', 'action', 'method', 'caller', 'abi', 'conditions'], ['name', 'action', 'method']);
   const name = r['name'];
-  if (typeof name !== 'string' || !/^[\x20-\x7e]{1,100}$/.test(name)) return refuse(`${path}/name`, 'must be 1-100 printable characters');
+  if (typeof name !== 'string' || !RULE_NAME.test(name)) return refuse(`${path}/name`, `must be 1-${MAX_RULE_NAME} printable characters`);
   const action = r['action'];
-  if (action !== 'allow' && action !== 'deny') return refuse(`${path}/action`, 'must be "allow" or "deny"');
+  if (!RULE_ACTIONS.some((a) => a === action)) return refuse(`${path}/action`, `must be ${RULE_ACTIONS.map((a) => `"${a}"`).join(' or ')}`);
   const method = r['method'];
-  if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse(`${path}/method`, `must be one of ${METHODS.join(', ')}`);
+  if (!isSigningMethod(method)) return refuse(`${path}/method`, `must be one of ${SIGNING_METHODS.join(', ')}`);
   const caller = r['caller'];
   let callers: Caller[] | undefined;
   if (caller !== undefined) {
-    if (!Array.isArray(caller) || caller.length === 0 || !caller.every((c) => c === 'user' || c === 'server'))
-      return refuse(`${path}/caller`, 'must be a list of "user" and "server"');
+    if (!Array.isArray(caller) || caller.length === 0 || !caller.every((c) => CALLERS.some((k) => k === c)))
+      return refuse(`${path}/caller`, `must be a list of ${CALLERS.map((k) => `"${k}"`).join(' and ')}`);
     callers = [...new Set(caller as Caller[])];
   }
   let abi: FunctionAbi | undefined;
@@ -154,21 +172,16 @@ function parseRule(v: unknown, path: string, count: Count): Rule {
   }
   const raw = r['conditions'] ?? [];
   if (!Array.isArray(raw) || raw.length > MAX_CONDITIONS) return refuse(`${path}/conditions`, `must be a list of at most ${MAX_CONDITIONS} conditions`);
-  const conditions = raw.map((c, i) => parseCondition(method as Method, abi, c, `${path}/conditions/${i}`, count));
-  return { name, action, method: method as Method, callers, abi, conditions };
+  const conditions = raw.map((c, i) => parseCondition(method, abi, c, `${path}/conditions/${i}`, count));
+  return { name, action: action as RuleAction, method, callers, abi, conditions };
 }
 
+/** A limit as the contract reads it (the API counts by the same reading), with its window's length. */
 function parseLimit(v: unknown, path: string): Limit {
-  const l = object(v, path, ['method', 'per', 'window', 'count'], ['method', 'per', 'window', 'count']);
-  const method = l['method'];
-  if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse(`${path}/method`, `must be one of ${METHODS.join(', ')}`);
-  if (l['per'] !== 'wallet' && l['per'] !== 'project') return refuse(`${path}/per`, 'must be "wallet" or "project"');
-  const windowSeconds = typeof l['window'] === 'string' ? WINDOWS[l['window']] : undefined;
-  if (windowSeconds === undefined) return refuse(`${path}/window`, `must be one of ${Object.keys(WINDOWS).join(', ')}`);
-  const count = l['count'];
-  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1 || count > 1_000_000_000)
-    return refuse(`${path}/count`, 'must be an integer from 1');
-  return { method: method as Method, per: l['per'], windowSeconds, count };
+  const read = readLimit(object(v, path, ['method', 'per', 'window', 'count'], ['method', 'per', 'window', 'count']));
+  if (!read.ok) return refuse(`${path}/${read.field}`, read.problem);
+  const { method, per, window, count } = read.limit;
+  return { method, per, windowSeconds: LIMIT_WINDOWS[window], count };
 }
 
 /** `{ rules, limits? }` → a policy, or SignerError('invalid_policy') naming the first problem. */

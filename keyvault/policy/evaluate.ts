@@ -1,6 +1,6 @@
 import { UNREADABLE, type Operation } from '../sign/operation.js';
 import { readCall, type Call, type FunctionAbi } from './calldata.js';
-import { CALLDATA_ARG_FIELD, OPERATORS_FOR, type FieldKind } from './catalogue.js';
+import { CALLDATA_ARG_FIELD, OPERATORS_FOR, type FieldKind } from '../../contract/index.js';
 import type { Caller, Condition, ConditionValue, Policy, Rule } from './document.js';
 
 /**

@@ -1,3 +1,4 @@
+import { isSigningMethod, SIGNING_METHODS, type SigningMethod } from '../../contract/index.js';
 import { signDigest, rsv, word, type Signature } from './ecdsa.js';
 import { authorizationDigest, parseAuthorization, type Authorization } from './authorization.js';
 import { hex, object, quantityHex, refuse, type Json } from './input.js';
@@ -6,8 +7,8 @@ import { Meter } from './meter.js';
 import { parseTransaction, serializeSigned, transactionDigest, type Transaction } from './transaction.js';
 import { domainValue, parseTypedData, typedLeaf, type TypedField } from './typed-data.js';
 
-export const METHODS = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
-export type Method = (typeof METHODS)[number];
+/** A method of the contract's list: each has its reading below (the switches are exhaustive). */
+export type Method = SigningMethod;
 
 /**
  * A field the operation has but that cannot be read as its kind (message bytes that are not UTF-8
@@ -73,8 +74,8 @@ const selectorOf = (data: Uint8Array): string | undefined => (data.length >= 4 ?
 export function readOperation(body: unknown, meter: Meter): { data: OperationData; message?: Json } {
   const o = object(body, '', ['method', 'params'], ['method', 'params']);
   const method = o['method'];
-  if (typeof method !== 'string' || !(METHODS as readonly string[]).includes(method)) return refuse('/method', `must be one of ${METHODS.join(', ')}`);
-  switch (method as Method) {
+  if (!isSigningMethod(method)) return refuse('/method', `must be one of ${SIGNING_METHODS.join(', ')}`);
+  switch (method) {
     case 'personal_sign': {
       const m = parsePersonalSign(o['params']);
       return { data: { method: 'personal_sign', digest: personalDigest(m.bytes, meter), length: m.bytes.length, text: m.text } };

@@ -5,7 +5,8 @@ import { SignerError } from '../errors.js';
 import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import { checkDocumentPath } from './documents.js';
 import { RecordLog } from './local-log.js';
-import type { KeyRecord, KeyStore, StoredDocument, StoreHealth } from './types.js';
+import type { StoreHealth } from '../../contract/index.js';
+import type { KeyRecord, KeyStore, StoredDocument } from './types.js';
 
 /** Makes a new directory entry durable. */
 function fsyncDir(dir: string): void {

@@ -1,3 +1,5 @@
+import type { StoreHealth } from '../../contract/index.js';
+
 /** What is stored for each key: only ciphertext, never the secret. */
 export interface KeyRecord {
   keyId: string;
@@ -27,17 +29,6 @@ export interface StoredDocument {
   path: string;
   body: Record<string, unknown>;
   createdAt: string;
-}
-
-export interface StoreHealth {
-  backend: 'vault' | 'local';
-  ok: boolean;
-  initialized?: boolean;
-  sealed?: boolean;
-  standby?: boolean;
-  transitKey?: { name: string; latestVersion: number; minDecryptionVersion: number };
-  /** When the Vault credential that cannot renew itself (an AppRole secret id) expires; null: never. */
-  credentialExpiresAt?: string | null;
 }
 
 /** A key-encryption backend plus a write-once record store. */

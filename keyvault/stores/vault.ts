@@ -1,7 +1,8 @@
 import { SignerError } from '../errors.js';
 import { DEPLOYMENT_ID, KEY_ID } from '../key-id.js';
 import type { VaultAdapter, VaultBody } from '../vault/adapter.js';
-import type { KeyRecord, KeyStore, StoredDocument, StoreHealth } from './types.js';
+import type { StoreHealth } from '../../contract/index.js';
+import type { KeyRecord, KeyStore, StoredDocument } from './types.js';
 import { checkDocumentPath } from './documents.js';
 import { Batcher } from '../batcher.js';
 import { encryptRequestBody, takePlaintexts } from '../vault/transit-bytes.js';

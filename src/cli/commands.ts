@@ -4,7 +4,7 @@ import type { CustodyClient } from '../client/index.js';
 import { createDb } from '../db/knex.js';
 import { pendingMigrations, runNextMigration } from '../db/migrate.js';
 import type { Output } from './output.js';
-import { SIGNING_METHODS } from '../policies/schemas.js';
+import { isSigningMethod, SIGNING_METHODS } from '../../contract/index.js';
 
 /** A mistake in how the CLI was called: exit 2 with the usage line. */
 export class UsageError extends Error {}
@@ -208,10 +208,10 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
   },
   sign: {
     usage: 'sign --project ID --wallet ID --method METHOD (--message TEXT | --params JSON | --params-file PATH)   (a signer token)',
-    summary: "sign with a wallet under the project's policy: personal_sign, eth_signTypedData_v4, eth_signTransaction, eth_signAuthorization",
+    summary: `sign with a wallet under the project's policy: ${SIGNING_METHODS.join(', ')}`,
     async run({ flags, out, client }) {
       const method = need(flags, 'method');
-      if (!(SIGNING_METHODS as readonly string[]).includes(method)) throw new UsageError(`--method is one of ${SIGNING_METHODS.join(', ')}`);
+      if (!isSigningMethod(method)) throw new UsageError(`--method is one of ${SIGNING_METHODS.join(', ')}`);
       const message = str(flags, 'message');
       const file = str(flags, 'params-file');
       const raw = file ? readFileSync(file, 'utf8') : str(flags, 'params');
@@ -223,7 +223,7 @@ export const COMMANDS: Record<string, { usage: string; summary: string; run(i: I
         throw new UsageError("--params must be JSON: the method's parameters");
       }
       const result = await client().signWithWallet(id(str(flags, 'project'), '--project'), id(str(flags, 'wallet'), '--wallet'), {
-        method: method as (typeof SIGNING_METHODS)[number],
+        method,
         params,
       });
       out.record(result);

@@ -2,22 +2,17 @@ import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import type { Executor } from '../db/knex.js';
 import type { ProjectUid, SignerClient } from '../signer/client.js';
-import { LIMIT_WINDOW_SECONDS } from './schemas.js';
+import { LIMIT_WINDOWS, readLimit, type PolicyLimit } from '../../contract/index.js';
 
 /**
  * Rolling-window limits of a project's policy (SIGNING.md): counters shared by every API process,
  * so they live in PostgreSQL and are kept here, not in the signer. A limit counts the signatures
  * its method made in the last window, per wallet or per project.
  */
-export interface Limit {
-  method: string;
-  per: 'wallet' | 'project';
-  window: string;
-  count: number;
-}
+export type Limit = PolicyLimit;
 
 /** The longest window: older signatures count for nothing. */
-const LONGEST_WINDOW_S = Math.max(...LIMIT_WINDOW_SECONDS.values());
+const LONGEST_WINDOW_S = Math.max(...Object.values(LIMIT_WINDOWS));
 
 /** How a denial names a limit, as a rule is named. */
 export const limitName = (l: Limit): string => `limit: ${l.count} ${l.method} per ${l.per} per ${l.window}`;
@@ -26,15 +21,10 @@ function readLimits(policy: unknown): Limit[] {
   const limits = (policy as { limits?: unknown }).limits ?? [];
   if (!Array.isArray(limits)) throw new Error('the signer answered a policy whose limits are not a list');
   return limits.map((v) => {
-    const l = v as Partial<Limit>;
-    if (
-      typeof l.method !== 'string' ||
-      (l.per !== 'wallet' && l.per !== 'project') ||
-      typeof l.count !== 'number' ||
-      !LIMIT_WINDOW_SECONDS.has(String(l.window))
-    )
-      throw new Error('the signer answered a policy with an unreadable limit');
-    return { method: l.method, per: l.per, window: String(l.window), count: l.count };
+    // Read as the signer read it when the policy was written (the contract's one reading).
+    const read = typeof v === 'object' && v !== null ? readLimit(v as Record<string, unknown>) : undefined;
+    if (!read?.ok) throw new Error('the signer answered a policy with an unreadable limit');
+    return read.limit;
   });
 }
 
@@ -83,7 +73,7 @@ export async function reserveSignature(
   return db.transaction(async (tx) => {
     await tx.raw(`SELECT pg_advisory_xact_lock(hashtext('custody:signature-limits:' || ?::text || ':' || ?::text))`, [at.projectId, at.method]);
     for (const limit of limits) {
-      const since = new Date(now.getTime() - (LIMIT_WINDOW_SECONDS.get(limit.window) ?? 0) * 1000);
+      const since = new Date(now.getTime() - LIMIT_WINDOWS[limit.window] * 1000);
       const column = limit.per === 'wallet' ? 'wallet_id' : 'project_id';
       const owner = limit.per === 'wallet' ? at.walletId : at.projectId;
       const { rows } = await tx.raw<{ rows: Array<{ n: string }> }>(

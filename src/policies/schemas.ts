@@ -1,21 +1,21 @@
 import { Type } from '@sinclair/typebox';
+import { CALLERS, LIMIT_SCOPES, LIMIT_WINDOWS, OPERATORS, OWNER_KEYS_MAX, POLICY_BOUNDS, RULE_ACTIONS, SIGNING_METHODS } from '../../contract/index.js';
 import { Id, pageOf, PageQuery, strictObject, Timestamp } from '../http/schemas.js';
 import { component } from '../openapi/meta.js';
 
 /**
  * A signing policy's shape (SIGNING.md). The signer reads it again strictly and is the judge of
  * its meaning (the field catalogue per method, values of the right kind); these schemas give the
- * shape its first check here and its OpenAPI description.
+ * shape its first check here and its OpenAPI description. Every list and bound is the contract's.
  */
-export const SIGNING_METHODS = ['personal_sign', 'eth_signTypedData_v4', 'eth_signTransaction', 'eth_signAuthorization'] as const;
 export const Method = Type.Union(
   SIGNING_METHODS.map((m) => Type.Literal(m)),
   { description: 'an Ethereum JSON-RPC signing method' },
 );
-const Caller = Type.Union([Type.Literal('user'), Type.Literal('server')]);
-const Scalar = Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean()]);
+const Caller = Type.Union(CALLERS.map((c) => Type.Literal(c)));
+const Scalar = Type.Union([Type.String({ maxLength: POLICY_BOUNDS.textChars }), Type.Number(), Type.Boolean()]);
 const Operator = Type.Union(
-  ['eq', 'neq', 'in', 'not_in', 'lt', 'lte', 'gt', 'gte', 'prefix'].map((op) => Type.Literal(op)),
+  OPERATORS.map((op) => Type.Literal(op)),
   { description: '`lt`…`gte` compare quantities as big integers; `prefix` compares text; `in`/`not_in` take a list' },
 );
 
@@ -26,39 +26,30 @@ const Condition = strictObject({
     description: "a field of the method's catalogue, `message.<path>` of typed data or `data.args.<n>` of a call",
   }),
   op: Operator,
-  value: Type.Union([Scalar, Type.Array(Scalar, { minItems: 1, maxItems: 1000 })]),
+  value: Type.Union([Scalar, Type.Array(Scalar, { minItems: 1, maxItems: POLICY_BOUNDS.valuesPerList })]),
 });
 
 const Rule = strictObject({
-  name: Type.String({ minLength: 1, maxLength: 100 }),
-  action: Type.Union([Type.Literal('allow'), Type.Literal('deny')]),
+  name: Type.String({ minLength: 1, maxLength: POLICY_BOUNDS.ruleNameChars }),
+  action: Type.Union(RULE_ACTIONS.map((a) => Type.Literal(a))),
   method: Method,
   caller: Type.Optional(Type.Array(Caller, { minItems: 1, maxItems: 2 })),
   abi: Type.Optional(Type.String({ minLength: 3, maxLength: 300, description: 'a function signature such as transfer(address,uint256), for `data.args.<n>`' })),
-  conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
+  conditions: Type.Optional(Type.Array(Condition, { maxItems: POLICY_BOUNDS.conditionsPerRule })),
 });
-
-/** A limit's windows and their lengths in seconds (the signer reads the same list). */
-export const LIMIT_WINDOW_SECONDS: ReadonlyMap<string, number> = new Map([
-  ['1m', 60],
-  ['1h', 3600],
-  ['24h', 86_400],
-  ['7d', 604_800],
-  ['30d', 2_592_000],
-]);
 
 const Limit = strictObject({
   method: Method,
-  per: Type.Union([Type.Literal('wallet'), Type.Literal('project')]),
-  window: Type.Union([...LIMIT_WINDOW_SECONDS.keys()].map((w) => Type.Literal(w))),
-  count: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+  per: Type.Union(LIMIT_SCOPES.map((s) => Type.Literal(s))),
+  window: Type.Union(Object.keys(LIMIT_WINDOWS).map((w) => Type.Literal(w))),
+  count: Type.Integer({ minimum: 1, maximum: POLICY_BOUNDS.limitCount }),
 });
 
 export const PolicyBody = component(
   'Policy',
   strictObject({
-    rules: Type.Array(Rule, { maxItems: 100 }),
-    limits: Type.Optional(Type.Array(Limit, { maxItems: 16 })),
+    rules: Type.Array(Rule, { maxItems: POLICY_BOUNDS.rules }),
+    limits: Type.Optional(Type.Array(Limit, { maxItems: POLICY_BOUNDS.limits })),
   }),
 );
 
@@ -83,7 +74,7 @@ const OwnerKey = strictObject({
   kid: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
 });
 export const OwnersDocument = strictObject({
-  keys: Type.Array(OwnerKey, { maxItems: 10, description: 'P-256 public JWKs; an empty list ends owner signing' }),
+  keys: Type.Array(OwnerKey, { maxItems: OWNER_KEYS_MAX, description: 'P-256 public JWKs; an empty list ends owner signing' }),
 });
 export const PutOwnersBody = Type.Union([OwnersDocument, SignedBody], {
   description: 'The owner list; once the project has owners, the signed form only.',

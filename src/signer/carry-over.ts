@@ -1,3 +1,4 @@
+import { CARRY_KEYS_MAX } from '../../contract/index.js';
 import type { Knex } from '../db/knex.js';
 import { AppError, DependencyUnavailableError } from '../errors.js';
 import { WarnOncePer } from '../logging/once.js';
@@ -65,8 +66,8 @@ export const SIGNING_503 = `${PROJECT_CALL_503} key_unbound: the wallet's key of
 
 /** How long a call about a project waits for step 1 before it answers 503. */
 const WAIT_MS = 2_000;
-/** Keys per signer request (the signer takes at most 200). */
-const KEYS_PER_CALL = 200;
+/** Keys per signer request: the most the signer takes. */
+const KEYS_PER_CALL = CARRY_KEYS_MAX;
 const LOCK = 'custody:signer-carry-over';
 
 interface Timing {

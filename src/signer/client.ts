@@ -3,30 +3,34 @@ import { request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { AppError, DependencyUnavailableError, KeyConflictError, PayloadTooLargeError } from '../errors.js';
-import { SIGNER_BODY_BYTES } from './limits.js';
-// The signer's contract, as types only: no code crosses the process boundary.
-import type {
-  BindRequest,
-  CarriedDocuments,
-  CarriedKeys,
-  CarryDocumentsRequest,
-  CarryKeysRequest,
-  CreateKeyRequest,
-  CreatedKey,
-  EvaluateAnswer,
-  EvaluateRequest,
-  Health,
-  KeyLookup,
-  PolicyDeniedProblem,
-  PolicyVersionAnswer,
-  PolicyVersionList,
-  SignAnswer,
-  SignRequestBody,
-  OwnersAnswer,
-  PutPolicyRequest,
-  SignerProblem,
-  StoreUnavailableCode,
-} from '../../keyvault/contract.js';
+import { SIGNER_MAX_BODY_BYTES } from './limits.js';
+// The signer's contract (contract/): its shapes, and the route table the paths are built from.
+import {
+  pathTo,
+  routeNamed,
+  type RouteParams,
+  type SignerRouteName,
+  type BindRequest,
+  type CarriedDocuments,
+  type CarriedKeys,
+  type CarryDocumentsRequest,
+  type CarryKeysRequest,
+  type CreateKeyRequest,
+  type CreatedKey,
+  type EvaluateAnswer,
+  type EvaluateRequest,
+  type Health,
+  type KeyLookup,
+  type PolicyDeniedProblem,
+  type PolicyVersionAnswer,
+  type PolicyVersionList,
+  type SignAnswer,
+  type SignRequestBody,
+  type OwnersAnswer,
+  type PutPolicyRequest,
+  type SignerProblem,
+  type StoreUnavailableCode,
+} from '../../contract/index.js';
 
 declare const projectUidBrand: unique symbol;
 /**
@@ -123,12 +127,15 @@ export class SignerClient {
     }
   }
 
-  #send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<Reply> {
+  /** A call to one route of the contract's table: its method, and its path with `params` (and `query`). */
+  #send<N extends SignerRouteName>(route: N, params: RouteParams<N>, body?: unknown, query = ''): Promise<Reply> {
+    const { method } = routeNamed(route);
+    const path = `${pathTo(route, params)}${query}`;
     const payload = body === undefined ? undefined : JSON.stringify(body);
     // What the signer would refuse unread is refused here (the caller's JSON written again can be
     // longer than it came: `1e9` is `1000000000`).
-    if (payload !== undefined && payload.length > SIGNER_BODY_BYTES / 3 && Buffer.byteLength(payload) > SIGNER_BODY_BYTES)
-      return Promise.reject(new PayloadTooLargeError(`${SIGNER_BODY_BYTES / 1024} KiB as the signer reads it`));
+    if (payload !== undefined && payload.length > SIGNER_MAX_BODY_BYTES / 3 && Buffer.byteLength(payload) > SIGNER_MAX_BODY_BYTES)
+      return Promise.reject(new PayloadTooLargeError(`${SIGNER_MAX_BODY_BYTES / 1024} KiB as the signer reads it`));
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const base = this.#base;
@@ -204,7 +211,7 @@ export class SignerClient {
   }
 
   async bind(): Promise<void> {
-    const reply = await this.#send('POST', '/v1/deployment', { deploymentId: this.deploymentId } satisfies BindRequest);
+    const reply = await this.#send('bindDeployment', {}, { deploymentId: this.deploymentId } satisfies BindRequest);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
     if (reply.status !== 200) throw this.#unavailable(reply);
@@ -231,7 +238,7 @@ export class SignerClient {
 
   async #createKey(keyId: string, requestId: string, project: ProjectUid): Promise<SignerKey> {
     const body: CreateKeyRequest = { keyId, requestId, purpose: 'wallet', deploymentId: this.deploymentId, projectId: project };
-    const reply = await this.#send('POST', '/v1/keys', body);
+    const reply = await this.#send('createKey', {}, body);
     const conflict = this.#conflict(reply);
     if (conflict) throw conflict;
     if (reply.status !== 200 && reply.status !== 201) {
@@ -249,7 +256,7 @@ export class SignerClient {
   }
 
   async getKey(keyId: string): Promise<{ keyId: string; address: string } | undefined> {
-    const reply = await this.#send('GET', `/v1/keys/${encodeURIComponent(keyId)}`);
+    const reply = await this.#send('getKey', { keyId });
     if (reply.status === 404) return undefined;
     if (reply.status !== 200) throw this.#unavailable(reply);
     const b = (reply.body ?? {}) as Partial<Record<keyof KeyLookup, unknown>>;
@@ -290,7 +297,7 @@ export class SignerClient {
           'Retry-After': '30',
         },
       );
-    if (reply.status === 413) return new PayloadTooLargeError(`${SIGNER_BODY_BYTES / 1024} KiB as the signer reads it`);
+    if (reply.status === 413) return new PayloadTooLargeError(`${SIGNER_MAX_BODY_BYTES / 1024} KiB as the signer reads it`);
     if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
       throw new Error(`the signer refused a request of ours (${reply.status} ${code}: ${message})`);
     return this.#unavailable(reply);
@@ -313,7 +320,7 @@ export class SignerClient {
   /** Writes the next version over `baseVersion`: the signer checks it and keeps it write-once. */
   async putPolicy(project: ProjectUid, submitted: { policy: unknown } | { signed: string }, baseVersion: number, author: string): Promise<PolicyVersionAnswer> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('PUT', `/v1/projects/${project}/policy`, { baseVersion, ...submitted, author } satisfies PutPolicyRequest);
+    const reply = await this.#send('putPolicy', { projectId: project }, { baseVersion, ...submitted, author } satisfies PutPolicyRequest);
     if (reply.status !== 201) throw this.#refusal(reply);
     return this.#policyVersion(reply.body);
   }
@@ -321,14 +328,14 @@ export class SignerClient {
   /** The project's policy owners: a new list over `baseVersion` (signed by an owner once there are owners). */
   async putOwners(project: ProjectUid, submitted: { owners: unknown } | { signed: string }, baseVersion: number, author: string): Promise<OwnersAnswer> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('PUT', `/v1/projects/${project}/owners`, { baseVersion, ...submitted, author });
+    const reply = await this.#send('putOwners', { projectId: project }, { baseVersion, ...submitted, author });
     if (reply.status !== 201) throw this.#refusal(reply);
     return this.#owners(reply.body);
   }
 
   async getOwners(project: ProjectUid): Promise<OwnersAnswer> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('GET', `/v1/projects/${project}/owners`);
+    const reply = await this.#send('getOwners', { projectId: project });
     if (reply.status !== 200) throw this.#refusal(reply);
     return this.#owners(reply.body);
   }
@@ -349,7 +356,7 @@ export class SignerClient {
   /** The newest version, or undefined when the project has none. */
   async getPolicy(project: ProjectUid): Promise<PolicyVersionAnswer | undefined> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('GET', `/v1/projects/${project}/policy`);
+    const reply = await this.#send('getPolicy', { projectId: project });
     if (reply.status === 404) return undefined;
     if (reply.status !== 200) throw this.#refusal(reply);
     return this.#policyVersion(reply.body);
@@ -358,7 +365,7 @@ export class SignerClient {
   /** Versions after `after`, oldest first. */
   async listPolicyVersions(project: ProjectUid, after: number, limit: number): Promise<PolicyVersionAnswer[]> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('GET', `/v1/projects/${project}/policy/versions?after=${after}&limit=${limit}`);
+    const reply = await this.#send('listPolicyVersions', { projectId: project }, undefined, `?after=${after}&limit=${limit}`);
     if (reply.status !== 200) throw this.#refusal(reply);
     const versions = (reply.body as Partial<PolicyVersionList> | undefined)?.versions;
     if (!Array.isArray(versions)) throw new Error('the signer answered with an unexpected body');
@@ -380,7 +387,7 @@ export class SignerClient {
     const end = signerDuration.startTimer({ operation: 'sign' });
     try {
       await this.#projectCallsOpen(project);
-      const reply = await this.#send('POST', `/v1/keys/${encodeURIComponent(keyId)}/sign`, { projectId: project, ...request } satisfies SignRequestBody);
+      const reply = await this.#send('sign', { keyId }, { projectId: project, ...request } satisfies SignRequestBody);
       const b = (reply.body ?? {}) as Partial<Record<keyof SignAnswer | keyof PolicyDeniedProblem, unknown>>;
       if (reply.status === 403 && b.code === 'policy_denied') {
         if (typeof b.digest !== 'string' || typeof b.policyVersion !== 'number' || (b.rule !== null && typeof b.rule !== 'string')) {
@@ -415,7 +422,7 @@ export class SignerClient {
   /** The decision the newest policy gives an operation; nothing is signed. */
   async evaluatePolicy(project: ProjectUid, request: EvaluateRequest): Promise<EvaluateAnswer> {
     await this.#projectCallsOpen(project);
-    const reply = await this.#send('POST', `/v1/projects/${project}/policy/evaluate`, request);
+    const reply = await this.#send('evaluate', { projectId: project }, request);
     if (reply.status !== 200) throw this.#refusal(reply);
     const b = (reply.body ?? {}) as Partial<Record<keyof EvaluateAnswer, unknown>>;
     if (
@@ -436,7 +443,7 @@ export class SignerClient {
    */
   async carryDocuments(project: ProjectUid, legacyProjectId: number): Promise<{ policies: number; owners: number }> {
     const body: CarryDocumentsRequest = { deploymentId: this.deploymentId, legacyProjectId: String(legacyProjectId) };
-    const reply = await this.#send('POST', `/v1/projects/${project}/carry-over/documents`, body);
+    const reply = await this.#send('carryDocuments', { projectId: project }, body);
     if (reply.status !== 200) throw this.#carryRefusal(reply);
     const b = (reply.body ?? {}) as Partial<Record<keyof CarriedDocuments, unknown>>;
     if (b.projectId !== project || typeof b.policies !== 'number' || typeof b.owners !== 'number')
@@ -447,7 +454,7 @@ export class SignerClient {
   /** Binds keys of an earlier release (at most 200) to the project their wallets belong to: each key's outcome. */
   async carryKeys(project: ProjectUid, legacyProjectId: number, keyIds: string[]): Promise<CarriedKeys['keys']> {
     const body: CarryKeysRequest = { deploymentId: this.deploymentId, legacyProjectId: String(legacyProjectId), keyIds };
-    const reply = await this.#send('POST', `/v1/projects/${project}/carry-over/keys`, body);
+    const reply = await this.#send('carryKeys', { projectId: project }, body);
     if (reply.status !== 200) throw this.#carryRefusal(reply);
     const keys = (reply.body as Partial<CarriedKeys> | undefined)?.keys;
     if (
@@ -475,7 +482,7 @@ export class SignerClient {
   /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */
   async health(): Promise<SignerHealth> {
     try {
-      const reply = await this.#send('GET', '/v1/health');
+      const reply = await this.#send('health', {});
       const b = (reply.body ?? {}) as Partial<Record<keyof Health | keyof SignerProblem, unknown>>;
       const ok = reply.status === 200 && b.ok === true;
       const storeDown = reply.status === 503 && (b.sealed === true || b.ok === false || STORE_UNAVAILABLE.has(String(b.code)));

@@ -1,3 +1,4 @@
+import type { Caller } from '../../contract/index.js';
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
@@ -15,7 +16,7 @@ export interface SignDeps {
 }
 
 export interface SignCaller {
-  caller: 'user' | 'server';
+  caller: Caller;
   /** Who asked, as the audit log names callers (`token:<id>`, `project:<id>` for the user present). */
   actor: string;
   requestId: string | null;

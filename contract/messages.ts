@@ -1,12 +1,47 @@
 /**
- * The signer's HTTP contract, version 1 (SIGNER.md): every request body and answer of its API.
- * The signer's server is written against it; the API's client imports it with `import type`
- * only, so the two sides share the shapes without sharing code across the process boundary.
+ * The signer's HTTP contract, version 1 (keyvault/README.md): every request body and answer of its
+ * API. The signer's server is written against it and the API's client reads it, so both sides hold
+ * the same shapes.
  */
-import type { SignerErrorCode } from './errors.js';
-import type { StoreHealth } from './stores/types.js';
+import type { Caller } from './signing.js';
 
-export type { SignerErrorCode };
+/** The signer's error codes (keyvault/README.md): the API maps retryable ones to 503 with Retry-After. */
+export type SignerErrorCode =
+  | 'vault_sealed'
+  | 'vault_unavailable'
+  | 'auth_failed'
+  | 'misconfigured'
+  | 'invalid_request'
+  | 'invalid_operation'
+  | 'invalid_policy'
+  | 'policy_conflict'
+  | 'policy_denied'
+  | 'owner_signature_required'
+  | 'invalid_owners'
+  | 'invalid_owner_signature'
+  | 'wrong_project'
+  | 'project_required'
+  | 'key_unbound'
+  | 'carry_over_conflict'
+  | 'unauthorized'
+  | 'not_found'
+  | 'key_conflict'
+  | 'store_owned'
+  | 'too_large'
+  | 'busy'
+  | 'internal';
+
+/** The key store's state, as `GET /v1/health` answers it. */
+export interface StoreHealth {
+  backend: 'vault' | 'local';
+  ok: boolean;
+  initialized?: boolean;
+  sealed?: boolean;
+  standby?: boolean;
+  transitKey?: { name: string; latestVersion: number; minDecryptionVersion: number };
+  /** When the Vault credential that cannot renew itself (an AppRole secret id) expires; null: never. */
+  credentialExpiresAt?: string | null;
+}
 
 /** Every refusal: `retryable` ones (Vault sealed or unreachable) come with `Retry-After`. */
 export interface SignerProblem {
@@ -90,7 +125,7 @@ export interface CarriedKeys {
 export interface SignRequestBody {
   /** The project's identity; 403 `wrong_project` for another project's key, 403 `key_unbound` for a key bound to none. */
   projectId: string;
-  caller: 'user' | 'server';
+  caller: Caller;
   operation: { method: string; params: unknown };
 }
 /** 200: the method's answer (`signature`, `signedTransaction` and `hash`, or `authorization`), with what decided it. */
@@ -139,7 +174,7 @@ export interface PolicyVersionList {
 
 /** `POST /v1/projects/{projectId}/policy/evaluate`: the decision on an operation, nothing signed. */
 export interface EvaluateRequest {
-  caller: 'user' | 'server';
+  caller: Caller;
   operation: { method: string; params: unknown };
 }
 export interface EvaluateAnswer {
