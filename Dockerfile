@@ -48,4 +48,4 @@ COPY package.json ./
 # A numeric user, so Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
 EXPOSE 8080
-ENTRYPOINT ["node", "dist/src/main.js"]
+ENTRYPOINT ["node", "dist/src/programs/main.js"]

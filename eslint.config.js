@@ -2,8 +2,29 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// The domains of src/ (docs/ARCHITECTURE.md): each owns its tables through its repository.
-const DOMAINS = ['organisations', 'projects', 'tokens', 'wallets', 'memberships', 'webhooks', 'audit'];
+import { readdirSync } from 'node:fs';
+
+// The domains: every folder of src/domains/ (docs/ARCHITECTURE.md), read from the tree, never listed by hand.
+const DOMAINS = readdirSync(new URL('./src/domains/', import.meta.url), { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .map((e) => e.name);
+
+/** Imports of a layer's files that reach a layer it may not depend on (the picture in docs/ARCHITECTURE.md). */
+const layer = (name, forbidden, allowTypeImports = false, except = []) => ({
+  files: [`src/${name}/**/*.ts`],
+  rules: {
+    '@typescript-eslint/no-restricted-imports': [
+      'error',
+      {
+        patterns: forbidden.map((f) => ({
+          regex: `/${f}/${except.length > 0 ? `(?!(${except.map((e) => e.replace(/^[^/]+\//, '').replace(/[.]/g, '\\.')).join('|')})$)` : ''}`,
+          allowTypeImports,
+          message: `src/${name}/ may not depend on src/${f}/ (docs/ARCHITECTURE.md: programs → domains → access → platform)`,
+        })),
+      },
+    ],
+  },
+});
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.data/**', 'eslint.config.js'] },
@@ -53,14 +74,14 @@ export default tseslint.config(
   {
     // The environment is read in the configuration modules only; everything else gets typed settings.
     files: ['src/**/*.ts', 'keyvault/**/*.ts', 'migrations/**/*.ts'],
-    ignores: ['src/config.ts', 'keyvault/config.ts', 'src/cli/config.ts'],
+    ignores: ['src/platform/config/config.ts', 'keyvault/config.ts', 'src/programs/cli/config.ts'],
     rules: {
       'no-restricted-properties': [
         'error',
         {
           object: 'process',
           property: 'env',
-          message: 'read the environment in a config module (src/config.ts, keyvault/config.ts, src/cli/config.ts) and pass settings',
+          message: 'read the environment in a config module (src/platform/config/config.ts, keyvault/config.ts, src/programs/cli/config.ts) and pass settings',
         },
       ],
     },
@@ -108,9 +129,9 @@ export default tseslint.config(
   // types excepted); its route declarations hand the work to commands: no SQL, no repository at all.
   ...DOMAINS.flatMap((domain) => {
     const foreign = {
-      group: DOMAINS.filter((d) => d !== domain).map((d) => `../${d}/repository.js`),
+      group: DOMAINS.filter((d) => d !== domain).map((d) => `**/${d}/repository.js`),
       allowTypeImports: true,
-      message: `src/${domain}/ may not use another domain's repository; call its commands, or resolve the tenant in src/tenancy/`,
+      message: `src/domains/${domain}/ may not use another domain's repository; call its commands, or resolve the tenant in src/access/tenancy/`,
     };
     const routes = {
       group: ['./repository.js', '**/db/*', 'knex'],
@@ -118,23 +139,24 @@ export default tseslint.config(
       message: 'a route declaration calls commands; queries live in repositories',
     };
     return [
-      { files: [`src/${domain}/**/*.ts`], rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [foreign] }] } },
+      { files: [`src/domains/${domain}/**/*.ts`], rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [foreign] }] } },
       {
-        files: [`src/${domain}/routes.ts`, `src/${domain}/failed-deliveries.ts`],
+        files: [`src/domains/${domain}/**/routes.ts`, `src/domains/${domain}/**/*-routes.ts`, `src/domains/${domain}/failed-deliveries.ts`],
         rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [foreign, routes] }] },
       },
     ];
   }),
-  {
-    // The outbox is infrastructure: the domains register their work with it (src/assembly.ts).
-    files: ['src/outbox/**/*.ts'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        { patterns: [{ group: DOMAINS.map((d) => `../${d}/*`), message: 'src/outbox/ knows no domain: register job kinds from the domain instead' }] },
-      ],
-    },
-  },
+  // The layers: the platform knows no access rule, domain or program; access knows no domain or
+  // program but for row types; domains know no program. (The domain rules above come after.)
+  layer('platform', ['access', 'domains', 'programs'], true),
+  // Authentication reads the credentials where their domains keep them: API tokens, project keys and
+  // issuer bindings, and the signing-in user's wallet (one statement with the project).
+  layer('access', ['domains', 'programs'], true, [
+    'domains/tokens/repository.js',
+    'domains/projects/keys.js',
+    'domains/projects/issuer-binding.js',
+    'domains/wallets/repository.js',
+  ]),
   {
     // Migrations are fixed history: they never follow the application's code.
     files: ['migrations/**/*.ts'],

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { signatureHeaders } from '../src/webhooks/signing.js';
+import { signatureHeaders } from '../src/domains/webhooks/signing.js';
 
 /**
  * The ceiling for deliveries: a bare loop, in its own process, POSTing the same stored bodies,

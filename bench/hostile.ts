@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { MAX_BODY_VALUES, MAX_OBJECT_MEMBERS } from '../src/http/body.js';
+import { MAX_BODY_VALUES, MAX_OBJECT_MEMBERS } from '../src/platform/http/body.js';
 import { declaredRoutes, type DeclaredRoute } from '../test/support/declared.js';
 import { Client } from '../test/support/http.js';
 import { keyRequest } from '../test/support/keys.js';
@@ -158,7 +158,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const stack = await startStack('bench-hostile');
 const port = await freePort();
 const monitor = fileURLToPath(new URL('./stall-monitor.js', import.meta.url));
-// BENCH_HOSTILE_ENTRY: another build's dist/src/main.js, to compare (e.g. the release before a fix).
+// BENCH_HOSTILE_ENTRY: another build's dist/src/programs/main.js, to compare (e.g. the release before a fix).
 const svc = spawnService({ ...stack.serviceEnv(port) }, process.env['BENCH_HOSTILE_ENTRY'], ['--import', monitor]);
 let direct: RunningSigner | undefined;
 const results: Record<string, unknown> = {

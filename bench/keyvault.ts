@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { generateKey } from '../keyvault/eth.js';
-import { projectUid, SignerClient } from '../src/signer/client.js';
+import { projectUid, SignerClient } from '../src/platform/signer/client.js';
 import { startSigner } from '../test/support/signer.js';
 import { startDevVault } from '../test/support/vault.js';
 import { BareVault } from './bare-vault.js';

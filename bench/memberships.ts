@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { createDb } from '../src/db/knex.js';
-import { LOCK_HOLDERS_SQL, viewQuery } from '../src/memberships/repository.js';
+import { createDb } from '../src/platform/db/knex.js';
+import { LOCK_HOLDERS_SQL, viewQuery } from '../src/domains/memberships/repository.js';
 import { seedMemberships, seedWallets } from '../scripts/seed-memberships.js';
 import { Client } from '../test/support/http.js';
 import { freePort, spawnService } from '../test/support/process.js';

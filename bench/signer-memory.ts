@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { SignerClient } from '../src/signer/client.js';
+import { SignerClient } from '../src/platform/signer/client.js';
 import { startSigner } from '../test/support/signer.js';
 import { startDevVault } from '../test/support/vault.js';
 import { keyIdOf, TEST_DEPLOYMENT, TEST_PROJECT } from '../test/support/keys.js';

@@ -47,7 +47,7 @@ const benchServiceEnv = (onPort: number): Record<string, string> => ({
 const svc = spawnService(benchServiceEnv(port), undefined, BENCH_NODE_ARGS);
 // BENCH_COMPARE=1: a second service process in the saturation runs, interleaved with the first
 // (the only comparison this machine's noise allows at a few per cent): BENCH_COMPARE_ENTRY, another
-// build's dist/src/main.js (same schema), and/or BENCH_COMPARE_ENV, extra "K=V K=V" variables.
+// build's dist/src/programs/main.js (same schema), and/or BENCH_COMPARE_ENV, extra "K=V K=V" variables.
 const compare = process.env['BENCH_COMPARE'] !== '0';
 /** Without BENCH_COMPARE_ENTRY/BENCH_COMPARE_ENV, the compared process is this build with every rate limit off. */
 const LIMITS_OFF = 'RATE_LIMIT_TOKEN=0 RATE_LIMIT_PROJECT=0 RATE_LIMIT_AUTH_FAILURES=0';

@@ -1,5 +1,5 @@
 /**
- * The signer's own copy of src/text/json-names.ts (the signer shares no code with the API).
+ * The signer's own copy of src/platform/text/json-names.ts (the signer shares no code with the API).
  * The first member name that repeats within one object of a JSON text, at any depth, with the
  * JSON pointer of that object; undefined when every object's names are distinct. JSON.parse keeps
  * the last of repeated names, and another reader may keep the first: a body, a JWT or a signed

@@ -213,9 +213,9 @@ clusters of their own (never the machine's), the others on throwaway databases:
 | \`ROLE=all\` killed with SIGKILL during 200 \`createasync\` | every accepted request ends with exactly one wallet and one delivered webhook; signer keys = wallet addresses | \`test/crash.test.ts\` |
 | the signer (its own process) killed with SIGKILL while four clients sign new users in and call \`createasync\`, then started again | only 200, 202 and 503 answers, every 503 with \`Retry-After\`; every wallet answered is stored with that address and the signer holds its key; every accepted \`createasync\` ends with a wallet | \`test/faults.test.ts\` |
 | \`ROLE=all\` killed with SIGKILL while four clients issue memberships to a project with a webhook subscription and a fifth calls \`createasync\`, then started again | every membership answered 201 is there once with one \`membership.issued\` event; every such event reaches the subscription, each with one \`webhook-id\`; every accepted \`createasync\` ends with exactly one wallet | \`test/faults.test.ts\` |
-| a worker killed mid-delivery (a retry row, and an event sent straight from its record) | the delivery is sent again with the same \`webhook-id\` | \`test/webhooks/workers.test.ts\` |
-| a webhook endpoint that never answers, beside a healthy one | every delivery to the healthy one arrives while the attempts to the other are open | \`test/webhooks/workers.test.ts\` |
-| receivers that trickle bytes, answer 10 MiB, redirect to the metadata address | \`timeout\`; read to 16 KiB, \`http_status\`; not followed, \`http_status\` | \`test/webhooks/webhooks.test.ts\` |
+| a worker killed mid-delivery (a retry row, and an event sent straight from its record) | the delivery is sent again with the same \`webhook-id\` | \`test/domains/webhooks/workers.test.ts\` |
+| a webhook endpoint that never answers, beside a healthy one | every delivery to the healthy one arrives while the attempts to the other are open | \`test/domains/webhooks/workers.test.ts\` |
+| receivers that trickle bytes, answer 10 MiB, redirect to the metadata address | \`timeout\`; read to 16 KiB, \`http_status\`; not followed, \`http_status\` | \`test/domains/webhooks/webhooks.test.ts\` |
 | Vault sealed | retryable \`vault_sealed\`, key creation answers \`503\` with \`Retry-After\`; the signer and the API stay ready (\`keyStore: sealed\`), known users sign in | \`test/keyvault/signer-vault.test.ts\` |
 | 10,000 fuzzed requests over every endpoint | never a 5xx, problem+json on every 4xx, no change on a 4xx | \`test/fuzz.test.ts\` |
 `;

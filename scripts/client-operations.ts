@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { buildApp, mountedEndpoints } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createDb } from '../src/db/knex.js';
-import { createLogger } from '../src/logger.js';
-import { operationTable } from '../src/openapi/operations.js';
-import { SignerClient } from '../src/signer/client.js';
+import { buildApp, mountedEndpoints } from '../src/programs/app.js';
+import { loadConfig } from '../src/platform/config/config.js';
+import { createDb } from '../src/platform/db/knex.js';
+import { createLogger } from '../src/platform/logging/logger.js';
+import { operationTable } from '../src/platform/openapi/operations.js';
+import { SignerClient } from '../src/platform/signer/client.js';
 
 /**
  * `npm run client:operations`: writes the typed client's operation table from the endpoint

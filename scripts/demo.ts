@@ -14,12 +14,12 @@ import { chmodSync, createWriteStream, mkdirSync, readFileSync, writeFileSync } 
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
-import { CustodyApiError, CustodyClient } from '../src/client/index.js';
+import { CustodyApiError, CustodyClient } from '../src/programs/client/index.js';
 import { TestIdp } from '../test/support/idp.js';
 import { Receiver } from '../test/support/receiver.js';
 import { freePort, until } from '../test/support/wait.js';
 
-const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+const MAIN = fileURLToPath(new URL('../src/programs/main.js', import.meta.url));
 const AUDIENCE = 'urn:custody:testnet';
 const keep = process.argv.includes('--keep');
 const out = (line = '') => process.stdout.write(`${line}\n`);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { ConfigError, loadConfig, ROLE_NEEDS, ROLES, roleOf, type RoleNeeds } from '../src/config.js';
+import { ConfigError, loadConfig, ROLE_NEEDS, ROLES, roleOf, type RoleNeeds } from '../src/platform/config/config.js';
 
 const problemsOf = (env: Record<string, string>): string[] => {
   try {

@@ -23,10 +23,10 @@ import {
 } from '../contract/index.js';
 import { parsePolicy } from '../keyvault/policy/document.js';
 import { parseOperation } from '../keyvault/sign/operation.js';
-import { PolicyLimits } from '../src/policies/limits.js';
-import { EvaluateBody, PolicyBody } from '../src/policies/schemas.js';
-import type { ProjectUid } from '../src/signer/client.js';
-import { RpcBody, UserRpcBody } from '../src/wallets/schemas.js';
+import { PolicyLimits } from '../src/domains/signing/policies/limits.js';
+import { EvaluateBody, PolicyBody } from '../src/domains/signing/policies/schemas.js';
+import type { ProjectUid } from '../src/platform/signer/client.js';
+import { RpcBody, UserRpcBody } from '../src/domains/wallets/schemas.js';
 import { REAL_TYPED_DATA } from './support/limits.js';
 import { startSigner, type RunningSigner } from './support/signer.js';
 

@@ -339,7 +339,7 @@ describe('bad input: problem+json with a stable code, and no change in the datab
 
 describe("character-set SQLSTATEs are the caller's input, not a 500", () => {
   it('maps 22021, 22P05 and 22026 to 400 invalid_characters by code', async () => {
-    const { mapDatabaseError } = await import('../src/db/pg-errors.js');
+    const { mapDatabaseError } = await import('../src/platform/db/pg-errors.js');
     for (const code of ['22021', '22P05', '22026']) {
       const mapped = mapDatabaseError({ code, message: 'anything' });
       expect(mapped?.status, code).to.equal(400);

@@ -5,15 +5,15 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { getAddress } from 'ethers';
 import pg from 'pg';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
-import { createLogger } from '../src/logger.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/platform/db/embedded.js';
+import { createLogger } from '../src/platform/logging/logger.js';
 import { Client, required } from './support/http.js';
 import { freePort, spawnService, type Service } from './support/process.js';
 import { startSigner, type RunningSigner } from './support/signer.js';
 import { TestIdp } from './support/idp.js';
 import { Receiver } from './support/receiver.js';
 import { until } from './support/wait.js';
-import { SignerClient } from '../src/signer/client.js';
+import { SignerClient } from '../src/platform/signer/client.js';
 import { TEST_DEPLOYMENT } from './support/keys.js';
 
 const address = () => getAddress(`0x${randomBytes(20).toString('hex')}`);

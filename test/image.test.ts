@@ -27,7 +27,7 @@ describe('container image layout (Dockerfile)', function () {
   const start = (env: Record<string, string>) => {
     const svc = spawnService(
       { HOME: writable, DATA_DIR: path.join(writable, 'data'), NODE_ENV: 'production', ...env },
-      path.join(app, 'dist/src/main.js'),
+      path.join(app, 'dist/src/programs/main.js'),
       [],
       {
         ...IMAGE_USER,
@@ -102,7 +102,7 @@ describe('container image layout (Dockerfile)', function () {
     // Nothing under the application directory is writable by the user the image runs as.
     const tryWrite = (file: string) =>
       execFileSync(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(file)}, 'x')`], { ...IMAGE_USER, stdio: 'pipe' });
-    for (const file of ['dist/src/main.js', 'dist/new-file.js', 'node_modules/koa/package.json', 'package.json']) {
+    for (const file of ['dist/src/programs/main.js', 'dist/new-file.js', 'node_modules/koa/package.json', 'package.json']) {
       expect(() => tryWrite(path.join(app, file)), file).to.throw();
     }
     if (IMAGE_USER.uid === undefined) expect(() => accessSync(path.join(app, 'dist'), constants.W_OK)).to.throw();
@@ -150,10 +150,10 @@ describe('container image layout (Dockerfile)', function () {
     for (const p of ['/docs', '/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css', '/openapi.json']) {
       expect((await fetch(`http://127.0.0.1:${apiPort}${p}`)).status, p).to.equal(200);
     }
-    // The operator CLI runs from the image too (kubectl exec … node dist/src/cli/main.js …).
+    // The operator CLI runs from the image too (kubectl exec … node dist/src/programs/cli/main.js …).
     const cli = spawnService(
       { HOME: writable, CUSTODY_URL: `http://127.0.0.1:${apiPort}`, CUSTODY_TOKEN: common.OPERATOR_TOKEN },
-      path.join(app, 'dist/src/cli/main.js'),
+      path.join(app, 'dist/src/programs/cli/main.js'),
       [],
       {
         ...IMAGE_USER,

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { accessLine, BlockWriter, createLogger } from '../src/logger.js';
+import { accessLine, BlockWriter, createLogger } from '../src/platform/logging/logger.js';
 
 /** A destination that keeps every line written to it. */
 function sink(): { stream: Writable; lines: () => Array<Record<string, unknown>> } {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { WarnOncePer } from '../src/logging/once.js';
-import { createLogger } from '../src/logger.js';
+import { WarnOncePer } from '../src/platform/logging/once.js';
+import { createLogger } from '../src/platform/logging/logger.js';
 import { Writable } from 'node:stream';
 import { startAppWithIdp } from './support/app.js';
 import { createProject, createTenant } from './support/factories.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { SIGNER_ENV } from '../src/signer/child.js';
+import { SIGNER_ENV } from '../src/platform/signer/child.js';
 import { startApp } from './support/app.js';
 import { freePort, scratchDatabase, spawnService } from './support/process.js';
 import { startSigner } from './support/signer.js';

@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { required } from './support/http.js';
 import { startApp, type TestApp } from './support/app.js';
 import { sharedSigner } from './support/signer.js';
-import { SecretBox } from '../src/crypto/secrets.js';
-import { recordAad } from '../src/http/idempotency.js';
+import { SecretBox } from '../src/platform/crypto/secrets.js';
+import { recordAad } from '../src/access/endpoints/idempotency.js';
 
 /** Every row of every table as text (PostgreSQL's own rendering of each row). */
 async function everyRow(app: TestApp): Promise<string> {

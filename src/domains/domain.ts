@@ -1,22 +1,22 @@
 import type { Knex } from 'knex';
-import type { OidcVerifier } from '../auth/oidc.js';
-import type { Clock } from '../clock.js';
-import type { AppEnv, Config } from '../config.js';
-import type { SecretBox } from '../crypto/secrets.js';
-import type { EventDefinition } from '../events/catalogue.js';
-import type { Declaration } from '../http/declare.js';
-import type { RouteDeps } from '../http/route-deps.js';
-import type { Logger } from '../logger.js';
-import type { Feeder, JobKind } from '../outbox/registry.js';
-import type { PeriodicTask } from '../scheduler.js';
-import type { SignerClient } from '../signer/client.js';
+import type { OidcVerifier } from '../access/auth/oidc.js';
+import type { Clock } from '../platform/runtime/clock.js';
+import type { AppEnv, Config } from '../platform/config/config.js';
+import type { SecretBox } from '../platform/crypto/secrets.js';
+import type { EventDefinition } from './webhooks/catalogue.js';
+import type { Declaration } from '../access/endpoints/declare.js';
+import type { RouteDeps } from '../access/endpoints/route-deps.js';
+import type { Logger } from '../platform/logging/logger.js';
+import type { Feeder, JobKind } from '../platform/outbox/registry.js';
+import type { PeriodicTask } from '../platform/runtime/scheduler.js';
+import type { SignerClient } from '../platform/signer/client.js';
 
 /** What a domain's endpoints may use: the shared middlewares and the process's services. */
 export interface EndpointDeps extends RouteDeps {
   db: Knex;
   log: Logger;
   signer: SignerClient;
-  /** For the issuer diagnostic; users are authenticated by the declaration (auth/user.ts). */
+  /** For the issuer diagnostic; users are authenticated by the declaration (access/auth/user.ts). */
   oidc: OidcVerifier;
   env: AppEnv;
 }
@@ -33,7 +33,7 @@ export interface WorkDeps {
 
 /**
  * A domain's manifest, exported from its folder's index.ts: everything the assembly needs of it.
- * The assembly (src/assembly.ts) iterates the one list of domains (domains/index.ts) for each part.
+ * The assembly (src/programs/assembly.ts) iterates the one list of domains (domains/index.ts) for each part.
  */
 export interface Domain {
   readonly name: string;

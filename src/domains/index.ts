@@ -1,11 +1,11 @@
-import { auditDomain } from '../audit/index.js';
-import { membershipsDomain } from '../memberships/index.js';
-import { organisationsDomain } from '../organisations/index.js';
-import { projectsDomain } from '../projects/index.js';
-import { signingDomain } from '../signing/index.js';
-import { tokensDomain } from '../tokens/index.js';
-import { walletsDomain } from '../wallets/index.js';
-import { webhooksDomain } from '../webhooks/index.js';
+import { auditDomain } from './audit/index.js';
+import { membershipsDomain } from './memberships/index.js';
+import { organisationsDomain } from './organisations/index.js';
+import { projectsDomain } from './projects/index.js';
+import { signingDomain } from './signing/index.js';
+import { tokensDomain } from './tokens/index.js';
+import { walletsDomain } from './wallets/index.js';
+import { webhooksDomain } from './webhooks/index.js';
 import type { Domain } from './domain.js';
 
 /**

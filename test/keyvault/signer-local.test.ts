@@ -5,8 +5,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { computeAddress } from 'ethers';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
-import { SignerClient } from '../../src/signer/client.js';
-import { AppError } from '../../src/errors.js';
+import { SignerClient } from '../../src/platform/signer/client.js';
+import { AppError } from '../../src/platform/http/errors.js';
 import { spawnService } from '../support/process.js';
 import { localKeyRecords, SIGNER_MAIN, startSigner, type RunningSigner } from '../support/signer.js';
 

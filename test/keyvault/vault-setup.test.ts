@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { parse as parseYaml } from 'yaml';
-import { SignerClient } from '../../src/signer/client.js';
+import { SignerClient } from '../../src/platform/signer/client.js';
 import { createCa } from '../support/idp.js';
 import { keyIdOf, TEST_DEPLOYMENT, TEST_PROJECT } from '../support/keys.js';
 import { spawnService } from '../support/process.js';

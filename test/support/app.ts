@@ -6,20 +6,20 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
-import { declaredEndpoints, mountedEndpoints } from '../../src/app.js';
-import { assembleApi, assembleBackground, type BackgroundParts } from '../../src/assembly.js';
-import type { Declaration } from '../../src/http/declare.js';
-import { loadConfig, type Config } from '../../src/config.js';
-import { hashSecret, newSecret } from '../../src/crypto/secrets.js';
-import type { OutboxRelay } from '../../src/outbox/relay.js';
-import { Scheduler } from '../../src/scheduler.js';
-import { createLogger } from '../../src/logger.js';
-import type { Lifecycle } from '../../src/lifecycle.js';
-import type { ProjectKeyCache } from '../../src/tenancy/key-cache.js';
-import { SignerClient } from '../../src/signer/client.js';
-import type { CarryOver } from '../../src/signer/carry-over.js';
-import { readDeploymentId } from '../../src/db/deployment.js';
-import { watchPool, watchRequest, type NestedAcquisitionError } from '../../src/db/held.js';
+import { declaredEndpoints, mountedEndpoints } from '../../src/programs/app.js';
+import { assembleApi, assembleBackground, type BackgroundParts } from '../../src/programs/assembly.js';
+import type { Declaration } from '../../src/access/endpoints/declare.js';
+import { loadConfig, type Config } from '../../src/platform/config/config.js';
+import { hashSecret, newSecret } from '../../src/platform/crypto/secrets.js';
+import type { OutboxRelay } from '../../src/platform/outbox/relay.js';
+import { Scheduler } from '../../src/platform/runtime/scheduler.js';
+import { createLogger } from '../../src/platform/logging/logger.js';
+import type { Lifecycle } from '../../src/platform/runtime/lifecycle.js';
+import type { ProjectKeyCache } from '../../src/access/tenancy/key-cache.js';
+import { SignerClient } from '../../src/platform/signer/client.js';
+import type { CarryOver } from '../../src/platform/signer/carry-over.js';
+import { readDeploymentId } from '../../src/platform/db/deployment.js';
+import { watchPool, watchRequest, type NestedAcquisitionError } from '../../src/platform/db/held.js';
 import { Client } from './http.js';
 import { TestIdp } from './idp.js';
 import { Receiver } from './receiver.js';
@@ -44,13 +44,13 @@ export interface TestApp {
   quiet<T>(fn: () => Promise<T>): Promise<T>;
   /** The app's project-key cache (undefined with PROJECT_CACHE_TTL_MS=0). */
   projectCache: ProjectKeyCache | undefined;
-  /** Every API endpoint the app declared (src/http/declare.ts). */
+  /** Every API endpoint the app declared (src/access/endpoints/declare.ts). */
   endpoints: readonly Declaration[];
   /** Every endpoint the app mounted, the plain ones (probes, metrics, reference) included. */
   mounted: readonly Declaration[];
-  /** Each time a request asked the pool for a connection while it held one (src/db/held.ts); close() fails if any. */
+  /** Each time a request asked the pool for a connection while it held one (src/platform/db/held.ts); close() fails if any. */
   nested: NestedAcquisitionError[];
-  /** The carry-over of an earlier release's signer documents, as the app started it (src/signer/carry-over.ts). */
+  /** The carry-over of an earlier release's signer documents, as the app started it (src/platform/signer/carry-over.ts). */
   carryOver: CarryOver;
   close(): Promise<void>;
 }
@@ -88,7 +88,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   // A database that cannot be reached (the dependency-failure suites) has no deployment id to read: no key can be made there anyway.
   const deploymentId = await readDeploymentId(db).catch(() => randomUUID());
   const signerClient = new SignerClient(config.keyvaultUrl ?? '', config.keyvaultToken ?? '', config.keyvaultTimeoutMs, deploymentId, config.keyvaultTls);
-  // The wiring main.ts uses (src/assembly.ts); with Redis, a prefix of its own: test runs share the machine's Redis.
+  // The wiring main.ts uses (src/programs/assembly.ts); with Redis, a prefix of its own: test runs share the machine's Redis.
   const parts = assembleApi({
     config: config.redisUrl && env['REDIS_KEY_PREFIX'] === undefined ? { ...config, redisKeyPrefix: `custody-test:${randomBytes(6).toString('hex')}` } : config,
     db,
@@ -127,7 +127,7 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
   if (options.relay) await startBackground();
   const handle = app.callback();
   // Every request is watched: one that asks the pool for a connection while it holds one fails
-  // there, and the suite fails when the app closes (src/db/held.ts).
+  // there, and the suite fails when the app closes (src/platform/db/held.ts).
   watchPool(db);
   const nested: NestedAcquisitionError[] = [];
   const server: Server = createServer((req, res) => {

@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import type { Reply } from './http.js';
 import pg from 'pg';
-import { createDb } from '../../src/db/knex.js';
-import { runNextMigration } from '../../src/db/migrate.js';
+import { createDb } from '../../src/platform/db/knex.js';
+import { runNextMigration } from '../../src/platform/db/migrate.js';
 
 /** The machine's PostgreSQL (CI starts it); each test run works in a database of its own. */
 export const ADMIN_DATABASE_URL = process.env['TEST_ADMIN_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';

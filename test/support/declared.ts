@@ -1,14 +1,14 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { declaredEndpoints } from '../../src/app.js';
-import { assembleApi } from '../../src/assembly.js';
-import { loadConfig } from '../../src/config.js';
-import { hashSecret } from '../../src/crypto/secrets.js';
-import { DEFAULT_BODY_LIMIT } from '../../src/http/body.js';
-import type { AuthKind } from '../../src/http/declare.js';
-import { createDb } from '../../src/db/knex.js';
-import { createLogger } from '../../src/logger.js';
-import { SignerClient } from '../../src/signer/client.js';
+import { declaredEndpoints } from '../../src/programs/app.js';
+import { assembleApi } from '../../src/programs/assembly.js';
+import { loadConfig } from '../../src/platform/config/config.js';
+import { hashSecret } from '../../src/platform/crypto/secrets.js';
+import { DEFAULT_BODY_LIMIT } from '../../src/platform/http/body.js';
+import type { AuthKind } from '../../src/access/endpoints/declare.js';
+import { createDb } from '../../src/platform/db/knex.js';
+import { createLogger } from '../../src/platform/logging/logger.js';
+import { SignerClient } from '../../src/platform/signer/client.js';
 
 /** An endpoint as a client of a running service sees it. */
 export interface DeclaredRoute {
@@ -20,7 +20,7 @@ export interface DeclaredRoute {
 }
 
 /**
- * Every endpoint the API declares (src/http/declare.ts), read off an app built as main.ts builds it
+ * Every endpoint the API declares (src/access/endpoints/declare.ts), read off an app built as main.ts builds it
  * and never served, for a benchmark that drives the service as a separate process
  * (bench/hostile.ts): a new endpoint is in its list without anyone adding it.
  */

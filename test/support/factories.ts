@@ -32,7 +32,7 @@ export async function createOrganisation(operator: Client, name = unique('Org'))
 export async function createProject(client: Client, organisationId: number, body: Record<string, unknown> = {}): Promise<Project> {
   const res = await client.post(`/api/v1/organisations/${organisationId}/projects`, {
     name: unique('Project'),
-    // An issuer of the organisation's own: organisations share one only with claims (projects/issuer-binding.ts).
+    // An issuer of the organisation's own: organisations share one only with claims (domains/projects/issuer-binding.ts).
     issuer: `https://idp.example.com/org-${organisationId}`,
     ...body,
   });

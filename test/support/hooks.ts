@@ -1,5 +1,5 @@
-import { createDb } from '../../src/db/knex.js';
-import { migrateLatest } from '../../src/db/migrate.js';
+import { createDb } from '../../src/platform/db/knex.js';
+import { migrateLatest } from '../../src/platform/db/migrate.js';
 import { adminQuery as admin, databaseUrlFor, setTestDatabase, testDb } from './db.js';
 import { removeImageLayout } from './image.js';
 import { checkObservedResponses } from './openapi-check.js';

@@ -1,4 +1,4 @@
-import type { Problem } from '../../src/client/index.js';
+import type { Problem } from '../../src/programs/client/index.js';
 import { observeResponse } from './observed.js';
 import type { SuccessBody } from './operations.js';
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { projectUid } from '../../src/signer/client.js';
+import { projectUid } from '../../src/platform/signer/client.js';
 
 /** The deployment the signer-level suites present (each of their signers has a store of its own). */
 export const TEST_DEPLOYMENT = randomUUID();

@@ -1,4 +1,4 @@
-import type { CustodyClient, OPERATIONS, OperationId } from '../../src/client/index.js';
+import type { CustodyClient, OPERATIONS, OperationId } from '../../src/programs/client/index.js';
 
 /**
  * The typed client's reply for a request the tests write as a method and a path: the path is

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { adminQuery, databaseUrlFor } from './db.js';
 
-export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+export const MAIN = fileURLToPath(new URL('../../src/programs/main.js', import.meta.url));
 
 export interface Service {
   proc: ChildProcess;
@@ -12,7 +12,7 @@ export interface Service {
   exited: Promise<number | null>;
 }
 
-/** Runs `node dist/src/main.js` as its own process with exactly this environment (plus PATH/HOME). */
+/** Runs `node dist/src/programs/main.js` as its own process with exactly this environment (plus PATH/HOME). */
 export function spawnService(
   env: Record<string, string>,
   main = MAIN,

@@ -8,7 +8,7 @@ import type { Receiver } from './receiver.js';
 
 /**
  * A valid call of every declared write endpoint, on a tenant that has what each acts on: the one
- * list the suites that drive every write endpoint share (test/http/pool.test.ts, duplicate names).
+ * list the suites that drive every write endpoint share (test/platform/http/pool.test.ts, duplicate names).
  */
 const AUDIENCE = 'urn:custody:testnet';
 /** Concurrent calls a fixture must be able to make (distinct memberships, names). */

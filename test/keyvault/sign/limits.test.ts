@@ -4,7 +4,7 @@ import { LIMITS } from '../../../keyvault/limits.js';
 import { parsePolicy } from '../../../keyvault/policy/document.js';
 import { Deferred, Meter } from '../../../keyvault/sign/meter.js';
 import { parseOperation, readOperation } from '../../../keyvault/sign/operation.js';
-import { MAX_BODY_DEPTH, MAX_BODY_VALUES, MAX_OBJECT_MEMBERS, measureJson } from '../../../src/http/body.js';
+import { MAX_BODY_DEPTH, MAX_BODY_VALUES, MAX_OBJECT_MEMBERS, measureJson } from '../../../src/platform/http/body.js';
 import { FAR_PAST_VALUES, LIMIT_CASES, MAXIMAL, REAL_TYPED_DATA, typedDataOfValues } from '../../support/limits.js';
 
 const address0 = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';

@@ -1,7 +1,0 @@
-import { defineDomain } from '../domains/domain.js';
-import { auditEndpoints } from './routes.js';
-
-export const auditDomain = defineDomain({
-  name: 'audit',
-  endpoints: (deps) => auditEndpoints(deps),
-});

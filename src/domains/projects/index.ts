@@ -1,0 +1,7 @@
+import { defineDomain } from '../domain.js';
+import { projectEndpoints } from './routes.js';
+
+export const projectsDomain = defineDomain({
+  name: 'projects',
+  endpoints: (deps) => projectEndpoints(deps),
+});

@@ -1,0 +1,27 @@
+import { defineDomain } from '../domain.js';
+import { policyOwnerEndpoints } from './policies/owner-routes.js';
+import { PolicyLimits, pruneSignatures } from './policies/limits.js';
+import { policyEndpoints } from './policies/routes.js';
+import { DecisionLog } from './decisions.js';
+import { rpcEndpoints } from './rpc-routes.js';
+import { walletDeps } from '../wallets/index.js';
+import { SIGNING_EVENTS } from './events.js';
+
+/** Signing: the rpc endpoints, the decision log, the policies and their rolling-window limits. */
+export const signingDomain = defineDomain({
+  name: 'signing',
+  events: SIGNING_EVENTS,
+  endpoints: (deps) => {
+    // The limits are counted here, on PostgreSQL; the policy endpoints drop what they knew of a project's.
+    const limits = new PolicyLimits(deps.signer, deps.now);
+    return [
+      ...rpcEndpoints({ ...deps, wallets: { ...walletDeps(deps), limits, decisions: new DecisionLog(deps.db) } }),
+      ...policyEndpoints({ ...deps, limits }),
+      ...policyOwnerEndpoints(deps),
+    ];
+  },
+  periodic: (deps) => [
+    // Signatures older than the longest limit window count for nothing.
+    { name: 'signature-prune', role: 'worker', everyMs: 600_000, run: () => pruneSignatures(deps.db) },
+  ],
+});

@@ -1,0 +1,7 @@
+import { defineDomain } from '../domain.js';
+import { tokenEndpoints } from './routes.js';
+
+export const tokensDomain = defineDomain({
+  name: 'tokens',
+  endpoints: (deps) => tokenEndpoints(deps),
+});

@@ -1,0 +1,13 @@
+import { defineDomain } from '../domain.js';
+import { WEBHOOK_EVENTS } from './events.js';
+import { failedDeliveryEndpoints } from './failed-deliveries.js';
+import { webhookEndpoints } from './routes.js';
+import { webhookJobs } from './jobs.js';
+
+export const webhooksDomain = defineDomain({
+  name: 'webhooks',
+  events: WEBHOOK_EVENTS,
+  // The failed-deliveries list before `/webhooks/:webhookId`, which would otherwise take its path.
+  endpoints: (deps) => [...failedDeliveryEndpoints(deps), ...webhookEndpoints(deps)],
+  jobs: (deps) => webhookJobs(deps),
+});

@@ -1,7 +1,0 @@
-import { defineDomain } from '../domains/domain.js';
-import { organisationEndpoints } from './routes.js';
-
-export const organisationsDomain = defineDomain({
-  name: 'organisations',
-  endpoints: (deps) => organisationEndpoints(deps),
-});

@@ -1,0 +1,86 @@
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import type { Logger } from '../logging/logger.js';
+
+/** Any place a query can run: the pool or an open transaction. Repositories take one first. */
+export type Executor = Knex | Knex.Transaction;
+export type { Knex };
+
+// bigint ids stay below 2^53 for the life of any deployment; numbers are what the API returns.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+
+export interface DbOptions {
+  url: string;
+  /** Where knex's own warnings go (it writes to the console otherwise). */
+  log?: Logger;
+  poolMax: number;
+  /** How long a query waits for a pooled connection before the request gets a 503. */
+  acquireTimeoutMs?: number;
+  /** Whether hotQuery names its statements (default true); see hotQuery. */
+  preparedStatements?: boolean;
+}
+
+/** The pools whose hot statements are sent unnamed (DB_PREPARED_STATEMENTS=false). */
+const unprepared = new WeakSet<object>();
+
+export function createDb(options: DbOptions): Knex {
+  const db = knexFactory({
+    client: 'pg',
+    connection: { connectionString: options.url, connectionTimeoutMillis: 5_000 },
+    pool: { min: 0, max: options.poolMax },
+    acquireConnectionTimeout: options.acquireTimeoutMs ?? 10_000,
+    log: {
+      warn: (m: unknown) => options.log?.warn({ knex: String(m) }, 'database warning'),
+      error: (m: unknown) => options.log?.error({ knex: String(m) }, 'database error'),
+      deprecate: (m: unknown) => options.log?.warn({ knex: String(m) }, 'database deprecation'),
+      debug: (m: unknown) => options.log?.debug({ knex: String(m) }, 'database debug'),
+    },
+  });
+  if (options.preparedStatements === false) unprepared.add(db);
+  return db;
+}
+
+/**
+ * A JS array as one bind parameter: node-postgres sends it as a PostgreSQL array literal (nulls
+ * included) for `unnest(?::text[])`; knex's types only know arrays without nulls.
+ */
+export const pgArray = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;
+
+interface PooledPg {
+  acquireConnection(): Promise<pg.ClientBase>;
+  releaseConnection(connection: pg.ClientBase): Promise<void>;
+}
+
+/**
+ * One parameterised statement (`$1`, `$2`, … placeholders) on a connection of knex's own pool,
+ * through node-postgres directly, as a named prepared statement: for the few reads that run on
+ * every request (sign-in's project and wallet lookup). Prepared, PostgreSQL plans the statement
+ * a few times per connection and then keeps a generic plan; unprepared, planning that join cost
+ * the database 0.6-0.9 ms per request, more than running it (bench/README.md). knex's formatter
+ * and runner are skipped too (about 6% of the request). A transaction runs it on its own
+ * connection through knex as usual. Errors are node-postgres's (or knex's pool timeout), mapped
+ * like any other database error. `name` must be unique to `sql`. With DB_PREPARED_STATEMENTS=false
+ * (PgBouncer before 1.21 in transaction mode cannot keep prepared statements) they go unnamed.
+ */
+export async function hotQuery<R>(db: Executor, name: string, sql: string, bindings: readonly unknown[]): Promise<R[]> {
+  if (db.isTransaction) {
+    // knex's placeholders are `?`, bound in order of appearance.
+    const ordered: unknown[] = [];
+    const text = sql.replace(/\$(\d+)/g, (_, n: string) => {
+      ordered.push(bindings[Number(n) - 1]);
+      return '?';
+    });
+    const { rows } = await db.raw<{ rows: R[] }>(text, ordered as Knex.RawBinding[]);
+    return rows;
+  }
+  const pool = db.client as unknown as PooledPg;
+  const connection = await pool.acquireConnection();
+  try {
+    const values = bindings as unknown[];
+    const { rows } = await connection.query<R & pg.QueryResultRow>(unprepared.has(db) ? { text: sql, values } : { name, text: sql, values });
+    return rows;
+  } finally {
+    // knex's release is synchronous (it returns a resolved promise): nothing to wait for.
+    void pool.releaseConnection(connection);
+  }
+}

@@ -1,7 +1,0 @@
-import { defineDomain } from '../domains/domain.js';
-import { projectEndpoints } from './routes.js';
-
-export const projectsDomain = defineDomain({
-  name: 'projects',
-  endpoints: (deps) => projectEndpoints(deps),
-});

@@ -1,7 +1,0 @@
-import { defineDomain } from '../domains/domain.js';
-import { tokenEndpoints } from './routes.js';
-
-export const tokensDomain = defineDomain({
-  name: 'tokens',
-  endpoints: (deps) => tokenEndpoints(deps),
-});
