@@ -21,7 +21,7 @@ const app = buildApp({
   lifecycle: { draining: false },
   signer: new SignerClient('http://127.0.0.1:1', 'none', 1_000, 'none'),
 });
-const out = fileURLToPath(new URL('../../src/client/operations.ts', import.meta.url));
+const out = fileURLToPath(new URL('../../src/programs/client/operations.ts', import.meta.url));
 writeFileSync(out, operationTable(mountedEndpoints(app)));
 await db.destroy();
 process.stdout.write(`wrote ${out}\n`);

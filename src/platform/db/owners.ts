@@ -6,35 +6,36 @@
  * and fails on a table of the schema missing here.
  */
 export const TABLE_OWNERS = {
-  organisations: 'organisations',
-  projects: 'projects',
-  project_keys: 'projects',
-  api_tokens: 'tokens',
-  wallets: 'wallets',
-  memberships: 'memberships',
-  membership_transactions: 'memberships',
-  webhook_subscriptions: 'webhooks',
-  audit_log: 'audit',
-  outbox: 'outbox',
-  wallet_signatures: 'policies',
-  idempotency_keys: 'idempotency',
-  rate_limits: 'ratelimit',
-  signer_carry_over: 'signer',
-  deployment: 'db',
-  knex_migrations: 'db',
-  knex_migrations_lock: 'db',
+  organisations: 'domains/organisations',
+  projects: 'domains/projects',
+  project_keys: 'domains/projects',
+  api_tokens: 'domains/tokens',
+  wallets: 'domains/wallets',
+  memberships: 'domains/memberships',
+  membership_transactions: 'domains/memberships',
+  webhook_subscriptions: 'domains/webhooks',
+  audit_log: 'domains/audit',
+  outbox: 'platform/outbox',
+  wallet_signatures: 'domains/signing',
+  idempotency_keys: 'platform/idempotency',
+  rate_limits: 'platform/ratelimit',
+  // The API's start-up carry-over of an earlier release's signer documents (programs/carry-over.ts).
+  signer_carry_over: 'programs',
+  deployment: 'platform/db',
+  knex_migrations: 'platform/db',
+  knex_migrations_lock: 'platform/db',
 } as const;
 
 export type Table = keyof typeof TABLE_OWNERS;
 
 /**
- * Tables another folder reads too, and why. src/tenancy/ decides who reaches which organisation
+ * Tables another folder reads too, and why. src/access/tenancy/ decides who reaches which organisation
  * and project, in one statement on the request's hot path (visible.ts: the visible rows;
  * project-key.ts: a project key's live project; quiet.ts: the quiet-tenant condition), so it
  * reads these tables; their owners alone write them.
  */
 export const ALSO_READ_BY: Readonly<Partial<Record<Table, readonly string[]>>> = {
-  organisations: ['tenancy'],
-  projects: ['tenancy'],
-  project_keys: ['tenancy'],
+  organisations: ['access/tenancy'],
+  projects: ['access/tenancy'],
+  project_keys: ['access/tenancy'],
 };

@@ -37,7 +37,7 @@ describe('the typed client operation table', () => {
   it('is the one the endpoint declarations give (npm run client:operations writes it)', async () => {
     const app = await startApp();
     try {
-      const file = fileURLToPath(new URL('../../../../src/client/operations.ts', import.meta.url));
+      const file = fileURLToPath(new URL('../../../../src/programs/client/operations.ts', import.meta.url));
       const options = (await resolveConfig(file)) ?? {};
       expect(await format(operationTable(app.mounted), { ...options, parser: 'typescript' })).to.equal(await readFile(file, 'utf8'));
     } finally {
