@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `custody`: the operator's command line. Talks to a running service through the typed client
- * (src/client) with an API token; `migrate` talks to the database directly.
+ * (src/programs/client) with an API token; `migrate` talks to the database directly.
  * Exit codes: 0 done, 1 refused by the service (4xx) or a failed check, 2 usage, 3 service unavailable.
  */
 import { existsSync, readFileSync } from 'node:fs';

@@ -17,7 +17,7 @@ const observingFetch: typeof fetch = async (input, init) => {
   return res;
 };
 
-describe('typed client (src/client)', function () {
+describe('typed client (src/programs/client)', function () {
   this.timeout(60_000);
   let app: TestApp;
   let idp: TestIdp;
