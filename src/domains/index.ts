@@ -10,7 +10,7 @@ import type { Domain } from './domain.js';
 
 /**
  * The one list of domains, in the order their endpoints are mounted and their events catalogued.
- * Every folder of domains/ is in it (test/domains.test.ts).
+ * Every folder of domains/ is in it (test/domains/domains.test.ts).
  */
 export const DOMAINS: readonly Domain[] = [
   organisationsDomain,

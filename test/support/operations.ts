@@ -2,7 +2,7 @@ import type { CustodyClient, OPERATIONS, OperationId } from '../../src/programs/
 
 /**
  * The typed client's reply for a request the tests write as a method and a path: the path is
- * matched, segment by segment, against the operation table of `src/client` (a `{param}` takes
+ * matched, segment by segment, against the operation table of `src/programs/client` (a `{param}` takes
  * any one segment but a word the table uses literally), and the reply is that operation's.
  * A path no operation has (an operational route, a probe of an unknown one) is read as `unknown`.
  */

@@ -14,7 +14,7 @@ export interface EventDefinition {
  * What subscriptions may name and `GET /webhooks/events` lists: each domain's own event types
  * (its `events.ts`, also in its manifest), in the order of the list of domains. Gathered here from
  * the data files rather than from the manifests, because the webhook schemas need the names while
- * modules load; test/domains.test.ts checks that the two agree.
+ * modules load; test/domains/domains.test.ts checks that the two agree.
  */
 export const EVENT_CATALOGUE = [...WALLET_EVENTS, ...MEMBERSHIP_EVENTS, ...WEBHOOK_EVENTS, ...SIGNING_EVENTS] as const;
 

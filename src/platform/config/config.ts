@@ -62,7 +62,7 @@ export interface Config {
   readonly dbPoolMax: number;
   /** Named prepared statements for the per-request lookups (off behind a transaction-mode pooler that cannot keep them). */
   readonly dbPreparedStatements: boolean;
-  /** Lifetime of an entry of the API's project-key cache (0: no cache); see src/projects/key-cache.ts. */
+  /** Lifetime of an entry of the API's project-key cache (0: no cache); see src/access/tenancy/key-cache.ts. */
   readonly projectCacheTtlMs: number;
   readonly idempotencyTtlS: number;
   /**

@@ -88,7 +88,7 @@ describe('http: one declaration per endpoint', function () {
       ctx.state.principal = { scope: 'operator', role: 'admin' };
       await next();
     };
-    // The user endpoint's authentication is the user authenticator's (test/wallets): here it admits anyone.
+    // The user endpoint's authentication is the user authenticator's (test/domains/wallets): here it admits anyone.
     const users = { identify: () => Promise.resolve({ project: {}, email: 'ada@example.com', token: null, requestId: 'r' }) } as unknown as UserAuthenticator;
     mount(router, { projectChange: step('projectChange'), authenticate, idempotent: step('idempotent'), audited: () => step('audited'), cursors, users }, [
       declare(
