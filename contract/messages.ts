@@ -121,7 +121,7 @@ export interface CarriedKeys {
   >;
 }
 
-/** `POST /v1/keys/{keyId}/sign`: a structured operation (SIGNING.md), never a hash. */
+/** `POST /v1/keys/{keyId}/sign`: a structured operation (docs/signing.md), never a hash. */
 export interface SignRequestBody {
   /** The project's identity; 403 `wrong_project` for another project's key, 403 `key_unbound` for a key bound to none. */
   projectId: string;

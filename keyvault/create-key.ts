@@ -18,7 +18,7 @@ const conflict = (keyId: string) => new SignerError('key_conflict', `key id ${ke
 const present = (r: KeyRecord, created: boolean): CreatedKey => ({ keyId: r.keyId, address: r.address, createdAt: r.createdAt, created });
 
 /**
- * The invariant of SIGNER.md: no address leaves before its key is durably stored and verified.
+ * The invariant of keyvault/README.md: no address leaves before its key is durably stored and verified.
  * generate → encrypt bound to the key id → decrypt back and compare → write once → zero → answer.
  */
 export class KeyCreator {
@@ -33,7 +33,7 @@ export class KeyCreator {
   ) {}
 
   /**
-   * Binds this signer to the deployment that owns its store (the write-once marker, SIGNER.md):
+   * Binds this signer to the deployment that owns its store (the write-once marker, keyvault/README.md):
    * the first deployment to ask claims an unclaimed store; any other is refused, by name.
    */
   async bind(deploymentId: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { SignerError } from './errors.js';
 
 /**
- * Key ids are chosen by the caller at random (UUIDv4, SIGNER.md "Creating a key"); keys made by
+ * Key ids are chosen by the caller at random (UUIDv4, keyvault/README.md); keys made by
  * earlier releases carry the UUIDv5 ids they were stored under and stay readable.
  */
 export const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[45][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

@@ -154,7 +154,7 @@ function count(url: URL, name: string, fallback: number, max: number): number {
 }
 
 /**
- * The signer's versioned API (SIGNER.md): JSON over HTTP behind a bearer secret compared in
+ * The signer's versioned API (keyvault/README.md): JSON over HTTP behind a bearer secret compared in
  * constant time. Bodies are never logged. `/healthz` and `/readyz` (no auth) are for probes only.
  * Requests are dispatched by the contract's route table (contract/routes.ts), which the API's client
  * builds its paths from.

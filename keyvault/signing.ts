@@ -37,7 +37,7 @@ export class PolicyDenied extends SignerError {
 }
 
 /**
- * Signing (SIGNING.md), in the order its rules give: read the operation and compute its digest;
+ * Signing (docs/signing.md), in the order its rules give: read the operation and compute its digest;
  * the key must belong to the project named (stored with it, or bound once by a carry-over); the project's newest policy
  * decides; only an allowed operation leads to a decrypt; the key is in clear for the one
  * signature and zeroed after it.

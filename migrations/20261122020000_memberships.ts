@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Memberships (CONTRACT.md section 7) and their ledger of transactions.
+ * Memberships (docs/interface.md section 7) and their ledger of transactions.
  *
  * `holds_slot` is true while a membership occupies its (wallet, type) place; a partial unique
  * index makes "one active membership per wallet and type" a constraint, not a hope. Revocation

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 
-/** Project webhook subscriptions (CONTRACT.md section 8) and their deliveries in the outbox. */
+/** Project webhook subscriptions (docs/interface.md section 8) and their deliveries in the outbox. */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('webhook_subscriptions', (t) => {
     t.bigIncrements('id');

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Key identity (CONTRACT.md section 5, SIGNER.md): the deployment's own random id, which the
+ * Key identity (docs/interface.md section 5, keyvault/README.md): the deployment's own random id, which the
  * signer's store is bound to, and a random key id on every wallet row, chosen when the row is
  * inserted and so before the signer is called. Wallets that have a key keep the id it is stored under.
  */

@@ -4,7 +4,7 @@ const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 const LOWER = 'abcdefghijklmnopqrstuvwxyz';
 
 /**
- * Identity folding becomes ASCII-only (CONTRACT.md section 5): `email_lower` is recomputed with
+ * Identity folding becomes ASCII-only (docs/interface.md section 5): `email_lower` is recomputed with
  * A-Z → a-z and nothing else. Two rows that would then share a key stop the migration with a
  * report (nothing is changed); rows whose key changes (an address whose non-ASCII letters full
  * Unicode case mapping had folded) are listed on stderr for the operator to review.

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * API tokens of the `signer` role (SIGNING.md): a customer's backend that asks wallets to sign.
+ * API tokens of the `signer` role (docs/signing.md): a customer's backend that asks wallets to sign.
  * Project-scoped; may sign and read, may not manage; `admin` does not imply it.
  */
 export async function up(knex: Knex): Promise<void> {

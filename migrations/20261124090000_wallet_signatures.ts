@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * The signatures counted by a policy's rolling-window `limits` (SIGNING.md): one row per signature
+ * The signatures counted by a policy's rolling-window `limits` (docs/signing.md): one row per signature
  * made (a reservation taken before the signer is asked, removed when it does not sign). Kept 30
  * days, the longest window.
  */

@@ -23,7 +23,7 @@ import { lowerAddress, object, quantity, signedText } from '../sign/input.js';
 import { parseFunctionAbi, type FunctionAbi } from './calldata.js';
 
 /**
- * A project's policy (SIGNING.md): rules that allow or deny an operation by its method, its
+ * A project's policy (docs/signing.md): rules that allow or deny an operation by its method, its
  * caller and conditions on the catalogue's fields, and rolling-window limits (evaluated by the
  * API, which keeps the counters). Read strictly: a policy that names an unknown field, an
  * operator its field cannot take or a value of the wrong kind is refused when it is written.

@@ -5,7 +5,7 @@ import type { Caller, Condition, ConditionValue, Policy, Rule } from './document
 
 /**
  * A decision on a read operation, before any key is touched: default deny, and a matching `deny`
- * beats every `allow` (SIGNING.md). `rule` names the rule that decided, or is null when no rule
+ * beats every `allow` (docs/signing.md). `rule` names the rule that decided, or is null when no rule
  * allowed the operation.
  */
 export interface Decision {

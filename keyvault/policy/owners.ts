@@ -7,7 +7,7 @@ import type { KeyStore } from '../stores/types.js';
 import { Versions } from './versions.js';
 
 /**
- * Owner-signed policies (SIGNING.md), optional per project: once a project has policy owners
+ * Owner-signed policies (docs/signing.md), optional per project: once a project has policy owners
  * (P-256 public JWKs), the signer accepts a new policy version, or a new owner list, only inside an
  * owner's ES256 JWS naming the project and the version it becomes. An admin token, or the API
  * process itself, can then no longer widen what a wallet may sign.

@@ -5,7 +5,7 @@ import { Versions, type Version } from './versions.js';
 export type PolicyVersion = Version<Policy>;
 
 /**
- * A project's policy versions (SIGNING.md: static rules are evaluated in the signer from its own
+ * A project's policy versions (docs/signing.md: static rules are evaluated in the signer from its own
  * store): `policies/<project identity>/v<n>`, each written once, read strictly (parsePolicy).
  */
 export class PolicyStore extends Versions<Policy> {

@@ -19,7 +19,7 @@ function fsyncDir(dir: string): void {
 }
 
 /**
- * The development key store (SIGNER.md "local"): the same flow as Vault with AES-256-GCM under
+ * The development key store (keyvault/README.md): the same flow as Vault with AES-256-GCM under
  * a master key file (0600) standing in for transit, and a write-once, group-committed record
  * log standing in for KV v2. Refused in production by config.
  */

@@ -26,7 +26,7 @@ export interface VaultPaths {
   kvPrefix: string;
 }
 
-/** What the transit key must read back as (SIGNER.md startup checks). */
+/** What the transit key must read back as (keyvault/README.md startup checks). */
 const REQUIRED_KEY = { type: 'aes256-gcm96', derived: true, exportable: false, allow_plaintext_backup: false, deletion_allowed: false };
 
 /**

@@ -9,7 +9,7 @@ export interface Reply<T = unknown> {
   headers: Headers;
   /** Parsed JSON when the answer is JSON, else undefined; typed as the operation's success. */
   body: T;
-  /** The same JSON read as a problem (CONTRACT.md section 2); only a 4xx or 5xx answer has one. */
+  /** The same JSON read as a problem (docs/interface.md section 2); only a 4xx or 5xx answer has one. */
   readonly problem: Problem;
   text: string;
 }

@@ -11,7 +11,7 @@ import type { WarnOncePer } from '../../platform/logging/once.js';
 import { setRecent } from '../../platform/runtime/recent.js';
 
 /**
- * `email_verified` as providers send it (CONTRACT.md section 4): only `true` and the string
+ * `email_verified` as providers send it (docs/interface.md section 4): only `true` and the string
  * `"true"` mean verified; an absent claim is not a statement either way; anything else
  * (`false`, `"false"`, `"False"`, `1`, `"yes"`, `null`) is not verified.
  */
@@ -19,7 +19,7 @@ export function emailVerified(value: unknown): boolean {
   return value === undefined || value === true || value === 'true';
 }
 
-/** Any failed check of CONTRACT.md section 11: 401 `invalid_token`, with the check named, never the token. */
+/** Any failed check of docs/interface.md section 11: 401 `invalid_token`, with the check named, never the token. */
 export class InvalidTokenError extends AppError {
   constructor(detail: string) {
     super(401, 'invalid_token', 'Unauthorized', detail, undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });

@@ -1,4 +1,4 @@
-/** `signer`: project tokens that may ask wallets to sign and read; `admin` does not imply it (SIGNING.md). */
+/** `signer`: project tokens that may ask wallets to sign and read; `admin` does not imply it (docs/signing.md). */
 export type TokenRole = 'admin' | 'read' | 'signer';
 
 /** Who is calling a management endpoint, resolved from its API token. */

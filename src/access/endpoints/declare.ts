@@ -16,7 +16,7 @@ export type AuthKind = 'none' | 'apiToken' | 'userJwt';
 
 /** What a change needs around it. Every write is audited in the transaction of the change. */
 export interface WritePolicy {
-  /** `Idempotency-Key` honoured (CONTRACT.md section 2b: every management POST). */
+  /** `Idempotency-Key` honoured (docs/interface.md section 2b: every management POST). */
   readonly idempotent: boolean;
   /**
    * Who writes the audit entry: `request` (the default: the request's own entry, in its

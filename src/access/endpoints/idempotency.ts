@@ -18,7 +18,7 @@ export const recordAad = (principal: string, key: string, fingerprint: string) =
 const inProgress = () => new ConflictError('A request with this Idempotency-Key is still in progress.', 'request_in_progress');
 
 /**
- * CONTRACT.md section 2b, without holding a connection across the request (docs/decisions.md):
+ * docs/interface.md section 2b, without holding a connection across the request (docs/decisions.md):
  * 1. the key's record is claimed by one committed statement, naming this request its owner for a
  *    lease (`idempotencyLeaseS`); a second request while it runs gets 409, one with another body
  *    422, one after the answer its replay;

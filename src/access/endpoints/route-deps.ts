@@ -10,7 +10,7 @@ export interface RouteDeps {
   authenticate: AppMiddleware;
   /** Runs a management write in a transaction with its audit entry. */
   audited: (route: Route, target: AuditTarget) => AppMiddleware;
-  /** Idempotency-Key handling for management POSTs (CONTRACT.md section 2b). */
+  /** Idempotency-Key handling for management POSTs (docs/interface.md section 2b). */
   idempotent: AppMiddleware;
   /** First on the routes that change organisations, projects or keys: drops the project-key cache when the request is over. */
   projectChange: AppMiddleware;

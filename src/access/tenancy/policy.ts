@@ -15,7 +15,7 @@ const OPERATOR: readonly PrincipalScope[] = ['operator'];
 const PROJECT: readonly PrincipalScope[] = ['project'];
 
 /**
- * Who may do what, in one table (CONTRACT.md section 3). Reaching the resource comes first: a
+ * Who may do what, in one table (docs/interface.md section 3). Reaching the resource comes first: a
  * tenant or project outside the token's scope is 404 before any of this is asked (access/tenancy/resolve.ts).
  */
 export const permissions = {

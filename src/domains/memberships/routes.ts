@@ -7,7 +7,7 @@ import { mapInTurns } from '../../platform/runtime/turns.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, ProjectQuery, RevokeBody, TransferBody, ViewQuery } from './schemas.js';
 import * as ex from '../../platform/openapi/examples.js';
 
-/** The four membership endpoints of the interface document, with CONTRACT.md section 7. */
+/** The four membership endpoints of the interface document, with docs/interface.md section 7. */
 export function membershipEndpoints({ now }: RouteDeps): Declaration[] {
   const seconds = (ms: number) => Math.floor(ms / 1000);
 

@@ -134,7 +134,7 @@ export async function rotateProjectKey(
   });
 }
 
-/** A new wallet webhook secret; the old one keeps signing beside it for 24 h (CONTRACT.md section 8). */
+/** A new wallet webhook secret; the old one keeps signing beside it for 24 h (docs/interface.md section 8). */
 export async function rotateWalletWebhookSecret(
   db: Executor,
   scope: ProjectScope,

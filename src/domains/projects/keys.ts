@@ -9,7 +9,7 @@ export const newProjectKey = (env: AppEnv): string => newSecret(projectKeyPrefix
 
 /**
  * The hash to look a project key up by, or undefined when it cannot be a key of this
- * environment. No trimming, ever: a key with extra whitespace is invalid (CONTRACT.md section 1).
+ * environment. No trimming, ever: a key with extra whitespace is invalid (docs/interface.md section 1).
  */
 export function projectKeyHash(key: string, env: AppEnv): Buffer | undefined {
   const prefix = projectKeyPrefix(env);

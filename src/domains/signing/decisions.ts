@@ -48,7 +48,7 @@ const RECORD_DECISIONS = `WITH d AS (
 ${wakeRelaysIfAny('event')}`;
 
 /**
- * Records signing decisions (SIGNING.md: every decision, allowed or denied) before their answers
+ * Records signing decisions (docs/signing.md: every decision, allowed or denied) before their answers
  * go out. Decisions made while earlier ones are being written go together in the next statement
  * (GroupCommit): one commit for many signatures under load, none waiting when idle.
  */

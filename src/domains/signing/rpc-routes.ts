@@ -26,7 +26,7 @@ const refusals = {
 };
 
 /**
- * Signing (SIGNING.md), asked two ways: by the user present (JWT and project key, as sign-in) and
+ * Signing (docs/signing.md), asked two ways: by the user present (JWT and project key, as sign-in) and
  * by the customer's backend (a `signer` token). Both take Idempotency-Key; every decision is
  * recorded by the command.
  */

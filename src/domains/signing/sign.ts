@@ -23,7 +23,7 @@ export interface SignCaller {
 }
 
 /**
- * Asks the signer to sign `operation` with the wallet's key (SIGNING.md): the signer reads it,
+ * Asks the signer to sign `operation` with the wallet's key (docs/signing.md): the signer reads it,
  * checks the key's project and the policy before it decrypts. Every decision is recorded, allowed
  * or denied, before the answer (decisions.ts): an audit entry (caller, wallet, method, digest,
  * rule, policy version; never the payload) and a `wallet.signature.created` or `.denied` event.

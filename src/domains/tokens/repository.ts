@@ -24,7 +24,7 @@ type TokenAndProject = LiveToken & { [C in (typeof PROJECT_COLUMNS)[number] as `
 
 /**
  * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
- * for a project token, its project not deleted (CONTRACT.md section 10: undelete brings it back).
+ * for a project token, its project not deleted (docs/interface.md section 10: undelete brings it back).
  * With `projectId` (the project a request names), in the same round trip, that project if the
  * token reaches it (access/tenancy/visible.ts), else null. Every API-token request runs it: a prepared
  * statement (platform/db/knex.ts hotQuery).

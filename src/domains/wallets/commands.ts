@@ -132,7 +132,7 @@ export async function getProjectWallet(deps: Pick<WalletDeps, 'activated'>, db: 
   return wallet;
 }
 
-/** The signing user's own wallet (SIGNING.md): 404 `wallet_not_found` until it has one. */
+/** The signing user's own wallet (docs/signing.md): 404 `wallet_not_found` until it has one. */
 export async function getUserWallet(db: Executor, caller: UserCaller): Promise<WalletRow & { address: string }> {
   const wallet = await findWalletOf(db, caller.project.id, caller.email);
   if (!wallet || wallet.address === null)

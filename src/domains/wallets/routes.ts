@@ -120,7 +120,7 @@ export function walletEndpoints(deps: RouteDeps & { wallets: WalletDeps }): Decl
       },
     ),
 
-    // Back-office lookups with an API token (CONTRACT.md section 5).
+    // Back-office lookups with an API token (docs/interface.md section 5).
     declareList(
       { method: 'GET', path: '/api/v1/project/:projectId/wallets', ...atProject('wallet.read') },
       {

@@ -51,7 +51,7 @@ export const IssuerCheckOut = Type.Object(
   { additionalProperties: false },
 );
 
-/** `POST …/wallets/{walletId}/rpc`: one structured operation (SIGNING.md), read and judged by the signer. */
+/** `POST …/wallets/{walletId}/rpc`: one structured operation (docs/signing.md), read and judged by the signer. */
 export const RpcBody = strictObject({
   method: SigningMethod,
   params: Type.Object({}, { description: "the method's parameters: `{ message }`, `{ typedData }`, `{ transaction }` or `{ chainId, address, nonce }`" }),

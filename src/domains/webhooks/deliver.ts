@@ -126,7 +126,7 @@ function warnFailed(deps: DeliveryDeps, row: OutboxRow, url: string, kind: strin
 const attemptFields = (a: Attempt, url: string): Partial<Outcome> => ({ lastStatus: a.status, lastError: a.error, lastResponseBody: a.responseBody, url });
 
 /**
- * One attempt of a wallet-created webhook (CONTRACT.md section 6): the stored bytes, signed
+ * One attempt of a wallet-created webhook (docs/interface.md section 6): the stored bytes, signed
  * afresh, to the project's current wallet webhook URL. Any non-2xx, timeout or refused
  * connection marks it failed at once; background retries follow the schedule when enabled.
  */

@@ -18,7 +18,7 @@ function parsePayload(text: string | null): unknown {
   }
 }
 
-/** The failed-delivery record of CONTRACT.md section 8; `webhookId` is the subscription's id (null for wallet webhooks). */
+/** The failed-delivery record of docs/interface.md section 8; `webhookId` is the subscription's id (null for wallet webhooks). */
 export const presentFailedDelivery = (r: OutboxRow): Static<typeof FailedDeliveryOut> => ({
   id: r.id,
   kind: r.delivery_kind === 'subscription' ? 'subscription' : 'wallet',

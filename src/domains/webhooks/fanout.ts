@@ -321,7 +321,7 @@ function jobOf(d: EventDelivery, sub: SubscriptionRow | undefined, destination: 
 }
 
 /**
- * The fan-out (CONTRACT.md section 9): recorded events become one delivery per subscription
+ * The fan-out (docs/interface.md section 9): recorded events become one delivery per subscription
  * naming them, tried at once; only those that do not succeed get rows of their own.
  */
 export function eventFanOut(db: Knex, lane: string, now: () => number, bound: number, recountMs = 1_000): Feeder {

@@ -4,7 +4,7 @@ import type { SubscriptionRow } from './repository.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-/** The subscription record of CONTRACT.md section 8; the secret is never part of it. */
+/** The subscription record of docs/interface.md section 8; the secret is never part of it. */
 export const presentSubscription = (s: SubscriptionRow): Static<typeof SubscriptionOut> => ({
   id: s.id,
   projectId: s.project_id,

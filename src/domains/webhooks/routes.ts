@@ -32,7 +32,7 @@ import {
 } from './schemas.js';
 import * as ex from '../../platform/openapi/examples.js';
 
-/** Project webhook subscriptions (CONTRACT.md section 8) and the event catalogue (section 9). */
+/** Project webhook subscriptions (docs/interface.md section 8) and the event catalogue (section 9). */
 export function webhookEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   const deps: WebhookDeps = {
     env: config.appEnv,

@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 // Decoded keys by secret (bounded): deliveries sign thousands of bodies with a few secrets.
 const keys = new Map<string, Buffer>();
 
-/** The signing key of a secret (CONTRACT.md section 8): whsec_ secrets are base64 bytes, others their UTF-8 bytes. */
+/** The signing key of a secret (docs/interface.md section 8): whsec_ secrets are base64 bytes, others their UTF-8 bytes. */
 export function signingKey(secret: string): Buffer {
   let key = keys.get(secret);
   if (!key) {

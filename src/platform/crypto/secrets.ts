@@ -4,7 +4,7 @@ import { createCipheriv, createDecipheriv, createHmac, hash, randomBytes, timing
 export const newSecret = (prefix: string): string => `${prefix}${randomBytes(32).toString('base64url')}`;
 
 /**
- * SHA-256 is enough to store secrets of 256 bits of entropy (CONTRACT.md section 1). One-shot
+ * SHA-256 is enough to store secrets of 256 bits of entropy (docs/interface.md section 1). One-shot
  * `crypto.hash` (Node >= 20.12): it runs on every request with a key or token, and is about
  * 40% cheaper than a createHash object.
  */

@@ -16,7 +16,7 @@ function eip55(lowerHex: string): string {
 }
 
 /**
- * CONTRACT.md section 7: all-lower-case or all-upper-case hex is taken as is; mixed case must
+ * docs/interface.md section 7: all-lower-case or all-upper-case hex is taken as is; mixed case must
  * carry a valid EIP-55 checksum. Returns the EIP-55 form, or undefined when the text is not an
  * acceptable address. (keccak from @noble/hashes directly: ethers' getAddress cost twice as much,
  * and a 1,000-item issue checks 1,000 addresses in one turn of the event loop.)

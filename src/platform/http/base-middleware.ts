@@ -40,7 +40,7 @@ class RequestState implements AppState {
  *    duration; never headers, query or body;
  * 3. anything thrown below becomes problem+json; unknown errors are logged and answered as a
  *    bare 500;
- * 4. a body must be UTF-8 JSON (CONTRACT.md section 2: wrong Content-Type is a 400, never a 500).
+ * 4. a body must be UTF-8 JSON (docs/interface.md section 2: wrong Content-Type is a 400, never a 500).
  */
 export function base(log: Logger, db: Executor): Middleware<AppState> {
   const access = accessLine(log);
@@ -119,7 +119,7 @@ function lingerOnUnreadBody(ctx: Context): void {
 /** `application/json`, alone or with a UTF-8 charset, in any case. */
 const PLAIN_JSON = /^application\/json(; ?charset=(utf-8|"utf-8"|utf8))?$/i;
 
-/** A body must be JSON (CONTRACT.md section 2: wrong Content-Type is a 400, never a 500). */
+/** A body must be JSON (docs/interface.md section 2: wrong Content-Type is a 400, never a 500). */
 function requireJsonBody(ctx: Context): void {
   if (!BODY_METHODS.has(ctx.method)) return;
   const hasBody = ctx.request.length > 0 || ctx.get('Transfer-Encoding') !== '';

@@ -8,7 +8,7 @@ export interface FieldProblem {
 }
 
 /**
- * Every error the service answers on purpose. `code` is the stable machine code of CONTRACT.md
+ * Every error the service answers on purpose. `code` is the stable machine code of docs/interface.md
  * section 2 (extend, never rename); `detail` is safe to show to the caller.
  */
 export class AppError extends Error {
@@ -86,7 +86,7 @@ export class DependencyUnavailableError extends AppError {
 
 /**
  * The signer holds another request's key under a key id this deployment just chose, or its store
- * belongs to another deployment: never an address to hand out (CONTRACT.md section 5). Logged at
+ * belongs to another deployment: never an address to hand out (docs/interface.md section 5). Logged at
  * error: it means a shared or restored store, which an operator must look at.
  */
 export class KeyConflictError extends AppError {

@@ -4,7 +4,7 @@ import { component } from '../openapi/meta.js';
 /** Path ids are positive integers that fit a PostgreSQL bigint and a JS number exactly. */
 export const Id = Type.String({ pattern: '^[1-9][0-9]{0,14}$', description: 'a positive integer id' });
 
-/** Booleans in a query string: `true|false|1|0` (CONTRACT.md section 7). */
+/** Booleans in a query string: `true|false|1|0` (docs/interface.md section 7). */
 export const QueryBool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')]);
 export const queryBool = (v: string | undefined): boolean => v === 'true' || v === '1';
 
@@ -25,13 +25,13 @@ export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 export const IdOut = Type.Integer({ minimum: 1 });
 export const NextCursor = Type.Union([Type.String(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last page' });
 
-/** A page of `items` under the list's own name, with `nextCursor` (CONTRACT.md section 10). */
+/** A page of `items` under the list's own name, with `nextCursor` (docs/interface.md section 10). */
 export const pageOf = <K extends string, T extends TSchema>(key: K, item: T) =>
   Type.Object({ [key]: Type.Array(item), nextCursor: NextCursor } as { [P in K]: TArray<T> } & { nextCursor: typeof NextCursor }, {
     additionalProperties: false,
   });
 
-/** RFC 9457 problem details with the service's `code` and `requestId` (CONTRACT.md section 2). */
+/** RFC 9457 problem details with the service's `code` and `requestId` (docs/interface.md section 2). */
 export const Problem = component(
   'Problem',
   Type.Object(

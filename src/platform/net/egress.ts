@@ -3,7 +3,7 @@ import { BlockList, isIP, isIPv4 } from 'node:net';
 
 /**
  * Where outbound requests (webhooks, OIDC discovery and key sets) may go, in every environment:
- * globally routable unicast addresses only (CONTRACT.md section 8), judged on the addresses DNS
+ * globally routable unicast addresses only (docs/interface.md section 8), judged on the addresses DNS
  * returns at connect time, so a name cannot be re-pointed after a check. An allow-list, not a
  * deny-list: IPv4 must be outside every special-purpose block of the IANA IPv4 registry that is
  * not globally reachable; IPv6 must be global unicast (2000::/3) outside the IPv6 registry's

@@ -3,7 +3,7 @@ import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { EgressBlockedError, egressLookup, literalHostAllowed, type EgressPolicy } from './egress.js';
 
-/** How an outbound request failed, in the classes CONTRACT.md section 8 lists (plus two of our own). */
+/** How an outbound request failed, in the classes docs/interface.md section 8 lists (plus two of our own). */
 export type OutboundFailure = 'timeout' | 'dns' | 'tls' | 'connection' | 'ssrf_blocked' | 'redirect' | 'too_large';
 
 export class OutboundError extends Error {

@@ -24,7 +24,7 @@ export function issuerProblem(value: string): string | undefined {
   return undefined;
 }
 
-/** A webhook target: `https` in production, `http` also allowed in testnet (CONTRACT.md section 8). */
+/** A webhook target: `https` in production, `http` also allowed in testnet (docs/interface.md section 8). */
 export function webhookUrlProblem(value: string, env: AppEnv): string | undefined {
   const url = parse(value);
   if (!url) return `must be an absolute URL of at most ${MAX_URL_LENGTH} characters`;
@@ -36,7 +36,7 @@ export function webhookUrlProblem(value: string, env: AppEnv): string | undefine
 }
 
 /**
- * A webhook signing secret (CONTRACT.md section 8): 16-256 printable ASCII characters; a
+ * A webhook signing secret (docs/interface.md section 8): 16-256 printable ASCII characters; a
  * `whsec_` secret must be base64 of 24-64 bytes after the prefix.
  */
 export function webhookSecretProblem(value: string): string | undefined {

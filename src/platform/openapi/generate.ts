@@ -74,7 +74,7 @@ function errorStatuses(route: Route): Map<number, string> {
     e.set(401, GENERIC_ERRORS[401]);
     e.set(403, GENERIC_ERRORS[403]);
   }
-  if (security === 'userJwt') e.set(401, 'missing_token, or invalid_token with a `detail` naming the JWT check that failed (CONTRACT.md section 11).');
+  if (security === 'userJwt') e.set(401, 'missing_token, or invalid_token with a `detail` naming the JWT check that failed (docs/interface.md section 11).');
   if (schemas.params) e.set(404, GENERIC_ERRORS[404]);
   if (route.idempotent) {
     e.set(409, 'request_in_progress: a request with this Idempotency-Key is still running.');
@@ -178,14 +178,14 @@ export function buildOpenApi(declarations: readonly Declaration[], options: Open
           type: 'http',
           scheme: 'bearer',
           description:
-            'An API token (`sk_test_…` / `sk_live_…`): operator, organisation or project scope; role admin (read and write) or read (GET only). CONTRACT.md section 3.',
+            'An API token (`sk_test_…` / `sk_live_…`): operator, organisation or project scope; role admin (read and write) or read (GET only). docs/interface.md section 3.',
         },
         userJwt: {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
           description:
-            "The end user's OIDC ID token (RS256) from the project's registered issuer, with the project key in the body field `key`. Checked as CONTRACT.md section 11 says: iss, aud, exp, nbf, email, email_verified when required.",
+            "The end user's OIDC ID token (RS256) from the project's registered issuer, with the project key in the body field `key`. Checked as docs/interface.md section 11 says: iss, aud, exp, nbf, email, email_verified when required.",
         },
       },
       parameters: {
@@ -193,7 +193,7 @@ export function buildOpenApi(declarations: readonly Declaration[], options: Open
           name: 'Idempotency-Key',
           in: 'header',
           required: false,
-          description: 'CONTRACT.md section 2b: the first answer for (token, key) is replayed for 24 h; another request with the key → 422; concurrent → 409.',
+          description: 'docs/interface.md section 2b: the first answer for (token, key) is replayed for 24 h; another request with the key → 422; concurrent → 409.',
           schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
         },
         RequestId: {

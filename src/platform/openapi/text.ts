@@ -1,4 +1,4 @@
-/** The prose of the OpenAPI document: the rules of CONTRACT.md sections 1–12 as an integrator needs them. */
+/** The prose of the OpenAPI document: the rules of docs/interface.md sections 1–12 as an integrator needs them. */
 export const API_DESCRIPTION = (env: string): string => `
 Self-hosted custody service: one EVM wallet per end user of a customer application, membership
 tokens tied to wallet addresses, organisations, projects, API tokens and webhooks.

@@ -4,7 +4,7 @@ import { developmentStoreInProduction, type SignerClient } from './client.js';
 import type { AppEnv } from '../config/config.js';
 
 /**
- * At start: the signer's store must be this deployment's (SIGNER.md). Another deployment's store
+ * At start: the signer's store must be this deployment's (keyvault/README.md). Another deployment's store
  * refuses the start, naming it; a signer that cannot answer yet is not a reason to refuse (every
  * key creation carries the deployment id and is checked then).
  */

@@ -89,7 +89,7 @@ interface Reply {
 }
 
 /**
- * The API's only way to the signer (SIGNER.md): typed calls over `unix:/path` or http(s), a
+ * The API's only way to the signer (keyvault/README.md): typed calls over `unix:/path` or http(s), a
  * bearer secret, a timeout. Answers are checked field by field and only addresses and ids are
  * passed on, so nothing else the signer might send can reach the API process's callers.
  */

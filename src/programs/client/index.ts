@@ -54,7 +54,7 @@ type Id = number | string;
 /** Query values as the API takes them (strings), numbers and booleans converted. */
 type QueryOf<T extends TSchema> = { [K in keyof Static<T>]?: string | number | boolean };
 
-/** The problem details of CONTRACT.md section 2. */
+/** The problem details of docs/interface.md section 2. */
 export type Problem = Static<typeof ProblemSchema>;
 
 /** A 4xx or 5xx answer; `problem` holds the service's explanation. */

@@ -9,7 +9,7 @@ import { registry } from '../../platform/logging/metrics.js';
 import { Type } from '@sinclair/typebox';
 import type { OperationDoc } from '../../platform/openapi/meta.js';
 
-/** Liveness and readiness, without auth (CONTRACT.md section 12). */
+/** Liveness and readiness, without auth (docs/interface.md section 12). */
 export function healthEndpoints(db: Knex, signer: SignerClient, lifecycle: Lifecycle, appEnv: AppEnv): Declaration[] {
   const live = declarePlain(
     { method: 'GET', path: '/healthz' },

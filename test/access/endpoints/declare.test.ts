@@ -47,8 +47,8 @@ describe('http: one declaration per endpoint', function () {
         // creates, and each signing decision (a denial too, which no request transaction would keep).
         const signs = route.auth === 'apiToken' && route.may === 'wallet.sign';
         expect(route.write.audit ?? 'request', name).to.equal(route.auth === 'userJwt' || signs ? 'command' : 'request');
-        // CONTRACT.md section 2b: every management POST takes Idempotency-Key; sign-in and createasync are
-        // idempotent by identity; signing takes the key whoever asks (SIGNING.md).
+        // docs/interface.md section 2b: every management POST takes Idempotency-Key; sign-in and createasync are
+        // idempotent by identity; signing takes the key whoever asks (docs/signing.md).
         const userSigns = route.path === '/api/v1/wallets/rpc';
         expect(route.write.idempotent, name).to.equal(route.method === 'POST' && (route.auth === 'apiToken' || userSigns));
       }

@@ -11,7 +11,7 @@ const callers: Record<string, Principal> = {
   projectSigner: { scope: 'project', role: 'signer', tokenId: 5, organisationId: 1, projectId: 1 },
 };
 
-// Who may do what, written out as CONTRACT.md section 3 says it (x: allowed, -: 403), in the
+// Who may do what, written out as docs/interface.md section 3 says it (x: allowed, -: 403), in the
 // order operator, organisation admin, organisation read, project admin, project read, project signer.
 const expected: Record<Action, string> = {
   'organisation.list': 'x x x - - -',

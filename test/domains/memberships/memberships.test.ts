@@ -466,7 +466,7 @@ describe('Memberships', () => {
     });
   });
 
-  describe('authorisation (CONTRACT.md section 3)', () => {
+  describe('authorisation (docs/interface.md section 3)', () => {
     it('project tokens act on their project; wider tokens name it with projectId; other tenants get 404; read tokens only GET', async () => {
       const [t, other] = await Promise.all([tenant(), tenant()]);
       const item = () => [{ membershipType: type(), walletAddress: address() }];

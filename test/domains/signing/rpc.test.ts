@@ -6,7 +6,7 @@ import { createOrganisation, createProject, createToken } from '../../support/fa
 import { signInMessage, siwePolicy } from '../../support/policies.js';
 import { until } from '../../support/wait.js';
 
-/** A customer's backend signs with its users' wallets, under the project's policy (SIGNING.md). */
+/** A customer's backend signs with its users' wallets, under the project's policy (docs/signing.md). */
 const AUDIENCE = 'urn:custody:testnet';
 
 describe("wallets: a backend signs with a user's wallet under the project's policy", function () {

@@ -6,7 +6,7 @@ import { startApp, type TestApp } from '../../support/app.js';
 import { Conformance, schemaValidator } from '../../support/conformance.js';
 import { toolPath } from '../../support/tools.js';
 
-/** Every operation the interface document and CONTRACT.md call for, plus operations and reference routes. */
+/** Every operation the interface document and docs/interface.md call for, plus operations and reference routes. */
 const EXPECTED = [
   'POST /api/v1/signin',
   'POST /api/v1/wallets/createasync',
@@ -133,7 +133,7 @@ describe('OpenAPI document and API reference', () => {
         if (s === '503' || s === '429') expect(r.headers, `${key} ${s}`).to.have.property('Retry-After');
       }
     }
-    // The rules of CONTRACT.md are in the document's prose, section by section.
+    // The rules of docs/interface.md are in the document's prose, section by section.
     for (const heading of [
       'Environments',
       'Errors',

@@ -5,7 +5,7 @@ import type { ProjectUid, SignerClient } from '../../../platform/signer/client.j
 import { LIMIT_WINDOWS, readLimit, type PolicyLimit } from '../../../../contract/index.js';
 
 /**
- * Rolling-window limits of a project's policy (SIGNING.md): counters shared by every API process,
+ * Rolling-window limits of a project's policy (docs/signing.md): counters shared by every API process,
  * so they live in PostgreSQL and are kept here, not in the signer. A limit counts the signatures
  * its method made in the last window, per wallet or per project.
  */

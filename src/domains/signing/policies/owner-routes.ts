@@ -23,7 +23,7 @@ const present = (o: { version: number; keys: unknown[]; author: string | null; c
 });
 
 /**
- * A project's policy owners (SIGNING.md, optional): P-256 public keys kept by the signer. Once a
+ * A project's policy owners (docs/signing.md, optional): P-256 public keys kept by the signer. Once a
  * project has owners, the signer takes a new policy version or owner list only signed by one.
  */
 export function policyOwnerEndpoints(deps: RouteDeps & { signer: SignerClient }): Declaration[] {

@@ -45,7 +45,7 @@ const present = (v: { version: number; policy: unknown; author: string | null; c
 });
 
 /**
- * A project's signing policy (SIGNING.md): versions kept by the signer in its own store, write-once;
+ * A project's signing policy (docs/signing.md): versions kept by the signer in its own store, write-once;
  * the API passes them through and answers in its own problem format.
  */
 export function policyEndpoints(deps: RouteDeps & { signer: SignerClient; limits: PolicyLimits }): Declaration[] {

@@ -4,7 +4,7 @@ import { Id, pageOf, PageQuery, strictObject, Timestamp } from '../../../platfor
 import { component } from '../../../platform/openapi/meta.js';
 
 /**
- * A signing policy's shape (SIGNING.md). The signer reads it again strictly and is the judge of
+ * A signing policy's shape (docs/signing.md). The signer reads it again strictly and is the judge of
  * its meaning (the field catalogue per method, values of the right kind); these schemas give the
  * shape its first check here and its OpenAPI description. Every list and bound is the contract's.
  */
@@ -53,7 +53,7 @@ export const PolicyBody = component(
   }),
 );
 
-/** A change signed by a policy owner (SIGNING.md): the compact ES256 JWS over `{ projectId, version, <document> }`. */
+/** A change signed by a policy owner (docs/signing.md): the compact ES256 JWS over `{ projectId, version, <document> }`. */
 export const SignedBody = strictObject({
   signed: Type.String({
     minLength: 1,

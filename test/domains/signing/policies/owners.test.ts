@@ -7,7 +7,7 @@ import { startSigner } from '../../../support/signer.js';
 import { createTenant } from '../../../support/factories.js';
 import { signInMessage as hello, ownerSigned as sign, policyOwner as owner, siwePolicy as siwe } from '../../../support/policies.js';
 
-/** Owner-signed policies (SIGNING.md): once a project has owners, an admin token alone cannot widen its policy. */
+/** Owner-signed policies (docs/signing.md): once a project has owners, an admin token alone cannot widen its policy. */
 describe('signing policies signed by their owners', function () {
   this.timeout(60_000);
   let app: TestApp;
