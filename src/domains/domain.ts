@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { DevIdp } from '../access/auth/dev-idp.js';
 import type { OidcVerifier } from '../access/auth/oidc.js';
 import type { Clock } from '../platform/runtime/clock.js';
 import type { AppEnv, Config } from '../platform/config/config.js';
@@ -19,6 +20,8 @@ export interface EndpointDeps extends RouteDeps {
   /** For the issuer diagnostic; users are authenticated by the declaration (access/auth/user.ts). */
   oidc: OidcVerifier;
   env: AppEnv;
+  /** The development identity provider, in testnet deployments with DEV_IDP. */
+  devIdp?: DevIdp;
 }
 
 /** What a domain's background work may use (the relay's jobs, periodic tasks). */

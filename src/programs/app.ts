@@ -29,6 +29,7 @@ import { openApiEndpoints } from './endpoints/reference.js';
 import { DOMAINS } from '../domains/index.js';
 import type { EndpointDeps } from '../domains/domain.js';
 import { UserAuthenticator } from '../access/auth/user.js';
+import { DevIdp, DEV_ISSUER } from '../access/auth/dev-idp.js';
 import { serviceVersion } from '../platform/config/version.js';
 import { WarnOncePer } from '../platform/logging/once.js';
 
@@ -104,6 +105,9 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     },
   };
 
+  const devIdp = deps.config.devIdp ? new DevIdp(deps.db, secretBox) : undefined;
+  // Made or read at start, outside any request; a failure here is tried again at first use.
+  devIdp?.key().catch(() => undefined);
   const oidc = new OidcVerifier({
     audience: deps.config.serviceAudience,
     clockToleranceS: deps.config.jwtClockToleranceS,
@@ -115,6 +119,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     extraCa: deps.config.oidcCa,
     failures: new WarnOncePer(deps.log),
     ...(deps.now ? { now: deps.now } : {}),
+    ...(devIdp ? { local: { issuer: DEV_ISSUER, keySet: () => devIdp.keySet() } } : {}),
   });
   // The end user present (auth kind `userJwt`): the project by its key, the user by their JWT.
   const users = new UserAuthenticator({
@@ -126,7 +131,15 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     ...(deps.config.rateLimitProject > 0 ? { beforeJwt: (ctx, project) => limiter.enforce(ctx, `project:${project.id}`, deps.config.rateLimitProject) } : {}),
     authFailures,
   });
-  const endpointDeps: EndpointDeps = { ...routeDeps, db: deps.db, log: deps.log, signer: deps.signer, oidc, env: deps.config.appEnv };
+  const endpointDeps: EndpointDeps = {
+    ...routeDeps,
+    db: deps.db,
+    log: deps.log,
+    signer: deps.signer,
+    oidc,
+    env: deps.config.appEnv,
+    ...(devIdp ? { devIdp } : {}),
+  };
   // Every endpoint, declared once (access/endpoints/declare.ts): its middlewares follow from the declaration.
   const endpoints: Declaration[] = [
     ...healthEndpoints(deps.db, deps.signer, deps.lifecycle, deps.config.appEnv),

@@ -41,6 +41,8 @@ export interface OidcOptions {
   now?: () => number;
   /** Identity-provider failures (unreachable, bad answers), at warn, once per issuer and cause per minute. */
   failures?: WarnOncePer;
+  /** An issuer whose key set this process holds (the development identity provider): never discovered over the network. */
+  local?: { readonly issuer: string; keySet(): Promise<JSONWebKeySet> };
 }
 
 export interface IssuerCheck {
@@ -190,9 +192,15 @@ export class OidcVerifier {
     return jwks as JSONWebKeySet;
   }
 
+  /** The issuer's key set: the local one's, or fetched by discovery. */
+  async #jwksOf(issuer: string): Promise<JSONWebKeySet> {
+    if (this.options.local?.issuer === issuer) return this.options.local.keySet();
+    return this.#keySet(await this.#discover(issuer));
+  }
+
   async #load(issuer: string): Promise<IssuerKeys> {
     try {
-      const jwks = await this.#keySet(await this.#discover(issuer));
+      const jwks = await this.#jwksOf(issuer);
       const now = this.#now();
       return { jwks, getKey: createLocalJWKSet(jwks), fetchedAt: now, lastRefetchAt: now };
     } catch (err) {
@@ -222,8 +230,10 @@ export class OidcVerifier {
     };
     const skip = (...names: string[]) => names.forEach((name) => checks.push({ name, outcome: 'skipped' }));
 
-    const jwksUri = await run('discovery', () => this.#discover(project.issuer));
-    const jwks = jwksUri === undefined ? undefined : await run('jwks', () => this.#keySet(jwksUri));
+    const local = this.options.local?.issuer === project.issuer ? this.options.local : undefined;
+    const jwksUri = local ? 'local' : await run('discovery', () => this.#discover(project.issuer));
+    if (local) checks.push({ name: 'discovery', outcome: 'passed', detail: 'the development identity provider of this deployment: its keys are local' });
+    const jwks = jwksUri === undefined ? undefined : await run('jwks', () => (local ? local.keySet() : this.#keySet(jwksUri)));
     if (jwksUri === undefined) skip('jwks');
     const header = await run('alg', () => {
       const h = decodeProtectedHeader(token);

@@ -51,6 +51,11 @@ export interface Config {
   readonly dataDir: string;
   readonly embeddedPgPort: number;
   readonly serviceAudience: string;
+  /**
+   * The development identity provider (testnet only): projects whose issuer is DEV_ISSUER accept
+   * tokens it signs, which `POST /api/v1/project/{projectId}/dev/token` (and `custody dev token`) mint.
+   */
+  readonly devIdp: boolean;
   /** Unset means: generated once into dataDir (testnet only). */
   readonly operatorToken: string | undefined;
   /** 32 raw bytes; unset means generated into dataDir (testnet only). */
@@ -259,6 +264,9 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`${name} must be true or false`);
     return fallback;
   };
+  const devIdp = servesApi && bool('DEV_IDP', !production);
+  if (devIdp && production) problems.push('DEV_IDP is refused when APP_ENV=production: the development identity provider signs a token for any e-mail');
+
   /** A PEM file named by `name`: certificates (CAs, a client certificate) must hold one; a key is read as it is. */
   const pemFrom = (name: string, kind: 'certificate' | 'key' = 'certificate'): string | undefined => {
     const file = plain(name);
@@ -304,6 +312,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(plain('DATA_DIR') ?? '.data'),
     embeddedPgPort,
     serviceAudience,
+    devIdp,
     operatorToken,
     dataEncryptionKey,
     logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),

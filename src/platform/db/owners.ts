@@ -21,6 +21,8 @@ export const TABLE_OWNERS = {
   rate_limits: 'platform/ratelimit',
   // The API's start-up carry-over of an earlier release's signer documents (programs/carry-over.ts).
   signer_carry_over: 'programs',
+  // The development identity provider's key (testnet): access/auth/dev-idp.ts.
+  dev_idp_key: 'access/auth',
   deployment: 'platform/db',
   knex_migrations: 'platform/db',
   knex_migrations_lock: 'platform/db',

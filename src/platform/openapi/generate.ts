@@ -193,7 +193,8 @@ export function buildOpenApi(declarations: readonly Declaration[], options: Open
           name: 'Idempotency-Key',
           in: 'header',
           required: false,
-          description: 'docs/interface.md section 2b: the first answer for (token, key) is replayed for 24 h; another request with the key → 422; concurrent → 409.',
+          description:
+            'docs/interface.md section 2b: the first answer for (token, key) is replayed for 24 h; another request with the key → 422; concurrent → 409.',
           schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
         },
         RequestId: {

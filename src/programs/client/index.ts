@@ -156,6 +156,11 @@ export class CustodyClient {
   createWalletAsync(projectKey: string, userJwt: string, token?: string) {
     return this.call<Out<typeof Accepted>>('createWalletAsync', { body: { key: projectKey, ...(token === undefined ? {} : { token }) }, bearer: userJwt });
   }
+  /** Testnet with the development identity provider only: a user's ID token for a project whose issuer is that provider. */
+  createDevToken(projectId: Id, body: { email: string; emailVerified?: boolean; ttlSeconds?: number }) {
+    return this.call<{ token: string; issuer: string; audience: string; expiresAt: string }>('createDevToken', { params: { projectId }, body });
+  }
+
   checkIssuer(projectId: Id, sampleJwt: string) {
     return this.call<Out<typeof IssuerCheckOut>>('checkIssuer', { params: { projectId }, body: { token: sampleJwt } });
   }

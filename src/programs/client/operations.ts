@@ -17,6 +17,7 @@ export const OPERATIONS = {
   deleteProject: ['DELETE', '/api/v1/project/{projectId}'],
   rotateProjectKey: ['POST', '/api/v1/project/{projectId}/keys'],
   rotateWalletWebhookSecret: ['POST', '/api/v1/project/{projectId}/walletWebhook/secret'],
+  createDevToken: ['POST', '/api/v1/project/{projectId}/dev/token'],
   createToken: ['POST', '/api/v1/organisations/{id}/tokens'],
   listTokens: ['GET', '/api/v1/organisations/{id}/tokens'],
   revokeToken: ['DELETE', '/api/v1/organisations/{id}/tokens/{tokenId}'],

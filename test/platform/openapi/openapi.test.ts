@@ -50,6 +50,7 @@ const EXPECTED = [
   'GET /api/v1/project/{projectId}/policy',
   'GET /api/v1/project/{projectId}/policy/versions',
   'POST /api/v1/project/{projectId}/policy/evaluate',
+  'POST /api/v1/project/{projectId}/dev/token',
   'PUT /api/v1/project/{projectId}/policy/owners',
   'GET /api/v1/project/{projectId}/policy/owners',
   'GET /healthz',
