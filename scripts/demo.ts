@@ -162,8 +162,21 @@ async function main(): Promise<number> {
 
     out(`\nDone. The API reference of this service: ${url}/docs`);
     if (keep) {
-      out(`The service keeps running (Ctrl-C to stop). Operator token: ${operatorToken}`);
-      out(`Try: curl -s ${url}/api/v1/membership/view -H 'Authorization: Bearer ${admin.token}'`);
+      // Everything needed to go on by hand, in full (the demo's data only: it is a throwaway testnet).
+      out('\nThe service keeps running (Ctrl-C stops it and the demo identity provider). To go on by hand:');
+      out(`  API=${url}/api/v1`);
+      out(`  OPERATOR_TOKEN=${operatorToken}`);
+      out(`  PROJECT=${project.id}`);
+      out(`  PROJECT_KEY=${project.projectKey}`);
+      out(`  PROJECT_ADMIN_TOKEN=${admin.token}`);
+      out(`  USER_JWT=${jwt}    # ada@example.com, valid for an hour`);
+      out(`  WALLET=${wallet.walletAddress}`);
+      out('Then, for example:');
+      out(`  curl -s "$API/membership/view?walletAddress=$WALLET" -H "Authorization: Bearer $PROJECT_ADMIN_TOKEN"`);
+      out(
+        `  curl -s $API/wallets/rpc -H "Authorization: Bearer $USER_JWT" -H 'Content-Type: application/json' -d "{\\"key\\":\\"$PROJECT_KEY\\",\\"method\\":\\"personal_sign\\",\\"params\\":{\\"message\\":\\"${siwePrefix} (by hand)\\"}}"`,
+      );
+      out('A fresh user token: sign in again through the demo (its identity provider lives only while it runs).');
       await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
     }
     return 0;

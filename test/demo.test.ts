@@ -1,8 +1,9 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { hashMessage, recoverAddress } from 'ethers';
 
 const DEMO = path.resolve('dist/scripts/demo.js');
 
@@ -40,6 +41,45 @@ describe('npm run demo (embedded defaults, local HTTPS IdP, webhook receiver)', 
       expect(r.stdout).to.match(new RegExp(`verified with viem for ${address}: valid`));
       expect(r.stdout).to.match(/anything else is refused: 403 policy_denied/);
       expect(r.stdout).to.match(/API reference of this service: http:\/\/127\.0\.0\.1:\d+\/docs/);
+    }
+  });
+
+  it('with --keep, prints everything needed to go on by hand, and the commands it prints work', async () => {
+    const child = spawn(process.execPath, [DEMO, '--keep'], {
+      env: { PATH: process.env['PATH'] ?? '', DEMO_DATA_DIR: path.join(dir, 'kept') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const deadline = Date.now() + 240_000;
+      while (!out.includes('A fresh user token') && Date.now() < deadline && child.exitCode === null) await new Promise((r) => setTimeout(r, 200));
+      expect(out).to.include('A fresh user token');
+      // The printed assignments and commands, run by a shell as a user would paste them.
+      const lines = out.split('\n').map((l) => l.trim());
+      const vars = lines.filter((l) => /^[A-Z_]+=\S+/.test(l)).map((l) => l.replace(/\s+#.*$/, ''));
+      expect(vars.map((v) => v.split('=')[0])).to.include.members([
+        'API',
+        'OPERATOR_TOKEN',
+        'PROJECT',
+        'PROJECT_KEY',
+        'PROJECT_ADMIN_TOKEN',
+        'USER_JWT',
+        'WALLET',
+      ]);
+      const commands = lines.filter((l) => l.startsWith('curl '));
+      expect(commands).to.have.length(2);
+      const [view, sign] = commands.map((c) => execFileSync('bash', ['-c', `${vars.join('\n')}\n${c}`], { encoding: 'utf8' }));
+      const wallet = /^WALLET=(0x[0-9a-fA-F]{40})$/m.exec(vars.join('\n'))?.[1] ?? '';
+      expect(JSON.parse(view ?? '{}').memberships[0]).to.include({ membershipType: 'gym:gold', status: 'active' });
+      const { signature } = JSON.parse(sign ?? '{}') as { signature: string };
+      const message = /"message\\":\\"([^\\]*)\\"/.exec(commands[1] ?? '')?.[1] ?? '';
+      expect(recoverAddress(hashMessage(message), signature)).to.equal(wallet);
+    } finally {
+      child.kill('SIGINT');
+      await exited;
     }
   });
 });
