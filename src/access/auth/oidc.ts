@@ -57,6 +57,8 @@ export interface VerifyingProject {
   requireVerifiedEmail: boolean;
   /** A claim the token must carry (domains/projects/issuer-binding.ts); null or absent: none. */
   tokenClaim?: TokenClaim | null;
+  /** The audience its tokens carry instead of the service's (the customer's client id); null or absent: the service's. */
+  audience?: string | null;
 }
 
 export interface VerifiedUser {
@@ -263,7 +265,8 @@ export class OidcVerifier {
     });
     await run('aud', () => {
       const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-      if (!aud.includes(this.options.audience)) throw new InvalidTokenError(`aud: must include ${this.options.audience}`);
+      const audience = project.audience ?? this.options.audience;
+      if (!aud.includes(audience)) throw new InvalidTokenError(`aud: must include ${audience}`);
     });
     await run('exp', () => {
       if (typeof claims.exp !== 'number') throw new InvalidTokenError('exp: claim missing');
@@ -334,7 +337,7 @@ export class OidcVerifier {
       ({ payload } = await jwtVerify(token, keys.getKey, {
         algorithms: ['RS256'],
         issuer: project.issuer,
-        audience: this.options.audience,
+        audience: project.audience ?? this.options.audience,
         clockTolerance: this.options.clockToleranceS,
         requiredClaims: ['exp', 'iss', 'aud'],
         currentDate: new Date(this.#now()),

@@ -130,6 +130,7 @@ export class UserAuthenticator {
         issuer: project.issuer,
         requireVerifiedEmail: project.require_verified_email,
         tokenClaim: tokenClaimOf(project),
+        audience: project.audience,
       });
     } catch (err) {
       if (err instanceof InvalidTokenError) this.#failed(ctx, err);

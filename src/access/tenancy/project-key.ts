@@ -9,7 +9,7 @@ import type { ProjectUid } from '../../platform/signer/client.js';
 /** What a wallet request needs of its project (read on every such request, so no more). */
 export type CallerProject = Pick<
   ProjectRow,
-  'id' | 'uid' | 'organisation_id' | 'issuer' | 'wallet_webhook_url' | 'require_verified_email' | 'token_claim_name' | 'token_claim_value'
+  'id' | 'uid' | 'organisation_id' | 'issuer' | 'wallet_webhook_url' | 'require_verified_email' | 'token_claim_name' | 'token_claim_value' | 'audience'
 >;
 
 /**
@@ -24,7 +24,7 @@ export async function findProjectByKeyHash(db: Executor, hash: Buffer, environme
  * The project of a key and, in the same query, what sign-in needs of the wallet of `email` in it
  * (when an email is given): a known user's sign-in then costs one round trip. Every request with
  * a project key runs this, so the answer is one JSON array in one column,
- * `[id, organisation_id, issuer, wallet_webhook_url, require_verified_email, wallet, key_expires_ms, uid, token_claim_name, token_claim_value]`
+ * `[id, organisation_id, issuer, wallet_webhook_url, require_verified_email, wallet, key_expires_ms, uid, token_claim_name, token_claim_value, audience]`
  * with `wallet` = `[id, address, email, created_ms, has_failed]` or `null`: node-postgres decodes
  * a row description and a value per column on every execution, and one column of JSON cost it a
  * fraction of six typed ones (bench/README.md); times come as epoch milliseconds, which need no
@@ -57,7 +57,7 @@ export async function findProjectAndWallet(
     email === undefined ? 'custody_project_by_key' : 'custody_project_and_wallet_by_key',
     `SELECT json_build_array(p.id, p.organisation_id, p.issuer, p.wallet_webhook_url, p.require_verified_email, ${
       email === undefined ? 'NULL' : signinWalletTuple('p.id', '$3')
-    }, floor(extract(epoch FROM k.expires_at) * 1000)::bigint, p.uid, p.token_claim_name, p.token_claim_value) AS caller
+    }, floor(extract(epoch FROM k.expires_at) * 1000)::bigint, p.uid, p.token_claim_name, p.token_claim_value, p.audience) AS caller
        FROM project_keys k
        JOIN projects p ON p.id = k.project_id
        JOIN organisations o ON o.id = p.organisation_id
@@ -76,6 +76,7 @@ export async function findProjectAndWallet(
     require_verified_email: c[4],
     token_claim_name: c[8],
     token_claim_value: c[9],
+    audience: c[10],
   };
   cache?.set(keyId, project, c[6], generation);
   return { project, wallet: email === undefined ? undefined : walletOf(c[5]) };
@@ -95,6 +96,7 @@ type CallerTuple = [
   uid: ProjectUid,
   tokenClaimName: string | null,
   tokenClaimValue: string | null,
+  audience: string | null,
 ];
 type WalletTuple = [id: number, address: string | null, email: string, createdMs: number, hasFailed: boolean];
 
@@ -102,6 +104,17 @@ type WalletTuple = [id: number, address: string | null, email: string, createdMs
 export async function projectForWork(db: Executor, id: number): Promise<(CallerProject & { deleted_at: Date | null }) | undefined> {
   const row: (CallerProject & { deleted_at: Date | null }) | undefined = await db('projects')
     .where({ id })
-    .first('id', 'uid', 'organisation_id', 'issuer', 'wallet_webhook_url', 'require_verified_email', 'token_claim_name', 'token_claim_value', 'deleted_at');
+    .first(
+      'id',
+      'uid',
+      'organisation_id',
+      'issuer',
+      'wallet_webhook_url',
+      'require_verified_email',
+      'token_claim_name',
+      'token_claim_value',
+      'audience',
+      'deleted_at',
+    );
   return row;
 }

@@ -43,6 +43,7 @@ export const PROJECT_COLUMNS = [
   'require_verified_email',
   'token_claim_name',
   'token_claim_value',
+  'audience',
   'created_at',
   'updated_at',
   'deleted_at',

@@ -4,7 +4,7 @@ import type { AppEnv } from '../../platform/config/config.js';
 import type { Executor } from '../../platform/db/knex.js';
 import { hashSecret, type SecretBox } from '../../platform/crypto/secrets.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../../platform/http/errors.js';
-import { checkIssuerBinding, tokenClaimOf } from './issuer-binding.js';
+import { bindingOf, checkIssuerBinding, tokenClaimOf } from './issuer-binding.js';
 import { issuerProblem, webhookSecretProblem, webhookUrlProblem } from '../../platform/net/url-rules.js';
 import { targetProblem, type EgressPolicy } from '../../platform/net/egress.js';
 import type { OrganisationScope, ProjectScope } from '../../access/tenancy/scope.js';
@@ -65,7 +65,12 @@ export async function createProject(
   return db.transaction(async (tx) => {
     const id = await nextProjectId(tx);
     const generatedSecret = body.walletWebhookSecret === undefined ? newWebhookSecret() : undefined;
-    await checkIssuerBinding(tx, { id: undefined, organisationId: scope.organisationId, issuer: body.issuer, claim: body.tokenClaim ?? null });
+    await checkIssuerBinding(tx, {
+      id: undefined,
+      organisationId: scope.organisationId,
+      issuer: body.issuer,
+      claim: bindingOf(body.tokenClaim ?? null, body.audience ?? null),
+    });
     const project = await insertProject(tx, {
       id,
       organisation_id: scope.organisationId,
@@ -79,6 +84,7 @@ export async function createProject(
       require_verified_email: body.requireVerifiedEmail ?? true,
       token_claim_name: body.tokenClaim?.name ?? null,
       token_claim_value: body.tokenClaim?.value ?? null,
+      audience: body.audience ?? null,
     });
     const projectKey = newProjectKey(deps.env);
     await insertProjectKey(tx, id, hashSecret(projectKey));
@@ -98,11 +104,18 @@ export async function changeProject(db: Executor, scope: ProjectScope, deps: Pro
   return db.transaction(async (tx) => {
     const current = await lockLive(tx, scope);
     const values: Partial<ProjectRow> = {};
-    if (body.issuer !== undefined || body.tokenClaim !== undefined) {
+    if (body.issuer !== undefined || body.tokenClaim !== undefined || body.audience !== undefined) {
       const claim = body.tokenClaim !== undefined ? body.tokenClaim : tokenClaimOf(current);
-      await checkIssuerBinding(tx, { id: current.id, organisationId: current.organisation_id, issuer: body.issuer ?? current.issuer, claim });
+      const audience = body.audience !== undefined ? body.audience : current.audience;
+      await checkIssuerBinding(tx, {
+        id: current.id,
+        organisationId: current.organisation_id,
+        issuer: body.issuer ?? current.issuer,
+        claim: bindingOf(claim, audience),
+      });
       values.token_claim_name = claim?.name ?? null;
       values.token_claim_value = claim?.value ?? null;
+      values.audience = audience;
     }
     if (body.name !== undefined) values.name = body.name;
     if (body.issuer !== undefined) values.issuer = body.issuer;

@@ -58,12 +58,13 @@ export function devTokenEndpoints(deps: RouteDeps & { devIdp: DevIdp }): Declara
           throw new ConflictError(`This project trusts ${scope.project.issuer}; set its issuer to ${DEV_ISSUER} to use development tokens.`, 'issuer_mismatch');
         }
         const claim = tokenClaimOf(scope.project);
+        const audience = scope.project.audience ?? deps.config.serviceAudience;
         const ttlS = body.ttlSeconds ?? 3600;
         const now = deps.now();
         const token = await deps.devIdp.mint(ctx.state.db, {
           email: body.email,
           emailVerified: body.emailVerified ?? true,
-          audience: deps.config.serviceAudience,
+          audience,
           ttlS,
           now,
           ...(claim ? { extraClaims: { [claim.name]: claim.value } } : {}),

@@ -12,8 +12,8 @@ export interface TokenClaim {
  * it"). The service's audience is one for the whole deployment, so a token names no project: a
  * project that requires no claim accepts every token of its issuer. Projects of one organisation
  * may share an issuer (one customer); projects of different organisations may only when each of
- * them requires a claim, of different values, so that a token minted for one cannot sign in to
- * another. Checked under a transaction lock per issuer, so two registrations cannot race past it.
+ * them requires a claim (or has its own audience: bindingOf), of different values, so that a
+ * token minted for one cannot sign in to another. Checked under a transaction lock per issuer, so two registrations cannot race past it.
  */
 export async function checkIssuerBinding(
   tx: Executor,
@@ -26,29 +26,39 @@ export async function checkIssuerBinding(
     .modify((q) => {
       if (project.id !== undefined) q.whereNot('id', project.id);
     })
-    .select('id', 'token_claim_name', 'token_claim_value')
-    .limit(1000)) as Array<{ id: number; token_claim_name: string | null; token_claim_value: string | null }>;
+    .select('id', 'token_claim_name', 'token_claim_value', 'audience')
+    .limit(1000)) as Array<{ id: number; token_claim_name: string | null; token_claim_value: string | null; audience: string | null }>;
   if (others.length === 0) return;
-  const unbound = others.some((o) => o.token_claim_name === null);
+  const bindings = others.map((o) => bindingOf(tokenClaimOf(o), o.audience));
+  const unbound = bindings.some((b) => b === null);
   if (project.claim === null || unbound) {
     throw new ConflictError(
-      'Another organisation trusts this issuer. Projects of different organisations may share an issuer only when each requires a claim naming it (tokenClaim, e.g. azp = the application’s client id), so that a token minted for one project cannot be used at another.',
+      'Another organisation trusts this issuer. Projects of different organisations may share an issuer only when each requires a claim naming it (tokenClaim, e.g. azp = the application’s client id) or has its own audience (the client id), so that a token minted for one project cannot be used at another.',
       'issuer_in_use',
       [
         {
           path: '/issuer',
-          message: unbound ? 'is trusted by another organisation’s project that requires no claim' : 'needs a tokenClaim: another organisation trusts it',
+          message: unbound
+            ? 'is trusted by another organisation’s project that requires no claim'
+            : 'needs a tokenClaim or an audience of its own: another organisation trusts it',
         },
       ],
     );
   }
   const claim = project.claim;
-  if (others.some((o) => o.token_claim_name === claim.name && o.token_claim_value === claim.value)) {
+  if (bindings.some((b) => b !== null && b.name === claim.name && b.value === claim.value)) {
     throw new ConflictError('Another organisation’s project of this issuer requires the same claim: its tokens would work here.', 'issuer_in_use', [
       { path: '/tokenClaim', message: 'is required by another organisation’s project of the same issuer' },
     ]);
   }
 }
+
+/**
+ * What binds a project's tokens to it: its required claim, or else its own audience (a token's
+ * `aud` naming the customer's application names the project as well as any claim would).
+ */
+export const bindingOf = (claim: TokenClaim | null, audience: string | null): TokenClaim | null =>
+  claim ?? (audience === null ? null : { name: 'aud', value: audience });
 
 /** A project row's required claim, or null. */
 export const tokenClaimOf = (p: { token_claim_name: string | null; token_claim_value: string | null }): TokenClaim | null =>

@@ -13,6 +13,7 @@ export const presentProject = (p: ProjectRow): Static<typeof ProjectOut> => ({
   walletWebhookUrl: p.wallet_webhook_url,
   requireVerifiedEmail: p.require_verified_email,
   tokenClaim: tokenClaimOf(p),
+  audience: p.audience,
   createdAt: p.created_at.toISOString(),
   updatedAt: p.updated_at.toISOString(),
   deletedAt: p.deleted_at ? p.deleted_at.toISOString() : null,

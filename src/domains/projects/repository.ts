@@ -21,6 +21,8 @@ export interface ProjectRow {
   require_verified_email: boolean;
   /** A claim users' JWTs must carry (domains/projects/issuer-binding.ts); both null when none. */
   token_claim_name: string | null;
+  /** The audience its user tokens carry; null: the service's. */
+  audience: string | null;
   token_claim_value: string | null;
   created_at: Date;
   updated_at: Date;

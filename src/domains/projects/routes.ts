@@ -20,7 +20,7 @@ import * as ex from '../../platform/openapi/examples.js';
 
 /** The one rule of domains/projects/issuer-binding.ts, as the reference states it. */
 const ISSUER_IN_USE =
-  'issuer_in_use: another organisation trusts this issuer. Organisations share an issuer only when each of their projects requires a claim of its own (`tokenClaim`), so that a token minted for one project cannot be used at another.';
+  'issuer_in_use: another organisation trusts this issuer. Organisations share an issuer only when each of their projects requires a claim of its own (`tokenClaim`) or has its own `audience`, so that a token minted for one project cannot be used at another.';
 export function projectEndpoints({ config, secretBox, now }: RouteDeps): Declaration[] {
   return [
     declare(

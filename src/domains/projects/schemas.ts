@@ -18,6 +18,15 @@ const TokenClaim = Type.Object(
   },
 );
 
+/** The audience of the project's user tokens, when not the service's (see docs/identity-providers.md). */
+const Audience = Type.String({
+  minLength: 1,
+  maxLength: 256,
+  pattern: '^[\\x21-\\x7E]+$',
+  description:
+    "The audience (`aud`) this project's user tokens carry instead of the service's: the client id of the customer's application, for providers whose ID tokens cannot carry the service's audience. Null: the service's audience.",
+});
+
 export const CreateProjectBody = strictObject({
   name: Name,
   issuer: Url,
@@ -25,6 +34,7 @@ export const CreateProjectBody = strictObject({
   walletWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
   requireVerifiedEmail: Type.Optional(Type.Boolean({ default: true })),
   tokenClaim: Type.Optional(Type.Union([TokenClaim, Type.Null()])),
+  audience: Type.Optional(Type.Union([Audience, Type.Null()])),
 });
 
 /** Only the fields given change; `walletWebhookUrl: null` removes the wallet webhook. */
@@ -35,6 +45,7 @@ export const UpdateProjectBody = Type.Object(
     walletWebhookUrl: Type.Optional(Type.Union([Url, Type.Null()])),
     requireVerifiedEmail: Type.Optional(Type.Boolean()),
     tokenClaim: Type.Optional(Type.Union([TokenClaim, Type.Null()])),
+    audience: Type.Optional(Type.Union([Audience, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -59,6 +70,7 @@ const projectFields = {
   walletWebhookUrl: Type.Union([Type.String(), Type.Null()]),
   requireVerifiedEmail: Type.Boolean(),
   tokenClaim: Type.Union([TokenClaim, Type.Null()]),
+  audience: Type.Union([Type.String(), Type.Null()]),
   createdAt: Timestamp,
   updatedAt: Timestamp,
   deletedAt: NullableTimestamp,

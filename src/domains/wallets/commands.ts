@@ -147,6 +147,7 @@ export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: 
     issuer: project.issuer,
     requireVerifiedEmail: project.require_verified_email,
     tokenClaim: tokenClaimOf(project),
+    audience: project.audience,
   });
   return { ok: checks.every((c) => c.outcome === 'passed'), issuer: project.issuer, checks };
 }

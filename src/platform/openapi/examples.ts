@@ -13,6 +13,7 @@ export const project = {
   walletWebhookUrl: 'https://api.example.com/hooks/wallets',
   requireVerifiedEmail: true,
   tokenClaim: null,
+  audience: null,
   createdAt: at,
   updatedAt: at,
   deletedAt: null,

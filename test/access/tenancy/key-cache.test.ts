@@ -24,6 +24,7 @@ const project = (id: number): CallerProject => ({
   require_verified_email: true,
   token_claim_name: null,
   token_claim_value: null,
+  audience: null,
 });
 
 describe('project-key cache', function () {

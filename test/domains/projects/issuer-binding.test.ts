@@ -87,3 +87,62 @@ describe('projects: an issuer shared across organisations binds tokens to projec
     expect(results.map((r) => r.status).sort()).to.deep.equal([201, 409, 409, 409]);
   });
 });
+
+/**
+ * A provider that cannot put the service's audience in an ID token (its `aud` is the client id of
+ * the customer's application): the project names that audience instead, which binds its tokens to it.
+ */
+describe("projects: a project's own audience (the customer's client id)", function () {
+  this.timeout(60_000);
+  let idp: TestIdp;
+  let app: TestApp;
+  let close: () => Promise<void>;
+
+  before(async () => {
+    ({ app, idp, close } = await startAppWithIdp({ JWKS_REFETCH_INTERVAL_MS: '0' }));
+  });
+  after(() => close());
+
+  const create = (orgId: number, body: Record<string, unknown>) => app.client.post(`/api/v1/organisations/${orgId}/projects`, { name: 'p', ...body });
+  const signin = (jwt: string, key: string) => app.client.post('/api/v1/signin', { key }, { token: jwt });
+
+  it("accepts tokens for the project's client id instead of the service's audience, and lets organisations share an issuer by their own client ids", async () => {
+    const iss = await idp.issuer();
+    const a = await createOrganisation(app.client);
+    const b = await createOrganisation(app.client);
+    const pa = await create(a.id, { issuer: iss.issuer, audience: 'client-a' });
+    expect(pa.status, pa.text).to.equal(201);
+    expect(pa.body.audience).to.equal('client-a');
+    // Another organisation with the same client id would accept A's tokens: refused; its own is fine.
+    expect((await create(b.id, { issuer: iss.issuer, audience: 'client-a' })).problem.code).to.equal('issuer_in_use');
+    const pb = await create(b.id, { issuer: iss.issuer, audience: 'client-b' });
+    expect(pb.status, pb.text).to.equal(201);
+
+    const forA = await iss.sign({ email: 'ada@example.com', email_verified: true }, { audience: 'client-a' });
+    const ok = await signin(forA, pa.body.projectKey);
+    expect(ok.status, ok.text).to.equal(200);
+    const atB = await signin(forA, pb.body.projectKey);
+    expect(atB.status).to.equal(401);
+    expect(atB.problem.detail).to.match(/aud/);
+    // The service's audience is not this project's any more.
+    const serviceAud = await iss.sign({ email: 'ada@example.com', email_verified: true }, { audience: AUDIENCE });
+    expect((await signin(serviceAud, pa.body.projectKey)).status).to.equal(401);
+    const check = await app.client.post(`/api/v1/project/${pa.body.id}/issuer/check`, { token: forA });
+    expect(check.body.ok, check.text).to.equal(true);
+
+    // Without its audience, A would accept every token of the shared issuer: refused.
+    const dropped = await app.client.put(`/api/v1/project/${pa.body.id}`, { audience: null });
+    expect(dropped.status, dropped.text).to.equal(409);
+    expect(dropped.problem.code).to.equal('issuer_in_use');
+
+    // Alone on its issuer, a project may go back to the service's audience.
+    const solo = await idp.issuer();
+    const c = await createOrganisation(app.client);
+    const pc = await create(c.id, { issuer: solo.issuer, audience: 'client-c' });
+    const reset = await app.client.put(`/api/v1/project/${pc.body.id}`, { audience: null });
+    expect(reset.status, reset.text).to.equal(200);
+    expect(reset.body.audience).to.equal(null);
+    const soloToken = await solo.sign({ email: 'ada@example.com', email_verified: true }, { audience: AUDIENCE });
+    expect((await signin(soloToken, pc.body.projectKey)).status).to.equal(200);
+  });
+});

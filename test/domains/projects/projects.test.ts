@@ -43,6 +43,7 @@ describe('projects', () => {
       'walletWebhookUrl',
       'requireVerifiedEmail',
       'tokenClaim',
+      'audience',
       'createdAt',
       'updatedAt',
       'deletedAt',
