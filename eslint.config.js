@@ -70,6 +70,11 @@ export default tseslint.config(
     files: ['bench/**/*.ts'],
     rules: { 'no-console': 'off' },
   },
+  {
+    // The documentation's examples print what they did, as a reader's program would.
+    files: ['docs/examples/**/*.ts'],
+    rules: { 'no-console': 'off' },
+  },
   // Layout rules of docs/ARCHITECTURE.md that a linter can hold.
   {
     // The environment is read in the configuration modules only; everything else gets typed settings.
