@@ -27,7 +27,7 @@ const layer = (name, forbidden, allowTypeImports = false, except = []) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.data/**', 'eslint.config.js'] },
+  { ignores: ['dist/**', 'packages/*/dist/**', 'node_modules/**', '.data/**', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -68,6 +68,11 @@ export default tseslint.config(
   {
     // Benchmarks print their figures.
     files: ['bench/**/*.ts'],
+    rules: { 'no-console': 'off' },
+  },
+  {
+    // The documentation's examples print what they did, as a reader's program would.
+    files: ['docs/examples/**/*.ts'],
     rules: { 'no-console': 'off' },
   },
   // Layout rules of docs/ARCHITECTURE.md that a linter can hold.
@@ -157,6 +162,30 @@ export default tseslint.config(
     'domains/projects/issuer-binding.js',
     'domains/wallets/repository.js',
   ]),
+  // The typed client is published on its own (packages/client, docs/client.md): its folder imports
+  // nothing of the service and no Node module; no package either, but each adapter its library
+  // (optional peer dependencies of the package). A later entry replaces the rule for its file.
+  ...[
+    ['src/programs/client/**/*.ts', []],
+    ['src/programs/client/viem.ts', ['viem', 'viem/accounts']],
+    ['src/programs/client/ethers.ts', ['ethers']],
+  ].map(([files, packages]) => ({
+    files: [files],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../*', 'node:*'], message: 'src/programs/client/ is a package of its own: it imports nothing outside its folder' },
+            {
+              regex: `^(?!\\.${packages.map((p) => `|${p.replace('/', '\\/')}$`).join('')})`,
+              message: `src/programs/client/ imports no package${packages.length > 0 ? ` here but ${packages.join(', ')}` : ' (fetch is built in)'}`,
+            },
+          ],
+        },
+      ],
+    },
+  })),
   {
     // Migrations are fixed history: they never follow the application's code.
     files: ['migrations/**/*.ts'],

@@ -6,10 +6,13 @@ import { createDb } from '../src/platform/db/knex.js';
 import { createLogger } from '../src/platform/logging/logger.js';
 import { operationTable } from '../src/platform/openapi/operations.js';
 import { SignerClient } from '../src/platform/signer/client.js';
+import { clientTypes } from '../src/programs/client-schemas.js';
 
 /**
  * `npm run client:operations`: writes the typed client's operation table from the endpoint
- * declarations. The app is built, never started: nothing connects to the database or the signer.
+ * declarations, and its types from the route schemas (plain TypeScript: the client, and the
+ * package built from it, refer to nothing of the service). The app is built, never started:
+ * nothing connects to the database or the signer.
  */
 const db = createDb({ url: 'postgres://127.0.0.1:1/none', poolMax: 1, log: createLogger('silent'), preparedStatements: false });
 const app = buildApp({
@@ -23,5 +26,7 @@ const app = buildApp({
 });
 const out = fileURLToPath(new URL('../../src/programs/client/operations.ts', import.meta.url));
 writeFileSync(out, operationTable(mountedEndpoints(app)));
+const types = fileURLToPath(new URL('../../src/programs/client/types.ts', import.meta.url));
+writeFileSync(types, clientTypes());
 await db.destroy();
-process.stdout.write(`wrote ${out}\n`);
+process.stdout.write(`wrote ${out} and ${types}\n`);

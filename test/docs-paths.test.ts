@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const NAMED = /(?<![\w/.-])((?:src|test|keyvault|contract|scripts|helm|migrations|docs)\/[\w./-]*[\w/])/g;
+const NAMED = /(?<![\w/.-])((?:src|test|keyvault|contract|scripts|helm|migrations|docs|packages)\/[\w./-]*[\w/])/g;
 
 function filesUnder(dir: string): string[] {
   return readdirSync(path.join(ROOT, dir)).flatMap((name) => {
@@ -17,7 +17,8 @@ describe('docs and comments name paths that exist', () => {
   it('every repository path named by the docs, the README or a comment of src/, keyvault/ or contract/ exists', () => {
     const sources = [
       'README.md',
-      ...readdirSync(path.join(ROOT, 'docs')).map((f) => path.join('docs', f)),
+      ...filesUnder('docs').filter((f) => /\.(md|ts|py|go|sh)$/.test(f)),
+      'packages/client/README.md',
       'keyvault/README.md',
       ...['src', 'keyvault', 'contract'].flatMap(filesUnder).filter((f) => f.endsWith('.ts') || f.endsWith('.md')),
     ];

@@ -40,12 +40,12 @@ export class DevIdp {
     if (this.#key) return this.#key;
     const loading = this.#load(db);
     // Kept only when read on the pool: a request's transaction could still roll its insert back.
-    if (db === this.db) {
-      this.#key = loading.catch((err: unknown) => {
-        this.#key = undefined;
-        throw err;
-      });
-    }
+    if (db !== this.db) return loading;
+    this.#key = loading;
+    // A failure is the caller's to see; the next call tries again.
+    loading.catch(() => {
+      if (this.#key === loading) this.#key = undefined;
+    });
     return loading;
   }
 

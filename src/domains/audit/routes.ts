@@ -7,7 +7,7 @@ import { auditOf } from './commands.js';
 import { presentAudit } from './presenter.js';
 import * as ex from '../../platform/openapi/examples.js';
 
-const AuditEntryOut = component(
+export const AuditEntryOut = component(
   'AuditEntry',
   Type.Object(
     {
@@ -25,7 +25,7 @@ const AuditEntryOut = component(
     { additionalProperties: false },
   ),
 );
-const AuditList = pageOf('entries', AuditEntryOut);
+export const AuditList = pageOf('entries', AuditEntryOut);
 export type AuditListOut = Static<typeof AuditList>;
 
 /** `GET /organisations/{id}/audit`: the organisation's audit log, for its admins and the operator. */

@@ -1,67 +1,26 @@
 /**
  * A typed client for the service's HTTP API. Its operation table is checked against the served
- * OpenAPI document (test/programs/client/client.test.ts); its types are the same TypeBox schemas the routes use.
- * Depends on nothing but `fetch`, so the CLI, the demo and customer backends can all use it.
+ * OpenAPI document (test/programs/client/client.test.ts); its types are written from the route
+ * schemas (types.ts, checked equal to them at compile time by test/programs/client/types.test.ts).
+ * Depends on nothing but `fetch`, and imports nothing outside this folder, so the CLI, the demo and
+ * customer backends can all use it, and it is published on its own (packages/client).
  */
-import type { Static, TSchema } from '@sinclair/typebox';
-import type { AuditListOut } from '../../domains/audit/routes.js';
-import type { Problem as ProblemSchema } from '../../platform/http/schemas.js';
-import type { IssueBody, IssuedOut, MembershipList, MembershipOut, RevokeBody, TransferBody, ViewQuery } from '../../domains/memberships/schemas.js';
-import type { ListOrganisationsQuery, OrganisationList, OrganisationOut } from '../../domains/organisations/schemas.js';
-import type {
-  CreateProjectBody,
-  KeyRotated,
-  ListProjectsQuery,
-  ProjectCreated,
-  ProjectList,
-  ProjectOut,
-  UpdateProjectBody,
-  WalletWebhookSecretRotated,
-} from '../../domains/projects/schemas.js';
-import type {
-  EvaluateBody,
-  EvaluateOut,
-  OwnersOut,
-  PolicyVersionList,
-  PolicyVersionOut,
-  PutOwnersBody,
-  PutPolicyBody,
-} from '../../domains/signing/policies/schemas.js';
-import type { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../../domains/tokens/schemas.js';
-import type { Accepted, IssuerCheckOut, ListWalletsQuery, RpcBody, RpcOut, SignInOut, WalletList, WalletOut } from '../../domains/wallets/schemas.js';
-import type {
-  CreateWebhookBody,
-  EventCatalogueOut,
-  FailedDeliveryList,
-  ListWebhooksQuery,
-  RetryAccepted,
-  SecretOut,
-  SubscriptionCreated,
-  SubscriptionList,
-  SubscriptionOut,
-  TestSent,
-  UpdateWebhookBody,
-} from '../../domains/webhooks/schemas.js';
-
+import type * as T from './types.js';
 import { OPERATIONS } from './operations.js';
 
 export { OPERATIONS };
+export type * from './types.js';
 
 export type OperationId = keyof typeof OPERATIONS;
-type Out<T extends TSchema> = Static<T>;
-type In<T extends TSchema> = Static<T>;
 type Id = number | string;
 /** Query values as the API takes them (strings), numbers and booleans converted. */
-type QueryOf<T extends TSchema> = { [K in keyof Static<T>]?: string | number | boolean };
-
-/** The problem details of docs/interface.md section 2. */
-export type Problem = Static<typeof ProblemSchema>;
+type QueryOf<Q> = { [K in keyof Q]?: string | number | boolean };
 
 /** A 4xx or 5xx answer; `problem` holds the service's explanation. */
 export class CustodyApiError extends Error {
   constructor(
     readonly status: number,
-    readonly problem: Problem | undefined,
+    readonly problem: T.Problem | undefined,
     readonly retryAfterS: number | undefined,
   ) {
     super(problem ? `${status} ${problem.code}: ${problem.detail}` : `HTTP ${status}`);
@@ -93,7 +52,7 @@ export interface WriteOptions {
 
 /** Who asks a wallet to sign: the customer's backend (a signer token) or the user present. */
 export type SignAs = { projectId: Id; walletId: Id } | { projectKey: string; userJwt: string };
-type Operation = Static<typeof RpcBody>;
+type Operation = T.RpcBody;
 
 export class CustodyClient {
   readonly #base: string;
@@ -134,7 +93,7 @@ export class CustodyClient {
     const parsed: unknown = text !== '' && /json/.test(res.headers.get('content-type') ?? '') ? JSON.parse(text) : undefined;
     if (res.status >= 400) {
       const retry = Number(res.headers.get('retry-after'));
-      throw new CustodyApiError(res.status, parsed as Problem | undefined, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+      throw new CustodyApiError(res.status, parsed as T.Problem | undefined, Number.isFinite(retry) && retry > 0 ? retry : undefined);
     }
     return parsed as T;
   }
@@ -151,10 +110,10 @@ export class CustodyClient {
 
   // ---- Wallets: the project key in the body, the end user's JWT as the bearer. ----
   signIn(projectKey: string, userJwt: string, token?: string) {
-    return this.call<Out<typeof SignInOut>>('signIn', { body: { key: projectKey, ...(token === undefined ? {} : { token }) }, bearer: userJwt });
+    return this.call<T.SignInOut>('signIn', { body: { key: projectKey, ...(token === undefined ? {} : { token }) }, bearer: userJwt });
   }
   createWalletAsync(projectKey: string, userJwt: string, token?: string) {
-    return this.call<Out<typeof Accepted>>('createWalletAsync', { body: { key: projectKey, ...(token === undefined ? {} : { token }) }, bearer: userJwt });
+    return this.call<T.Accepted>('createWalletAsync', { body: { key: projectKey, ...(token === undefined ? {} : { token }) }, bearer: userJwt });
   }
   /** Testnet with the development identity provider only: a user's ID token for a project whose issuer is that provider. */
   createDevToken(projectId: Id, body: { email: string; emailVerified?: boolean; ttlSeconds?: number }) {
@@ -162,82 +121,82 @@ export class CustodyClient {
   }
 
   checkIssuer(projectId: Id, sampleJwt: string) {
-    return this.call<Out<typeof IssuerCheckOut>>('checkIssuer', { params: { projectId }, body: { token: sampleJwt } });
+    return this.call<T.IssuerCheckOut>('checkIssuer', { params: { projectId }, body: { token: sampleJwt } });
   }
-  listWallets(projectId: Id, query: QueryOf<typeof ListWalletsQuery> = {}) {
-    return this.call<Out<typeof WalletList>>('listWallets', { params: { projectId }, query });
+  listWallets(projectId: Id, query: QueryOf<T.ListWalletsQuery> = {}) {
+    return this.call<T.WalletList>('listWallets', { params: { projectId }, query });
   }
   getWallet(projectId: Id, walletId: Id) {
-    return this.call<Out<typeof WalletOut>>('getWallet', { params: { projectId, walletId } });
+    return this.call<T.WalletOut>('getWallet', { params: { projectId, walletId } });
   }
 
   // ---- Memberships ----
-  issueMemberships(items: In<typeof IssueBody>, projectId?: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof IssuedOut>>('issueMemberships', { body: items, query: { projectId }, ...options });
+  issueMemberships(items: T.IssueBody, projectId?: Id, options: WriteOptions = {}) {
+    return this.call<T.IssuedOut>('issueMemberships', { body: items, query: { projectId }, ...options });
   }
   /** The record, or undefined after a hard delete (204). */
-  revokeMembership(body: In<typeof RevokeBody>, projectId?: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof MembershipOut> | undefined>('revokeMembership', { body, query: { projectId }, ...options });
+  revokeMembership(body: T.RevokeBody, projectId?: Id, options: WriteOptions = {}) {
+    return this.call<T.MembershipOut | undefined>('revokeMembership', { body, query: { projectId }, ...options });
   }
-  transferMembership(body: In<typeof TransferBody>, projectId?: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof MembershipOut>>('transferMembership', { body, query: { projectId }, ...options });
+  transferMembership(body: T.TransferBody, projectId?: Id, options: WriteOptions = {}) {
+    return this.call<T.MembershipOut>('transferMembership', { body, query: { projectId }, ...options });
   }
-  viewMemberships(query: QueryOf<typeof ViewQuery> = {}) {
-    return this.call<Out<typeof MembershipList>>('viewMemberships', { query });
+  viewMemberships(query: QueryOf<T.ViewQuery> = {}) {
+    return this.call<T.MembershipList>('viewMemberships', { query });
   }
 
   // ---- Organisations, projects, tokens, audit ----
-  listOrganisations(query: QueryOf<typeof ListOrganisationsQuery> = {}) {
-    return this.call<Out<typeof OrganisationList>>('listOrganisations', { query });
+  listOrganisations(query: QueryOf<T.ListOrganisationsQuery> = {}) {
+    return this.call<T.OrganisationList>('listOrganisations', { query });
   }
   createOrganisation(name: string, options: WriteOptions = {}) {
-    return this.call<Out<typeof OrganisationOut>>('createOrganisation', { body: { name }, ...options });
+    return this.call<T.OrganisationOut>('createOrganisation', { body: { name }, ...options });
   }
   getOrganisation(id: Id) {
-    return this.call<Out<typeof OrganisationOut>>('getOrganisation', { params: { id } });
+    return this.call<T.OrganisationOut>('getOrganisation', { params: { id } });
   }
   renameOrganisation(id: Id, name: string) {
-    return this.call<Out<typeof OrganisationOut>>('renameOrganisation', { params: { id }, body: { name } });
+    return this.call<T.OrganisationOut>('renameOrganisation', { params: { id }, body: { name } });
   }
   deleteOrganisation(id: Id) {
     return this.call<undefined>('deleteOrganisation', { params: { id } });
   }
   undeleteOrganisation(id: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof OrganisationOut>>('undeleteOrganisation', { params: { id }, ...options });
+    return this.call<T.OrganisationOut>('undeleteOrganisation', { params: { id }, ...options });
   }
   listAudit(id: Id, query: { limit?: number; cursor?: string } = {}) {
-    return this.call<AuditListOut>('listAudit', { params: { id }, query });
+    return this.call<T.AuditList>('listAudit', { params: { id }, query });
   }
-  createProject(organisationId: Id, body: In<typeof CreateProjectBody>, options: WriteOptions = {}) {
-    return this.call<Out<typeof ProjectCreated>>('createProject', { params: { id: organisationId }, body, ...options });
+  createProject(organisationId: Id, body: T.CreateProjectBody, options: WriteOptions = {}) {
+    return this.call<T.ProjectCreated>('createProject', { params: { id: organisationId }, body, ...options });
   }
-  listProjects(organisationId: Id, query: QueryOf<typeof ListProjectsQuery> = {}) {
-    return this.call<Out<typeof ProjectList>>('listProjects', { params: { id: organisationId }, query });
+  listProjects(organisationId: Id, query: QueryOf<T.ListProjectsQuery> = {}) {
+    return this.call<T.ProjectList>('listProjects', { params: { id: organisationId }, query });
   }
   getProject(projectId: Id) {
-    return this.call<Out<typeof ProjectOut>>('getProject', { params: { projectId } });
+    return this.call<T.ProjectOut>('getProject', { params: { projectId } });
   }
-  updateProject(projectId: Id, body: In<typeof UpdateProjectBody>) {
-    return this.call<Out<typeof ProjectOut>>('updateProject', { params: { projectId }, body });
+  updateProject(projectId: Id, body: T.UpdateProjectBody) {
+    return this.call<T.ProjectOut>('updateProject', { params: { projectId }, body });
   }
   deleteProject(projectId: Id) {
     return this.call<undefined>('deleteProject', { params: { projectId } });
   }
   rotateProjectKey(projectId: Id, graceSeconds?: number, options: WriteOptions = {}) {
-    return this.call<Out<typeof KeyRotated>>('rotateProjectKey', {
+    return this.call<T.KeyRotated>('rotateProjectKey', {
       params: { projectId },
       body: graceSeconds === undefined ? {} : { graceSeconds },
       ...options,
     });
   }
   rotateWalletWebhookSecret(projectId: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof WalletWebhookSecretRotated>>('rotateWalletWebhookSecret', { params: { projectId }, ...options });
+    return this.call<T.WalletWebhookSecretRotated>('rotateWalletWebhookSecret', { params: { projectId }, ...options });
   }
-  createToken(organisationId: Id, body: In<typeof CreateTokenBody>, options: WriteOptions = {}) {
-    return this.call<Out<typeof TokenCreated>>('createToken', { params: { id: organisationId }, body, ...options });
+  createToken(organisationId: Id, body: T.CreateTokenBody, options: WriteOptions = {}) {
+    return this.call<T.TokenCreated>('createToken', { params: { id: organisationId }, body, ...options });
   }
-  listTokens(organisationId: Id, query: QueryOf<typeof ListTokensQuery> = {}) {
-    return this.call<Out<typeof TokenList>>('listTokens', { params: { id: organisationId }, query });
+  listTokens(organisationId: Id, query: QueryOf<T.ListTokensQuery> = {}) {
+    return this.call<T.TokenList>('listTokens', { params: { id: organisationId }, query });
   }
   revokeToken(organisationId: Id, tokenId: Id) {
     return this.call<undefined>('revokeToken', { params: { id: organisationId, tokenId } });
@@ -245,81 +204,87 @@ export class CustodyClient {
 
   // ---- Webhooks ----
   listEventTypes() {
-    return this.call<Out<typeof EventCatalogueOut>>('listEventTypes');
+    return this.call<T.EventCatalogueOut>('listEventTypes');
   }
-  listWebhooks(projectId: Id, query: QueryOf<typeof ListWebhooksQuery> = {}) {
-    return this.call<Out<typeof SubscriptionList>>('listWebhooks', { params: { projectId }, query });
+  listWebhooks(projectId: Id, query: QueryOf<T.ListWebhooksQuery> = {}) {
+    return this.call<T.SubscriptionList>('listWebhooks', { params: { projectId }, query });
   }
-  createWebhook(projectId: Id, body: In<typeof CreateWebhookBody>, options: WriteOptions = {}) {
-    return this.call<Out<typeof SubscriptionCreated>>('createWebhook', { params: { projectId }, body, ...options });
+  createWebhook(projectId: Id, body: T.CreateWebhookBody, options: WriteOptions = {}) {
+    return this.call<T.SubscriptionCreated>('createWebhook', { params: { projectId }, body, ...options });
   }
   getWebhook(projectId: Id, webhookId: Id) {
-    return this.call<Out<typeof SubscriptionOut>>('getWebhook', { params: { projectId, webhookId } });
+    return this.call<T.SubscriptionOut>('getWebhook', { params: { projectId, webhookId } });
   }
-  updateWebhook(projectId: Id, webhookId: Id, body: In<typeof UpdateWebhookBody>) {
-    return this.call<Out<typeof SubscriptionOut>>('updateWebhook', { params: { projectId, webhookId }, body });
+  updateWebhook(projectId: Id, webhookId: Id, body: T.UpdateWebhookBody) {
+    return this.call<T.SubscriptionOut>('updateWebhook', { params: { projectId, webhookId }, body });
   }
   deleteWebhook(projectId: Id, webhookId: Id) {
     return this.call<undefined>('deleteWebhook', { params: { projectId, webhookId } });
   }
   rotateWebhookSecret(projectId: Id, webhookId: Id, secret?: string, options: WriteOptions = {}) {
-    return this.call<Out<typeof SecretOut>>('rotateWebhookSecret', {
+    return this.call<T.SecretOut>('rotateWebhookSecret', {
       params: { projectId, webhookId },
       body: secret === undefined ? {} : { secret },
       ...options,
     });
   }
   testWebhook(projectId: Id, webhookId: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof TestSent>>('testWebhook', { params: { projectId, webhookId }, ...options });
+    return this.call<T.TestSent>('testWebhook', { params: { projectId, webhookId }, ...options });
   }
   listFailedDeliveries(projectId: Id, query: { limit?: number; cursor?: string } = {}) {
-    return this.call<Out<typeof FailedDeliveryList>>('listFailedDeliveries', { params: { projectId }, query });
+    return this.call<T.FailedDeliveryList>('listFailedDeliveries', { params: { projectId }, query });
   }
   retryFailedDelivery(projectId: Id, deliveryId: Id, options: WriteOptions = {}) {
-    return this.call<Out<typeof RetryAccepted>>('retryFailedDelivery', { params: { projectId, deliveryId }, ...options });
+    return this.call<T.RetryAccepted>('retryFailedDelivery', { params: { projectId, deliveryId }, ...options });
   }
 
   /** `client.wallets.rpc(as, operation)`: signs under the project's policy; 403 policy_denied names the rule. */
   readonly wallets = {
-    rpc: (as: SignAs, operation: Operation, options: WriteOptions = {}): Promise<Out<typeof RpcOut>> =>
+    rpc: (as: SignAs, operation: Operation, options: WriteOptions = {}): Promise<T.RpcOut> =>
       'projectKey' in as
-        ? this.call<Out<typeof RpcOut>>('signAsUser', { body: { key: as.projectKey, ...operation }, bearer: as.userJwt, ...options })
+        ? this.call<T.RpcOut>('signAsUser', { body: { key: as.projectKey, ...operation }, bearer: as.userJwt, ...options })
         : this.signWithWallet(as.projectId, as.walletId, operation, options),
+    /**
+     * The wallet's address: the backend reads it (`getWallet`, a signer or read token); the user
+     * present's comes from sign-in (`signIn`, which creates the wallet if the user has none).
+     */
+    address: async (as: SignAs): Promise<string> =>
+      'projectKey' in as ? (await this.signIn(as.projectKey, as.userJwt)).walletAddress : (await this.getWallet(as.projectId, as.walletId)).walletAddress,
   };
 
   /** Signs with a wallet under the project's policy (a signer token); 403 policy_denied names the rule. */
-  signWithWallet(projectId: Id, walletId: Id, body: In<typeof RpcBody>, options: WriteOptions = {}) {
-    return this.call<Out<typeof RpcOut>>('signWithWallet', { params: { projectId, walletId }, body, ...options });
+  signWithWallet(projectId: Id, walletId: Id, body: T.RpcBody, options: WriteOptions = {}) {
+    return this.call<T.RpcOut>('signWithWallet', { params: { projectId, walletId }, body, ...options });
   }
 
   // ---- Signing policies ----
   /** A new version; `ifVersion`: the version it replaces (409 policy_conflict when that is not the newest). */
-  putPolicy(projectId: Id, policy: In<typeof PutPolicyBody>, ifVersion?: number) {
-    return this.call<Out<typeof PolicyVersionOut>>('putPolicy', {
+  putPolicy(projectId: Id, policy: T.PutPolicyBody, ifVersion?: number) {
+    return this.call<T.PolicyVersionOut>('putPolicy', {
       params: { projectId },
       body: policy,
       query: ifVersion === undefined ? {} : { ifVersion },
     });
   }
   getPolicy(projectId: Id) {
-    return this.call<Out<typeof PolicyVersionOut>>('getPolicy', { params: { projectId } });
+    return this.call<T.PolicyVersionOut>('getPolicy', { params: { projectId } });
   }
   listPolicyVersions(projectId: Id, query: { limit?: number; cursor?: string } = {}) {
-    return this.call<Out<typeof PolicyVersionList>>('listPolicyVersions', { params: { projectId }, query });
+    return this.call<T.PolicyVersionList>('listPolicyVersions', { params: { projectId }, query });
   }
   /** `{ keys }` while the project has no owners; then `{ signed }`, an owner's JWS over `{ projectId, version, owners }`. */
-  putPolicyOwners(projectId: Id, body: In<typeof PutOwnersBody>, ifVersion?: number) {
-    return this.call<Out<typeof OwnersOut>>('putPolicyOwners', {
+  putPolicyOwners(projectId: Id, body: T.PutOwnersBody, ifVersion?: number) {
+    return this.call<T.OwnersOut>('putPolicyOwners', {
       params: { projectId },
       body,
       query: ifVersion === undefined ? {} : { ifVersion },
     });
   }
   getPolicyOwners(projectId: Id) {
-    return this.call<Out<typeof OwnersOut>>('getPolicyOwners', { params: { projectId } });
+    return this.call<T.OwnersOut>('getPolicyOwners', { params: { projectId } });
   }
-  evaluatePolicy(projectId: Id, body: In<typeof EvaluateBody>) {
-    return this.call<Out<typeof EvaluateOut>>('evaluatePolicy', { params: { projectId }, body });
+  evaluatePolicy(projectId: Id, body: T.EvaluateBody) {
+    return this.call<T.EvaluateOut>('evaluatePolicy', { params: { projectId }, body });
   }
 
   // ---- Operations ----

@@ -1,5 +1,15 @@
 import { Type } from '@sinclair/typebox';
-import { CALLERS, LIMIT_SCOPES, LIMIT_WINDOWS, OPERATORS, OWNER_KEYS_MAX, POLICY_BOUNDS, RULE_ACTIONS, SIGNING_METHODS } from '../../../../contract/index.js';
+import {
+  CALLERS,
+  LIMIT_SCOPES,
+  LIMIT_WINDOWS,
+  OPERATORS,
+  OWNER_KEYS_MAX,
+  POLICY_BOUNDS,
+  RULE_ACTIONS,
+  SIGNING_METHODS,
+  type LimitWindow,
+} from '../../../../contract/index.js';
 import { Id, pageOf, PageQuery, strictObject, Timestamp } from '../../../platform/http/schemas.js';
 import { component } from '../../../platform/openapi/meta.js';
 
@@ -41,7 +51,7 @@ const Rule = strictObject({
 const Limit = strictObject({
   method: Method,
   per: Type.Union(LIMIT_SCOPES.map((s) => Type.Literal(s))),
-  window: Type.Union(Object.keys(LIMIT_WINDOWS).map((w) => Type.Literal(w))),
+  window: Type.Union((Object.keys(LIMIT_WINDOWS) as LimitWindow[]).map((w) => Type.Literal(w))),
   count: Type.Integer({ minimum: 1, maximum: POLICY_BOUNDS.limitCount }),
 });
 
