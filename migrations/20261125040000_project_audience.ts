@@ -6,7 +6,9 @@ import type { Knex } from 'knex';
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE projects ADD COLUMN audience text');
-  await knex.raw(`ALTER TABLE projects ADD CONSTRAINT projects_audience_shape CHECK (audience IS NULL OR (length(audience) <= 256 AND audience ~ '^[\\x21-\\x7e]+$'))`);
+  await knex.raw(
+    `ALTER TABLE projects ADD CONSTRAINT projects_audience_shape CHECK (audience IS NULL OR (length(audience) <= 256 AND audience ~ '^[\\x21-\\x7e]+$'))`,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
