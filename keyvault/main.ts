@@ -18,7 +18,8 @@ import { VaultAdapter } from './vault/adapter.js';
 
 function openStore(config: SignerConfig, log: ReturnType<typeof createSignerLog>): KeyStore {
   if (config.vault) return new VaultKeyStore(new VaultAdapter(config.vault, log), config.vault.paths);
-  log.warn({ dir: config.dataDir }, 'DEVELOPMENT key store: keys are encrypted under a local master key file, not Vault (refused in production)');
+  // The expected store of a local start (production refuses it), so said at info, not warned.
+  log.info({ dir: config.dataDir }, 'DEVELOPMENT key store: keys are encrypted under a local master key file, not Vault (refused in production)');
   return new LocalKeyStore(config.dataDir, config.localLockWaitMs);
 }
 

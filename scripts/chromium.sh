@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of a Chromium for the browser tests: $CHROMIUM_BIN, one already installed, or
 # Debian's package installed on first use (apt-get, as root; about a minute and 100 MB).
-# Progress goes to stderr; stdout is only the path.
+# One line on stderr when it installs (apt-get's output goes to a log under ~/.cache); stdout is
+# only the path.
 set -euo pipefail
 say() { printf 'chromium.sh: %s\n' "$*" >&2; }
 if [ -n "${CHROMIUM_BIN:-}" ] && [ -x "$CHROMIUM_BIN" ]; then echo "$CHROMIUM_BIN"; exit 0; fi
@@ -12,10 +13,13 @@ if [ "$(id -u)" != 0 ]; then
   say "Chromium is not installed: run 'sudo apt-get install chromium' (Debian) or set CHROMIUM_BIN"
   exit 1
 fi
-say "installing Debian's chromium package (first use only, about a minute)"
-started=$(date +%s)
+log="${XDG_CACHE_HOME:-$HOME/.cache}/custody-chromium/install.log"
+mkdir -p "$(dirname "$log")"
+echo "installing Debian's chromium package (first use, ~1 min); log: $log" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq chromium >/dev/null
-say "installed in $(( $(date +%s) - started )) s: $(chromium --version 2>/dev/null | head -n 1)"
+if ! { apt-get update -qq && apt-get install -y -qq chromium; } >"$log" 2>&1; then
+  say "apt-get failed; the end of $log:"
+  tail -n 20 "$log" >&2
+  exit 1
+fi
 command -v chromium

@@ -2,7 +2,8 @@
 # Prints a directory holding `kube-strict-<minor>` for each Kubernetes version the chart
 # supports: scripts/kube-strict/main.go built against k8s.io/api of that version (from the Go
 # module proxy, cached under ~/.cache; a few minutes each on first use). The chart's suite pipes
-# every render through each of them: unknown fields are refused, offline.
+# every render through each of them: unknown fields are refused, offline. One line on stderr when
+# they are built; the Go toolchain's output goes to build.log in the cache directory.
 set -euo pipefail
 . "$(dirname "$0")/go-tool.sh"
 VERSIONS=${KUBE_STRICT_VERSIONS:-"1.31 1.33 1.36"}
@@ -11,31 +12,41 @@ src=$(cd "$(dirname "$0")/kube-strict" && pwd)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/custody-kube-strict/$(cat "$src"/*.go | sha256sum | cut -c1-12)"
 newest=${VERSIONS##* }
 mkdir -p "$out"
-beating=
-for v in $VERSIONS; do
-  [ -x "$out/kube-strict-$v" ] && continue
-  echo "kube-strict.sh: building the strict decoder for Kubernetes $v (first use only)" >&2
-  # One heartbeat for the whole run (each sets the EXIT trap that stops it).
-  [ -n "$beating" ] || { heartbeat kube-strict.sh; beating=1; }
+log="$out/build.log"
+missing=
+for v in $VERSIONS; do [ -x "$out/kube-strict-$v" ] || missing="$missing $v"; done
+[ -z "$missing" ] || { : >"$log"; announce "kube-strict (Kubernetes${missing})" 5 "$log"; }
+for v in $missing; do
+  echo "== Kubernetes $v" >>"$log"
   work=$(mktemp -d)
   minor=${v#1.}
+  # errexit holds in the subshell only outside a condition: run it, then look at its status.
+  set +e
   (
+    set -e
+    exec >>"$log" 2>&1
     cd "$work"
     cp "$src/main.go" .
     printf 'module custody.local/kubestrict\n\ngo 1.24\n' > go.mod
     tags=""
-    go get "k8s.io/api@v0.$minor" "k8s.io/apimachinery@v0.$minor" "sigs.k8s.io/yaml" "sigs.k8s.io/json" >&2
+    go get "k8s.io/api@v0.$minor" "k8s.io/apimachinery@v0.$minor" "sigs.k8s.io/yaml" "sigs.k8s.io/json"
     if [ "$v" = "$newest" ]; then
       # The prometheus-operator types (ServiceMonitor) need a recent k8s.io/api: the newest build only.
       tags=monitoring
       cp "$src/monitoring.go" .
-      go get "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring@$MONITORING" >&2
+      go get "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring@$MONITORING"
     fi
-    go mod tidy >&2
-    grep -E '^\s*k8s.io/api ' go.mod | sed "s/^/kube-strict.sh $v: /" >&2
-    if ! grep -qE "^\s*k8s.io/api v0\.$minor\." go.mod; then echo "kube-strict.sh: k8s.io/api is not v0.$minor" >&2; exit 1; fi
-    CGO_ENABLED=0 go build -tags "$tags" -trimpath -o "$out/kube-strict-$v.tmp" . >&2
+    go mod tidy
+    grep -E '^\s*k8s.io/api ' go.mod
+    if ! grep -qE "^\s*k8s.io/api v0\.$minor\." go.mod; then echo "k8s.io/api is not v0.$minor"; exit 1; fi
+    CGO_ENABLED=0 go build -tags "$tags" -trimpath -o "$out/kube-strict-$v.tmp" .
   )
+  status=$?
+  set -e
+  if [ "$status" != 0 ]; then
+    failed "kube-strict $v" "$log"
+    exit 1
+  fi
   mv "$out/kube-strict-$v.tmp" "$out/kube-strict-$v"
   rm -rf "$work"
 done

@@ -5,7 +5,8 @@
 # OpenBao first: a tiny Go module of ours whose main calls OpenBao's own command package.
 # If the module proxy does not serve OpenBao (this workplace's proxy answers 403 for
 # github.com/openbao/openbao), HashiCorp Vault is built the same way: same API, same CLI.
-# Progress goes to stderr; stdout is only the path.
+# One line on stderr when it is built; the Go toolchain's output, the OpenBao attempt included,
+# goes to build.log in the cache directory. stdout is only the path.
 set -euo pipefail
 
 OPENBAO_VERSION=${OPENBAO_VERSION:-v2.4.1}
@@ -13,8 +14,10 @@ VAULT_VERSION=${VAULT_VERSION:-v1.21.4}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/custody-vault-api
 mkdir -p "$cache"
 
-say() { printf '%s\n' "$*" >&2; }
 . "$(dirname "$0")/go-tool.sh"
+log="$cache/build.log"
+# A step of the build, for the log only.
+note() { printf '== %s\n' "$*" >>"$log"; }
 
 # build <name> <module> <version> <command package> <binary> [patch function]
 build() {
@@ -22,8 +25,9 @@ build() {
   local work
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
-  say "building $name $version from the Go module proxy (first use only; about 25 minutes on 2 cores)"
+  note "building $name $version from the Go module proxy"
   (
+    exec >>"$log" 2>&1
     cd "$work"
     cat > go.mod <<MOD
 module custody.local/vaultapi
@@ -43,9 +47,10 @@ func main() {
 	os.Exit(command.Run(os.Args[1:]))
 }
 MAIN
-    go get "$module@$version" >&2
-    if [ -n "$patch" ]; then "$patch" "$module" "$version" >&2; fi
-    CGO_ENABLED=0 go build -mod=mod -trimpath -o "$out.tmp" . >&2
+    # Chained: errexit does not hold inside a function called as a condition.
+    go get "$module@$version" &&
+      { [ -z "$patch" ] || "$patch" "$module" "$version"; } &&
+      CGO_ENABLED=0 go build -mod=mod -trimpath -o "$out.tmp" .
   ) || return 1
   mv "$out.tmp" "$out"
 }
@@ -57,13 +62,13 @@ patch_vault() {
   local module=$1 version=$2
   local src
   src="$(go env GOMODCACHE)/$module@$version"
-  cp -r "$src" vault-src
-  chmod -R u+w vault-src
+  cp -r "$src" vault-src &&
+  chmod -R u+w vault-src &&
   sed -i 's/ActivationFunc: iStore.activateDeduplication,/ActivationFunc: func(ctx context.Context, req *logical.Request, _ string) error { return iStore.activateDeduplication(ctx, req) },/' \
-    vault-src/vault/identity_store.go
-  sed -i 's/b.idStoreBackend.ActivationFunc(ctx, nil)/b.idStoreBackend.ActivationFunc(ctx, nil, "")/' vault-src/vault/logical_system_activation_flags.go
+    vault-src/vault/identity_store.go &&
+  sed -i 's/b.idStoreBackend.ActivationFunc(ctx, nil)/b.idStoreBackend.ActivationFunc(ctx, nil, "")/' vault-src/vault/logical_system_activation_flags.go &&
   sed -i 's/restoredKeyName, err := b.lm.RestorePolicy(ctx, req.Storage, keyName, backupB64, force)/err := b.lm.RestorePolicy(ctx, req.Storage, keyName, backupB64, force); restoredKeyName := keyName/' \
-    vault-src/builtin/logical/transit/path_restore.go
+    vault-src/builtin/logical/transit/path_restore.go &&
   go mod edit -replace "$module=./vault-src"
 }
 
@@ -73,18 +78,25 @@ if [ -x "$bao" ]; then echo "$bao"; exit 0; fi
 if [ -x "$vault" ] && [ -z "${REQUIRE_OPENBAO:-}" ]; then echo "$vault"; exit 0; fi
 
 mkdir -p "$(dirname "$bao")"
-heartbeat openbao.sh
-started=$(date +%s)
+: >"$log"
+if [ -n "${REQUIRE_OPENBAO:-}" ]; then
+  announce "OpenBao $OPENBAO_VERSION" 25 "$log"
+else
+  # This workplace's module proxy refuses OpenBao: then HashiCorp Vault, same API, is the plan.
+  announce "the Vault-API server for the tests (OpenBao $OPENBAO_VERSION, else HashiCorp Vault $VAULT_VERSION)" 25 "$log"
+fi
 if build OpenBao github.com/openbao/openbao "$OPENBAO_VERSION" github.com/openbao/openbao/command "$bao"; then
-  say "OpenBao built in $(( $(date +%s) - started )) s"
   echo "$bao"
   exit 0
 fi
-say "OpenBao $OPENBAO_VERSION is not available from the Go module proxy ($(( $(date +%s) - started )) s)"
-[ -n "${REQUIRE_OPENBAO:-}" ] && exit 1
-
+if [ -n "${REQUIRE_OPENBAO:-}" ]; then
+  failed "OpenBao $OPENBAO_VERSION" "$log"
+  exit 1
+fi
+note "OpenBao $OPENBAO_VERSION is not served by the module proxy: building HashiCorp Vault $VAULT_VERSION (same API) instead"
 mkdir -p "$(dirname "$vault")"
-started=$(date +%s)
-build "HashiCorp Vault" github.com/hashicorp/vault "$VAULT_VERSION" github.com/hashicorp/vault/command "$vault" patch_vault
-say "Vault built in $(( $(date +%s) - started )) s"
+if ! build "HashiCorp Vault" github.com/hashicorp/vault "$VAULT_VERSION" github.com/hashicorp/vault/command "$vault" patch_vault; then
+  failed "HashiCorp Vault $VAULT_VERSION" "$log"
+  exit 1
+fi
 echo "$vault"

@@ -79,6 +79,7 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/healthz' },
   { method: 'GET', path: '/readyz' },
   { method: 'GET', path: '/metrics' },
+  { method: 'GET', path: '/' },
   { method: 'GET', path: '/openapi.json' },
   { method: 'GET', path: '/docs' },
   { method: 'GET', path: '/docs/assets/:id' },

@@ -76,7 +76,10 @@ async function runMigrate(config: Config, log: Logger): Promise<void> {
 /** Outbound requests go to public addresses only; what is allowed besides, and why, is said at start. */
 function logEgress(config: Config, log: Logger): void {
   if (config.egressAllowPrivate.length === 0) return;
-  log.warn(
+  // Loopback on the embedded development start is the expected default (said, not warned);
+  // addresses an operator allowed with EGRESS_ALLOW_PRIVATE are worth a warning.
+  const level = config.egressAllowSource === 'embedded development start' ? 'info' : 'warn';
+  log[level](
     { allow: config.egressAllowPrivate, source: config.egressAllowSource },
     `outbound requests (webhooks, OIDC) may also go to ${config.egressAllowPrivate.join(', ')} (${config.egressAllowSource})`,
   );

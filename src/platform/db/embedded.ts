@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
@@ -33,12 +34,38 @@ async function importEmbeddedPostgres() {
   return EmbeddedPostgres;
 }
 
+/** The postmaster's pid from its pid file, if there is one. */
+function postmasterPid(databaseDir: string): number | undefined {
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/**
+ * PostgreSQL outlives a parent killed with SIGKILL (no exit hook runs then). A tiny shell reads
+ * a pipe from this process: when the pipe closes, however this process ended, it asks the
+ * postmaster for a fast shutdown (SIGINT). Returns a function that dismisses it on a normal stop.
+ */
+function watchParent(pid: number, log: Logger): () => void {
+  try {
+    const watchdog = spawn('/bin/sh', ['-c', 'read -r _; kill -INT "$0" 2>/dev/null', String(pid)], { stdio: ['pipe', 'ignore', 'ignore'] });
+    watchdog.on('error', (err) => log.debug({ err: err.message }, 'embedded PostgreSQL watchdog not started'));
+    // Neither the process nor its pipe keeps this process alive.
+    watchdog.unref();
+    (watchdog.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null)?.unref?.();
+    return () => {
+      watchdog.kill('SIGKILL');
+    };
+  } catch {
+    return () => undefined;
+  }
+}
+
 /** A PostgreSQL left running by a parent that was killed holds the port; stop it first. */
 async function stopOrphan(databaseDir: string, log: Logger): Promise<void> {
-  const pidFile = path.join(databaseDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
-  if (!Number.isInteger(pid) || pid <= 0) return;
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined) return;
   let cmdline: string;
   try {
     cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
@@ -99,6 +126,8 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   } catch {
     throw new Error(`the embedded PostgreSQL did not start on 127.0.0.1:${port}; is the port taken? Set EMBEDDED_PG_PORT or DATABASE_URL`);
   }
+  const pid = postmasterPid(databaseDir);
+  const dismiss = pid === undefined ? () => undefined : watchParent(pid, log);
   const client = pg.getPgClient('postgres', '127.0.0.1');
   await client.connect();
   try {
@@ -109,7 +138,10 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   }
   return {
     url: `postgres://custody:${encodeURIComponent(password)}@127.0.0.1:${port}/custody`,
-    stop: () => pg.stop(),
+    stop: async () => {
+      dismiss();
+      await pg.stop();
+    },
   };
 }
 

@@ -7,11 +7,22 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { loadCliEnv, type CliEnv } from './config.js';
 import { CustodyApiError, CustodyClient } from '../client/index.js';
-import { COMMANDS, UsageError, type Flags } from './commands.js';
+import { COMMANDS, UsageError, type Command, type Flags } from './commands.js';
 import { output } from './output.js';
 
-const BOOLEAN_FLAGS = new Set(['json', 'help', 'all', 'show-revoked', 'show-deleted']);
+/** Options every command takes; `true`: it takes no value. */
+const GLOBAL_OPTIONS: Readonly<Record<string, boolean>> = { url: false, token: false, 'token-file': false, json: true, help: true, version: true };
+const SWITCHES = new Set([...Object.keys(GLOBAL_OPTIONS).filter((k) => GLOBAL_OPTIONS[k]), ...Object.values(COMMANDS).flatMap((c) => c.switches ?? [])]);
 const LOCAL_OPERATOR_TOKEN = '.data/operator-token';
+
+/** The package's version: package.json sits four levels above this file in dist/ (and in the image). */
+function version(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
 
 function parse(argv: string[]): { words: string[]; flags: Flags } {
   const words: string[] = [];
@@ -23,7 +34,7 @@ function parse(argv: string[]): { words: string[]; flags: Flags } {
       continue;
     }
     const [name = '', inline] = a.slice(2).split(/=(.*)/s, 2);
-    if (BOOLEAN_FLAGS.has(name)) {
+    if (SWITCHES.has(name)) {
       if (inline !== undefined) throw new UsageError(`--${name} takes no value`);
       flags[name] = true;
     } else if (inline !== undefined) flags[name] = inline;
@@ -36,18 +47,60 @@ function parse(argv: string[]): { words: string[]; flags: Flags } {
   return { words, flags };
 }
 
-function usage(): string {
-  const lines = Object.values(COMMANDS).map((c) => `  custody ${c.usage}\n      ${c.summary}`);
+/** The command the words name (two words, else one), and the words left as its arguments. */
+function lookup(words: string[]): { name: string; command: Command; args: string[] } | undefined {
+  for (const n of [2, 1]) {
+    const name = words.slice(0, n).join(' ');
+    const command = words.length >= n ? COMMANDS[name] : undefined;
+    if (command) return { name, command, args: words.slice(n) };
+  }
+  return undefined;
+}
+
+const FOOTER = [
+  'Global options: --url URL, --token TOKEN | --token-file PATH, --json (the raw answer instead of a table), --help, --version.',
+  'URL: --url, else CUSTODY_URL, else http://127.0.0.1:8080.',
+  `Token: --token, --token-file, else CUSTODY_TOKEN, else ./${LOCAL_OPERATOR_TOKEN} (what npm start writes).`,
+  'Exit codes: 0 done, 1 refused by the service or a check failed, 2 usage error, 3 service unavailable.',
+];
+
+/** Every command, grouped by its first word; `group` narrows it to one group. */
+function usage(group?: string): string {
+  const entries = Object.entries(COMMANDS).filter(([name]) => group === undefined || name.split(' ')[0] === group);
+  const lines = entries.map(([, c]) => `  custody ${c.usage}\n      ${c.summary}${c.aliasOf ? ` (same as ${c.aliasOf})` : ''}`);
   return [
-    'usage: custody [--url URL] [--token TOKEN | --token-file PATH] [--json] <command>',
+    'usage: custody [--url URL] [--token TOKEN | --token-file PATH] [--json] <command> [--help]',
     '',
-    'commands:',
+    group === undefined ? 'commands:' : `${group} commands:`,
     ...lines,
     '',
-    'URL: --url, else CUSTODY_URL, else http://127.0.0.1:8080.',
-    `Token: --token, --token-file, else CUSTODY_TOKEN, else ./${LOCAL_OPERATOR_TOKEN} (what npm start writes).`,
-    'Exit codes: 0 done, 1 refused by the service or a check failed, 2 usage error, 3 service unavailable.',
+    ...FOOTER,
   ].join('\n');
+}
+
+/** One command's help: its usage, what it does, its options. */
+function commandHelp(c: Command): string {
+  const options = Object.entries(c.options ?? {});
+  const width = Math.max(0, ...options.map(([o]) => o.length + 2));
+  return [
+    `usage: custody ${c.usage}`,
+    '',
+    `${c.summary}${c.aliasOf ? ` (same as custody ${c.aliasOf})` : ''}.`,
+    ...(options.length > 0 ? ['', 'options:', ...options.map(([o, what]) => `  ${`--${o}`.padEnd(width)}  ${what}`)] : []),
+    '',
+    ...FOOTER,
+  ].join('\n');
+}
+
+/** Options the command does not know are a usage error, not silently ignored. */
+function checkOptions(c: Command, flags: Flags): void {
+  for (const name of Object.keys(flags)) {
+    if (name in GLOBAL_OPTIONS || (c.options !== undefined && name in c.options)) continue;
+    throw new UsageError(`unknown option --${name}`);
+  }
+  for (const name of c.switches ?? []) {
+    if (flags[name] !== undefined && flags[name] !== true) throw new UsageError(`--${name} takes no value`);
+  }
 }
 
 function token(flags: Flags, env: CliEnv): string | undefined {
@@ -66,21 +119,35 @@ export async function run(argv: string[], env: CliEnv = loadCliEnv()): Promise<n
     return 2;
   }
   const { words, flags } = parsed;
-  const out = output(flags['json'] === true);
-  const two = words.slice(0, 2).join(' ');
-  const [name, command] = COMMANDS[two] ? [two, COMMANDS[two]] : [words[0] ?? '', COMMANDS[words[0] ?? '']];
-  if (flags['help'] === true || words.length === 0 || words[0] === 'help') {
-    process.stdout.write(`${usage()}\n`);
-    return words.length === 0 && flags['help'] !== true ? 2 : 0;
+  if (flags['version'] === true) {
+    process.stdout.write(`custody ${version()}\n`);
+    return 0;
   }
-  if (!command) {
+  const asked = words[0] === 'help' ? words.slice(1) : words;
+  const found = lookup(asked);
+  const isGroup = asked.length === 1 && Object.keys(COMMANDS).some((name) => name.startsWith(`${asked[0]} `));
+  if (words.length === 0 || words[0] === 'help' || flags['help'] === true || (isGroup && !found)) {
+    const text = found ? commandHelp(found.command) : usage(isGroup ? asked[0] : undefined);
+    const unknown = asked.length > 0 && !found && !isGroup;
+    if (unknown) {
+      process.stderr.write(`custody: unknown command "${asked.join(' ')}"\n${usage()}\n`);
+      return 2;
+    }
+    // Asked for: exit 0. A bare `custody` or `custody <group>`: a usage error, exit 2.
+    process.stdout.write(`${text}\n`);
+    return flags['help'] === true || words[0] === 'help' ? 0 : 2;
+  }
+  if (!found) {
     process.stderr.write(`custody: unknown command "${words.join(' ')}"\n${usage()}\n`);
     return 2;
   }
+  const { command, args } = found;
+  const out = output(flags['json'] === true);
   const baseUrl = (typeof flags['url'] === 'string' ? flags['url'] : undefined) ?? env.url ?? 'http://127.0.0.1:8080';
   try {
+    checkOptions(command, flags);
     return await command.run({
-      args: words.slice(name.split(' ').length),
+      args,
       flags,
       out,
       env,

@@ -49,4 +49,5 @@ export const OPERATIONS = {
   evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
   putPolicyOwners: ['PUT', '/api/v1/project/{projectId}/policy/owners'],
   getPolicyOwners: ['GET', '/api/v1/project/{projectId}/policy/owners'],
+  getIndex: ['GET', '/'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;

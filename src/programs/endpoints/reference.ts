@@ -54,12 +54,40 @@ function asset(name: string): Buffer {
 const Text = Type.String();
 
 /**
- * `GET /openapi.json` (the document, built once from every declaration the app mounts, these
+ * `GET /` (where to look), `GET /openapi.json` (the document, built once from every declaration the app mounts, these
  * included) and `GET /docs` (the reference page).
  */
 export function openApiEndpoints(options: OpenApiOptions, declarations: () => readonly Declaration[]): Declaration[] {
   let document: string | undefined;
+  const Index = Type.Object(
+    {
+      service: Type.Literal('custody'),
+      reference: Type.Literal('/docs'),
+      openapi: Type.Literal('/openapi.json'),
+    },
+    { additionalProperties: false },
+  );
   return [
+    declarePlain(
+      { method: 'GET', path: '/' },
+      {
+        operationId: 'getIndex',
+        summary: 'Where the reference is',
+        description: 'What a browser or curl pointed at the bare address sees: the paths of the reference page and of this document.',
+        tag: 'Operations',
+        plain: true,
+        responses: {
+          200: {
+            description: 'The reference page and the OpenAPI document, as paths on this host.',
+            schema: Index,
+            example: { service: 'custody', reference: '/docs', openapi: '/openapi.json' },
+          },
+        },
+      },
+      (ctx) => {
+        ctx.body = { service: 'custody', reference: '/docs', openapi: '/openapi.json' };
+      },
+    ),
     declarePlain(
       { method: 'GET', path: '/openapi.json' },
       {
