@@ -74,6 +74,12 @@ describe('the README quick start, run as written', function () {
     const signature = /"signature":"(0x[0-9a-f]{130})"/.exec(out)?.[1];
     expect(signature, log()).to.be.a('string');
     expect(recoverAddress(hashMessage('Hello from the quick start'), signature ?? '')).to.equal(wallet.walletAddress);
+    // The CLI part: Bob's membership, and the backend's signature with Bob's wallet.
+    const bob = JSON.parse(readFileSync(path.join(dir, '.data/bob.json'), 'utf8')) as { walletAddress: string };
+    expect(out, log()).to.include('gym:silver');
+    const signatures = [...out.matchAll(/"signature": ?"(0x[0-9a-f]{130})"/g)].map((m) => m[1] ?? '');
+    expect(signatures, log()).to.have.length(2);
+    expect(recoverAddress(hashMessage('Hello from the backend'), signatures[1] ?? '')).to.equal(bob.walletAddress);
     expect(await portTaken(8080), 'the service stopped').to.equal(false);
   });
 });

@@ -609,6 +609,24 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
 
+  'dev token': {
+    usage: 'dev token --project ID --email EMAIL [--unverified] [--ttl-seconds N]',
+    summary:
+      "testnet: a user's ID token from the development identity provider, for a project whose issuer is https://dev-idp.invalid (the token alone; --json: with its issuer, audience and expiry)",
+    options: { project: 'the project', email: "the user's e-mail", unverified: 'email_verified: false', 'ttl-seconds': 'lifetime, 60 to 86400 (default 3600)' },
+    switches: ['unverified'],
+    async run({ flags, out, client }) {
+      const ttl = str(flags, 'ttl-seconds');
+      const answer = await client().createDevToken(project(flags), {
+        email: need(flags, 'email'),
+        ...(flags['unverified'] === true ? { emailVerified: false } : {}),
+        ...(ttl === undefined ? {} : { ttlSeconds: id(ttl, '--ttl-seconds') }),
+      });
+      out.value(answer.token, answer);
+      return 0;
+    },
+  },
+
   'policy put': {
     usage: 'policy put --project ID --file PATH [--if-version N]',
     summary: "write a new version of the project's signing policy (JSON file); --if-version: the version it replaces",

@@ -7,6 +7,8 @@ export interface Output {
   record(value: Record<string, unknown>): void;
   /** A line for people only (stderr, so --json output stays clean). */
   note(line: string): void;
+  /** One value alone on stdout, for `$(custody …)` in a shell (the whole answer with --json). */
+  value(text: string, answer: Record<string, unknown>): void;
 }
 
 const cell = (v: unknown): string => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
@@ -46,6 +48,9 @@ export function output(json: boolean, out: NodeJS.WritableStream = process.stdou
     },
     note(line) {
       err.write(`${line}\n`);
+    },
+    value(text, answer) {
+      out.write(json ? `${JSON.stringify(answer, null, 2)}\n` : `${text}\n`);
     },
   };
 }

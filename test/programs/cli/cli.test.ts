@@ -459,6 +459,28 @@ describe('operator CLI (custody)', function () {
     ).to.deep.equal(['1', '2']);
   });
 
+  it("prints a development identity provider's token for a user of a testnet project, which signs that user in", async () => {
+    const org = await app.client.post('/api/v1/organisations', { name: 'CLI dev' });
+    const created = await app.client.post(`/api/v1/organisations/${org.body.id}/projects`, {
+      name: 'dev app',
+      issuer: 'https://dev-idp.invalid',
+      tokenClaim: { name: 'azp', value: `cli-${org.body.id}` },
+    });
+    expect(created.status, created.text).to.equal(201);
+    const token = await custody(['dev', 'token', '--project', String(created.body.id), '--email', 'ada@example.com'], env);
+    expect(token.code, token.stderr).to.equal(0);
+    const jwt = token.stdout.trim();
+    expect(jwt.split('.')).to.have.length(3);
+    const signIn = await app.client.post('/api/v1/signin', { key: created.body.projectKey }, { token: jwt });
+    expect(signIn.status, signIn.text).to.equal(200);
+    const json = await custody(
+      ['dev', 'token', '--project', String(created.body.id), '--email', 'bob@example.com', '--unverified', '--ttl-seconds', '600', '--json'],
+      env,
+    );
+    expect(json.code, json.stderr).to.equal(0);
+    expect(JSON.parse(json.stdout)).to.include({ issuer: 'https://dev-idp.invalid', audience: 'urn:custody:testnet' });
+  });
+
   it('has run every command of its table as a process, and every command the README shows', () => {
     expect(
       [...Object.keys(COMMANDS)].filter((name) => !ran.has(name)),
