@@ -5,6 +5,7 @@
  * processes can load it without loading each other.
  */
 export * from './bounds.js';
+export * from './json-names.js';
 export * from './messages.js';
 export * from './policy.js';
 export * from './routes.js';

@@ -1,5 +1,5 @@
 import { SignerError } from './errors.js';
-import { duplicateName } from './json-names.js';
+import { duplicateName } from '../contract/index.js';
 import { LIMITS } from './limits.js';
 import { CALLERS, type Caller } from '../contract/index.js';
 import { projectIdOf } from './key-id.js';

@@ -1,4 +1,4 @@
-import { duplicateName } from '../json-names.js';
+import { duplicateName } from '../../contract/index.js';
 import { compactVerify, importJWK } from 'jose';
 import { SignerError } from '../errors.js';
 import { LIMITS } from '../limits.js';

@@ -1,4 +1,4 @@
-import { duplicateName } from '../../platform/text/json-names.js';
+import { duplicateName } from '../../../contract/index.js';
 import { carriesClaim, type TokenClaim } from '../../domains/projects/issuer-binding.js';
 import { systemClock } from '../../platform/runtime/clock.js';
 import { jwtKeyCache } from '../../platform/logging/metrics.js';

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import { PayloadTooLargeError, ValidationError } from './errors.js';
-import { duplicateName } from '../text/json-names.js';
+import { duplicateName } from '../../../contract/index.js';
 
 /** Management bodies (a 1,000-item membership issue is ~150 KiB). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { duplicateName } from '../../../src/platform/text/json-names.js';
+import { duplicateName } from '../../../contract/json-names.js';
 import { startApp, type TestApp } from '../../support/app.js';
 import { TestIdp } from '../../support/idp.js';
 import { Receiver } from '../../support/receiver.js';

@@ -3,7 +3,8 @@
  * JSON pointer of that object; undefined when every object's names are distinct. JSON.parse keeps
  * the last of repeated names, and another reader may keep the first: a body, a JWT or a signed
  * payload with a repeated name is refused rather than read one way here and another elsewhere.
- * Names are compared after unescaping (`"\u0065mail"` repeats `"email"`). One pass, no recursion:
+ * Both processes refuse such texts by this one reading: the API's bodies and tokens, the signer's
+ * requests and owner-signed payloads. Names are compared after unescaping (`"\u0065mail"` repeats `"email"`). One pass, no recursion:
  * the text is one that JSON.parse accepted, so only strings and brackets need telling apart.
  */
 export function duplicateName(json: string): { pointer: string; name: string } | undefined {
