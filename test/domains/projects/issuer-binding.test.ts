@@ -86,26 +86,9 @@ describe('projects: an issuer shared across organisations binds tokens to projec
     const results = await Promise.all(orgs.map((o) => create(o.id, { issuer: iss.issuer })));
     expect(results.map((r) => r.status).sort()).to.deep.equal([201, 409, 409, 409]);
   });
-});
 
-/**
- * A provider that cannot put the service's audience in an ID token (its `aud` is the client id of
- * the customer's application): the project names that audience instead, which binds its tokens to it.
- */
-describe("projects: a project's own audience (the customer's client id)", function () {
-  this.timeout(60_000);
-  let idp: TestIdp;
-  let app: TestApp;
-  let close: () => Promise<void>;
-
-  before(async () => {
-    ({ app, idp, close } = await startAppWithIdp({ JWKS_REFETCH_INTERVAL_MS: '0' }));
-  });
-  after(() => close());
-
-  const create = (orgId: number, body: Record<string, unknown>) => app.client.post(`/api/v1/organisations/${orgId}/projects`, { name: 'p', ...body });
-  const signin = (jwt: string, key: string) => app.client.post('/api/v1/signin', { key }, { token: jwt });
-
+  // A provider that cannot put the service's audience in an ID token (its `aud` is the client id of
+  // the customer's application): the project names that audience instead, which binds its tokens to it.
   it("accepts tokens for the project's client id instead of the service's audience, and lets organisations share an issuer by their own client ids", async () => {
     const iss = await idp.issuer();
     const a = await createOrganisation(app.client);
