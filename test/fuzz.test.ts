@@ -56,6 +56,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/api/v1/project/:project/wallets/:id/rpc' },
   { method: 'POST', path: '/api/v1/wallets/rpc' },
   { method: 'POST', path: '/api/v1/project/:project/issuer/check' },
+  { method: 'POST', path: '/api/v1/project/:project/dev/token' },
   { method: 'POST', path: '/api/v1/membership/issue' },
   { method: 'POST', path: '/api/v1/membership/revoke' },
   { method: 'POST', path: '/api/v1/membership/transfer' },
