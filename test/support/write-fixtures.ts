@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { DEV_ISSUER } from '../../src/access/auth/dev-idp.js';
 import type { TestApp } from './app.js';
 import { createOrganisation, createProject, createToken } from './factories.js';
 import type { Client } from './http.js';
@@ -70,6 +71,27 @@ export const fixtures: Record<string, Fixture> = {
     call: (t, i) => ({ client: t.admin, path: `/api/v1/project/${t.projectId}`, body: { requireVerifiedEmail: i % 2 === 0 } }),
   },
   'DELETE /api/v1/project/:projectId': { call: (t) => ({ client: t.operator, path: `/api/v1/project/${t.projectId}` }) },
+  // A project of the tenant's organisation that trusts the development identity provider (with a
+  // claim of its own: other organisations of the run trust that issuer too).
+  'POST /api/v1/project/:projectId/dev/token': (() => {
+    let devProject = 0;
+    return {
+      prepare: async (t: Tenant) => {
+        const res = await t.operator.post(`/api/v1/organisations/${t.orgId}/projects`, {
+          name: 'dev tokens',
+          issuer: DEV_ISSUER,
+          tokenClaim: { name: 'azp', value: `write-fixtures-${t.orgId}` },
+        });
+        expect(res.status, res.text).to.equal(201);
+        devProject = res.body.id;
+      },
+      call: (t: Tenant, i: number) => ({
+        client: t.operator,
+        path: `/api/v1/project/${devProject || t.projectId}/dev/token`,
+        body: { email: `user${i}@example.com` },
+      }),
+    };
+  })(),
   'POST /api/v1/project/:projectId/keys': { call: (t) => ({ client: t.operator, path: `/api/v1/project/${t.projectId}/keys`, body: { graceSeconds: 60 } }) },
   'POST /api/v1/project/:projectId/walletWebhook/secret': {
     call: (t) => ({ client: t.operator, path: `/api/v1/project/${t.projectId}/walletWebhook/secret` }),

@@ -53,6 +53,7 @@ const EXPECTED = [
   'POST /api/v1/project/{projectId}/dev/token',
   'PUT /api/v1/project/{projectId}/policy/owners',
   'GET /api/v1/project/{projectId}/policy/owners',
+  'GET /',
   'GET /healthz',
   'GET /readyz',
   'GET /metrics',
