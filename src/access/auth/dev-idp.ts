@@ -26,6 +26,7 @@ interface KeyRow {
  */
 export class DevIdp {
   #key: Promise<KeyRow> | undefined;
+  #signing: { kid: string; key: ReturnType<typeof importPKCS8> } | undefined;
 
   constructor(
     private readonly db: Knex,
@@ -90,7 +91,9 @@ export class DevIdp {
     },
   ): Promise<string> {
     const row = await this.key(db);
-    const privateKey = await importPKCS8(this.secretBox.open(row.private_key_sealed, AAD), 'RS256');
+    // Opened and imported once per key, not per token.
+    if (this.#signing?.kid !== row.kid) this.#signing = { kid: row.kid, key: importPKCS8(this.secretBox.open(row.private_key_sealed, AAD), 'RS256') };
+    const privateKey = await this.#signing.key;
     const nowS = Math.floor(input.now / 1000);
     return new SignJWT({ ...input.extraClaims, email: input.email, email_verified: input.emailVerified })
       .setProtectedHeader({ alg: 'RS256', kid: row.kid, typ: 'JWT' })

@@ -233,10 +233,15 @@ export class OidcVerifier {
     const skip = (...names: string[]) => names.forEach((name) => checks.push({ name, outcome: 'skipped' }));
 
     const local = this.options.local?.issuer === project.issuer ? this.options.local : undefined;
-    const jwksUri = local ? 'local' : await run('discovery', () => this.#discover(project.issuer));
-    if (local) checks.push({ name: 'discovery', outcome: 'passed', detail: 'the development identity provider of this deployment: its keys are local' });
-    const jwks = jwksUri === undefined ? undefined : await run('jwks', () => (local ? local.keySet() : this.#keySet(jwksUri)));
-    if (jwksUri === undefined) skip('jwks');
+    let jwks: JSONWebKeySet | undefined;
+    if (local) {
+      checks.push({ name: 'discovery', outcome: 'passed', detail: 'the development identity provider of this deployment: its keys are local' });
+      jwks = await run('jwks', () => local.keySet());
+    } else {
+      const jwksUri = await run('discovery', () => this.#discover(project.issuer));
+      if (jwksUri === undefined) skip('jwks');
+      else jwks = await run('jwks', () => this.#keySet(jwksUri));
+    }
     const header = await run('alg', () => {
       const h = decodeProtectedHeader(token);
       if (h.alg !== 'RS256') throw new InvalidTokenError(`alg: must be RS256 (got ${String(h.alg).slice(0, 20)})`);

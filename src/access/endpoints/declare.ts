@@ -95,8 +95,8 @@ export interface Declaration {
   readonly route: Route;
   readonly schemas: Schemas;
   readonly handler: Handler;
-  /** A plain endpoint (health, metrics, the reference): no validation, its handler is the whole route. */
-  readonly plain?: (ctx: AppContext) => Promise<void> | void;
+  /** A plain endpoint (health, metrics, the reference): no authentication or validation; its handler is the whole route. */
+  readonly plain?: true;
 }
 
 /** Declares an endpoint; the handler's input is typed from the schemas it is validated against. */
@@ -114,7 +114,7 @@ export function declare<const R extends Route, S extends Schemas>(
  * reference page): what it answers is all in its handler; its doc says so (`plain`).
  */
 export function declarePlain(route: { method: 'GET'; path: string }, doc: OperationDoc, handler: (ctx: AppContext) => Promise<void> | void): Declaration {
-  return { route: { ...route, auth: 'none' }, schemas: { doc: { ...doc, plain: true } }, handler: () => Promise.resolve(), plain: handler };
+  return { route: { ...route, auth: 'none' }, schemas: { doc: { ...doc, plain: true } }, handler: async (ctx) => handler(ctx), plain: true };
 }
 
 /**
@@ -171,9 +171,6 @@ function withScope(route: Route, handler: Handler): Handler {
   };
 }
 
-/** The user, known before the body is validated (`beforeBody`): kept for the handler by request. */
-const earlyUsers = new WeakMap<AppContext, UserCaller>();
-
 /**
  * `beforeBody`: what the headers can refuse is refused first (an address over its failures, no
  * bearer, not a JWT); then the body is read at the route's limit, measured before it is parsed,
@@ -185,7 +182,7 @@ function authenticateUserFirst(users: UserAuthenticator, limit: number): AppMidd
     users.requireBearer(ctx);
     await readBody(ctx, limit);
     const user = await users.identify({ key: projectKeyIn(ctx.request.body) }, ctx);
-    earlyUsers.set(ctx, user);
+    ctx.state.user = user;
     ctx.state.userKey = userKey(user);
     await next();
   };
@@ -196,7 +193,7 @@ function withUser(route: Route, users: UserAuthenticator, handler: Handler): Han
   if (route.auth !== 'userJwt') return handler;
   const { user: rule } = route;
   return async (ctx, input) => {
-    const known = earlyUsers.get(ctx);
+    const known = ctx.state.user;
     const user =
       rule.verify === 'beforeBody' && known
         ? known
@@ -223,8 +220,8 @@ export function mount(
   for (const d of declarations) {
     const { route } = d;
     if (d.plain) {
-      const plain = d.plain;
-      router.register(route.path, [route.method], [async (ctx) => plain(ctx)]);
+      // Nothing is read for it: the handler gets no input.
+      router.register(route.path, [route.method], [(ctx) => d.handler(ctx, { params: undefined, query: undefined, body: undefined })]);
       continue;
     }
     const chain: AppMiddleware[] = [];

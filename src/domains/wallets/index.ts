@@ -5,14 +5,20 @@ import { WALLET_EVENTS } from './events.js';
 import { walletJobs } from './jobs.js';
 import { walletEndpoints } from './routes.js';
 
-/** The wallet lifecycle's services for one process (the signing domain uses them too). */
-export const walletDeps = (deps: Pick<EndpointDeps, 'db' | 'signer' | 'oidc' | 'now'>): WalletDeps => ({
-  db: deps.db,
-  signer: deps.signer,
-  oidc: deps.oidc,
-  now: deps.now,
-  activated: new ActivatedWallets(),
-});
+const built = new WeakMap<object, WalletDeps>();
+
+/**
+ * The wallet lifecycle's services for one app (the signing domain uses them too): made once per
+ * app's deps, so both domains read activated wallets through one cache.
+ */
+export function walletDeps(deps: Pick<EndpointDeps, 'db' | 'signer' | 'oidc' | 'now'>): WalletDeps {
+  let wallets = built.get(deps);
+  if (!wallets) {
+    wallets = { db: deps.db, signer: deps.signer, oidc: deps.oidc, now: deps.now, activated: new ActivatedWallets() };
+    built.set(deps, wallets);
+  }
+  return wallets;
+}
 
 export const walletsDomain = defineDomain({
   name: 'wallets',

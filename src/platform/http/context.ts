@@ -1,5 +1,6 @@
 import type { RouterContext, RouterMiddleware } from '@koa/router';
 import type { Principal } from '../../access/auth/principal.js';
+import type { UserCaller } from '../../access/auth/user.js';
 import type { Executor } from '../db/knex.js';
 import type { Logger } from '../logging/logger.js';
 import type { TenantScope } from '../../access/tenancy/scope.js';
@@ -10,6 +11,8 @@ export interface AppState {
   log: Logger;
   /** Set by `authenticate`. */
   principal?: Principal;
+  /** Set by a user endpoint that authenticates before its body is validated (access/endpoints/declare.ts). */
+  user?: UserCaller;
   /** Set by a user endpoint's authentication: the user, as idempotency records are scoped (`user:<projectId>:<email>`). */
   userKey?: string;
   /** The project the request names, as `authenticate` read it with the token (null: not reached by it). */
