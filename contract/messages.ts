@@ -29,6 +29,7 @@ export type SignerErrorCode =
   | 'store_owned'
   | 'too_large'
   | 'busy'
+  | 'nonce_conflict'
   | 'internal';
 
 /** The key store's state, as `GET /v1/health` answers it. */
@@ -140,6 +141,17 @@ export interface PolicyDeniedProblem extends SignerProblem {
   rule: string | null;
   policyVersion: number;
   digest: string;
+}
+
+/**
+ * 409 `nonce_conflict`: the key has signed another transaction at this chain and nonce, and the
+ * request does not name one of them as the transaction it replaces (`replaces`). `signed` lists
+ * the hashes signed there, oldest first.
+ */
+export interface NonceConflictProblem extends SignerProblem {
+  chainId: string;
+  nonce: string;
+  signed: string[];
 }
 
 /** `PUT /v1/projects/{projectId}/policy`: the next version over `baseVersion` (0 for the first); 409 `policy_conflict` otherwise. */

@@ -37,6 +37,8 @@ const STATUS: Record<SignerErrorCode, number> = {
   too_large: 413,
   // Every thread that reads operations is taken and LIMITS.queue operations wait: retry shortly.
   busy: 503,
+  // Another transaction is signed at this nonce and the request does not name it as replaced.
+  nonce_conflict: 409,
   internal: 500,
 };
 

@@ -12,6 +12,7 @@ import {
   type KeyLookup,
   type OwnersAnswer,
   type PolicyDeniedProblem,
+  type NonceConflictProblem,
   type PolicyVersionAnswer,
   type PolicyVersionList,
   type SignAnswer,
@@ -35,6 +36,7 @@ import { admitted, type OwnerKey, type OwnerStore, type Submitted } from './poli
 import type { Version } from './policy/versions.js';
 import type { ReadPool } from './read-pool.js';
 import { PolicyDenied, type Signer } from './signing.js';
+import { NonceConflict } from './sign/nonce-guard.js';
 import type { KeyStore } from './stores/types.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
@@ -54,7 +56,9 @@ function sendError(res: ServerResponse, err: SignerError): void {
   const body =
     err instanceof PolicyDenied
       ? ({ ...problem, rule: err.decision.rule, policyVersion: err.policyVersion, digest: err.digest } satisfies PolicyDeniedProblem)
-      : problem;
+      : err instanceof NonceConflict
+        ? ({ ...problem, chainId: String(err.chainId), nonce: String(err.nonce), signed: err.signed } satisfies NonceConflictProblem)
+        : problem;
   send(res, err.status, body, err.retryable ? { 'retry-after': '2' } : {});
 }
 

@@ -4,7 +4,9 @@ import type { Caller } from './policy/document.js';
 import type { PolicyStore } from './policy/store.js';
 import { hex } from './sign/input.js';
 import { signOperation, type Operation } from './sign/operation.js';
+import type { Transaction } from './sign/transaction.js';
 import { boundProject, recordedProject } from './key-project.js';
+import { NonceGuard } from './sign/nonce-guard.js';
 import type { KeyRecord, KeyStore } from './stores/types.js';
 
 /** Key records a signer keeps (~0.5 KB each). */
@@ -50,11 +52,14 @@ export class Signer {
    * signature costs Vault one transit decrypt and no KV read. Never a key in clear.
    */
   readonly #records = new Map<string, KeyRecord>();
+  readonly #nonces: NonceGuard;
 
   constructor(
     private readonly store: KeyStore,
     private readonly policies: PolicyStore,
-  ) {}
+  ) {
+    this.#nonces = new NonceGuard(store);
+  }
 
   /**
    * The key must sign for the project named (keyvault/key-project.ts): stored with it at creation,
@@ -95,6 +100,9 @@ export class Signer {
     const record = await this.#record(req.keyId);
     await this.#checkProject(record, req.projectId);
     if (op.from !== undefined && op.from !== record.address) throw new SignerError('invalid_operation', '/params/transaction/from is not the signing wallet');
+    const purpose = op.transaction?.intent.purpose;
+    if ((purpose === 'cancel' || purpose === 'gapFill') && !isNoOp(op.transaction?.tx, record.address))
+      throw new SignerError('invalid_operation', `/params/transaction a ${purpose} must be a transfer of nothing to the signing wallet itself, without data`);
     const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);
     if (!decision.allowed || decision.rule === null) throw new PolicyDenied(decision, policyVersion, hex(op.digest));
     const secret = await this.store.decrypt(record.context, record.ciphertext);
@@ -104,6 +112,13 @@ export class Signer {
     } finally {
       secret.fill(0);
     }
-    return { digest: signed.digest, policyVersion, rule: decision.rule, answer: await signed.answer };
+    const answer = await signed.answer;
+    // Written before the signature leaves: a second transaction at this nonce needs `replaces`.
+    if (op.transaction) await this.#nonces.admit(req.keyId, op.transaction.tx, op.transaction.intent, { digest: signed.digest, hash: String(answer['hash']) });
+    return { digest: signed.digest, policyVersion, rule: decision.rule, answer };
   }
 }
+
+/** A transfer of nothing to the sender itself, without data: what a cancel or a gap fill is. */
+const isNoOp = (tx: Transaction | undefined, self: string): boolean =>
+  tx !== undefined && tx.to?.toLowerCase() === self.toLowerCase() && tx.value === 0n && tx.data.length === 0;

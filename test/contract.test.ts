@@ -38,6 +38,10 @@ const SAMPLE: Record<SigningMethod, object> = {
   eth_signTypedData_v4: { typedData: REAL_TYPED_DATA['EIP-2612 permit'] },
   eth_signTransaction: { transaction: { chainId: 8453, nonce: 1, gas: 60000, maxFeePerGas: '1000', maxPriorityFeePerGas: '1', to: `0x${'11'.repeat(20)}` } },
   eth_signAuthorization: { chainId: 1, address: `0x${'22'.repeat(20)}`, nonce: 0 },
+  eth_sendTransaction: {
+    transaction: { chainId: 8453, nonce: 1, gas: 60000, maxFeePerGas: '1000', maxPriorityFeePerGas: '1', to: `0x${'11'.repeat(20)}` },
+    purpose: 'send',
+  },
 };
 
 /** A value of each kind a condition can compare. */

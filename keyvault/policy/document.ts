@@ -55,7 +55,9 @@ export interface Limit {
   method: Method;
   per: PolicyLimit['per'];
   windowSeconds: number;
-  count: number;
+  /** Signatures counted, or (a budget) wei of their maximum cost: exactly one of the two. */
+  count?: number;
+  wei?: string;
 }
 
 export interface Policy {
@@ -114,7 +116,7 @@ function kindOf(method: Method, field: string, abi: FunctionAbi | undefined, pat
   if (fixed) return fixed;
   if (method === 'eth_signTypedData_v4' && TYPED_MESSAGE_FIELD.test(field)) return 'any';
   const arg = CALLDATA_ARG_FIELD.exec(field);
-  if (method === 'eth_signTransaction' && arg) {
+  if ((method === 'eth_signTransaction' || method === 'eth_sendTransaction') && arg) {
     if (!abi) return refuse(path, 'names a call argument: the rule needs an "abi" (a function signature)');
     const type = abi.args[Number(arg[1])];
     if (type === undefined) return refuse(path, `names argument ${arg[1]}, but ${abi.signature} has ${abi.args.length}`);
@@ -166,7 +168,8 @@ function parseRule(v: unknown, path: string, count: Count): Rule {
   }
   let abi: FunctionAbi | undefined;
   if (r['abi'] !== undefined) {
-    if (method !== 'eth_signTransaction') return refuse(`${path}/abi`, 'applies to eth_signTransaction only');
+    if (method !== 'eth_signTransaction' && method !== 'eth_sendTransaction')
+      return refuse(`${path}/abi`, 'applies to eth_signTransaction and eth_sendTransaction only');
     abi = typeof r['abi'] === 'string' ? parseFunctionAbi(r['abi']) : undefined;
     if (!abi) return refuse(`${path}/abi`, 'must be a function signature of static arguments, such as transfer(address,uint256)');
   }
@@ -178,10 +181,17 @@ function parseRule(v: unknown, path: string, count: Count): Rule {
 
 /** A limit as the contract reads it (the API counts by the same reading), with its window's length. */
 function parseLimit(v: unknown, path: string): Limit {
-  const read = readLimit(object(v, path, ['method', 'per', 'window', 'count'], ['method', 'per', 'window', 'count']));
+  const o = object(v, path, ['method', 'per', 'window', 'count', 'wei'], ['method', 'per', 'window']);
+  if (o['count'] === undefined && o['wei'] === undefined) return refuse(`${path}/count`, 'is required (or a budget in wei)');
+  const read = readLimit(o);
   if (!read.ok) return refuse(`${path}/${read.field}`, read.problem);
-  const { method, per, window, count } = read.limit;
-  return { method, per, windowSeconds: LIMIT_WINDOWS[window], count };
+  const { method, per, window } = read.limit;
+  return {
+    method,
+    per,
+    windowSeconds: LIMIT_WINDOWS[window],
+    ...(read.limit.wei !== undefined ? { wei: read.limit.wei.toString() } : { count: read.limit.count }),
+  };
 }
 
 /** `{ rules, limits? }` → a policy, or SignerError('invalid_policy') naming the first problem. */

@@ -4,7 +4,7 @@ import { authorizationDigest, parseAuthorization, type Authorization } from './a
 import { hex, object, quantityHex, refuse, type Json } from './input.js';
 import { parsePersonalSign, personalDigest } from './message.js';
 import { Meter } from './meter.js';
-import { parseTransaction, serializeSigned, transactionDigest, type Transaction } from './transaction.js';
+import { maxCost, parseTransactionRequest, serializeSigned, transactionDigest, type Transaction, type TransactionIntent } from './transaction.js';
 import { domainValue, parseTypedData, typedLeaf, type TypedField } from './typed-data.js';
 
 /** A method of the contract's list: each has its reading below (the switches are exhaustive). */
@@ -35,6 +35,8 @@ export interface Operation {
   from?: string;
   /** A transaction's calldata, for conditions on a call's arguments. */
   calldata?: Uint8Array;
+  /** A transaction: what the nonce guard checks (keyvault/sign/nonce-guard.ts) and what a no-op must be. */
+  transaction?: { tx: Transaction; intent: TransactionIntent };
   /** A typed-data message's leaf by path, with its declared type and its value as hashed, for `message.<path>` conditions. */
   typedLeaf?: (path: readonly string[]) => { type: string; value: bigint | string | boolean } | undefined;
   answer(sig: Signature): Promise<Record<string, unknown>>;
@@ -55,7 +57,7 @@ export type OperationData =
       domain: Record<'name' | 'version' | 'chainId' | 'verifyingContract', bigint | string | boolean | undefined>;
       types: Array<[string, TypedField[]]>;
     }
-  | { method: 'eth_signTransaction'; digest: Uint8Array; tx: Transaction }
+  | { method: 'eth_signTransaction' | 'eth_sendTransaction'; digest: Uint8Array; tx: Transaction; intent: TransactionIntent }
   | { method: 'eth_signAuthorization'; digest: Uint8Array; authorization: Authorization };
 
 /** How a read operation's typed message is had again, and how a signed transaction is assembled. */
@@ -93,9 +95,10 @@ export function readOperation(body: unknown, meter: Meter): { data: OperationDat
         message: td.message,
       };
     }
-    case 'eth_signTransaction': {
-      const tx = parseTransaction(o['params'], meter);
-      return { data: { method: 'eth_signTransaction', digest: transactionDigest(tx, meter), tx } };
+    case 'eth_signTransaction':
+    case 'eth_sendTransaction': {
+      const { tx, intent } = parseTransactionRequest(o['params'], method === 'eth_sendTransaction', meter);
+      return { data: { method, digest: transactionDigest(tx, meter), tx, intent } };
     }
     case 'eth_signAuthorization': {
       const a = parseAuthorization(o['params']);
@@ -141,10 +144,11 @@ export function operationOf(data: OperationData, finish: Finish = {}): Operation
         answer: (sig) => Promise.resolve({ signature: rsv(sig) }),
       };
     }
-    case 'eth_signTransaction': {
-      const { tx } = data;
+    case 'eth_signTransaction':
+    case 'eth_sendTransaction': {
+      const { tx, intent } = data;
       return {
-        method: 'eth_signTransaction',
+        method: data.method,
         digest: data.digest,
         fields: {
           type: tx.type,
@@ -158,9 +162,12 @@ export function operationOf(data: OperationData, finish: Finish = {}): Operation
           maxPriorityFeePerGas: tx.maxPriorityFeePerGas,
           'data.length': tx.data.length,
           'data.selector': selectorOf(tx.data),
+          maxCost: maxCost(tx),
+          ...(data.method === 'eth_sendTransaction' ? { purpose: intent.purpose } : {}),
         },
         ...(tx.from ? { from: tx.from } : {}),
         calldata: tx.data,
+        transaction: { tx, intent },
         answer: async (sig) => {
           const { signedTransaction, hash } = finish.serialize ? await finish.serialize(tx, sig) : serializeSigned(tx, sig);
           return { signedTransaction: hex(signedTransaction), hash: hex(hash) };

@@ -1,4 +1,5 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { SEND_PURPOSES, type SendPurpose } from '../../contract/index.js';
 import { LIMITS } from '../limits.js';
 import type { Signature } from './ecdsa.js';
 import { address, hexBytes, lowerAddress, object, quantity, refuse, UINT256_MAX, UINT64_MAX } from './input.js';
@@ -66,6 +67,48 @@ function accessList(v: unknown, path: string, meter: Meter | undefined): AccessL
     };
   });
 }
+
+/**
+ * What the request says of the transaction beside its fields: the hash of the transaction at the
+ * same nonce it replaces (the nonce guard's only way past an earlier signature), and, for a send,
+ * why it is signed.
+ */
+export interface TransactionIntent {
+  replaces?: string;
+  purpose?: SendPurpose;
+}
+
+const HASH_BYTES = 32;
+
+/**
+ * `{ transaction, replaces? }` (`eth_signTransaction`) or `{ transaction, purpose, replaces? }`
+ * (`eth_sendTransaction`): the transaction and what the request says of it.
+ */
+export function parseTransactionRequest(params: unknown, send: boolean, meter?: Meter): { tx: Transaction; intent: TransactionIntent } {
+  const p = object(
+    params,
+    '/params',
+    send ? ['transaction', 'replaces', 'purpose'] : ['transaction', 'replaces'],
+    send ? ['transaction', 'purpose'] : ['transaction'],
+  );
+  const intent: TransactionIntent = {};
+  if (p['replaces'] !== undefined) {
+    const r = hexBytes(p['replaces'], '/params/replaces', HASH_BYTES);
+    if (r.length !== HASH_BYTES) refuse('/params/replaces', 'must be the 32-byte hash of the transaction replaced');
+    intent.replaces = `0x${Buffer.from(r).toString('hex')}`;
+  }
+  if (send) {
+    const purpose = p['purpose'];
+    if (!SEND_PURPOSES.some((k) => k === purpose)) refuse('/params/purpose', `must be one of ${SEND_PURPOSES.join(', ')}`);
+    intent.purpose = purpose as SendPurpose;
+    if ((intent.purpose === 'speedUp' || intent.purpose === 'cancel') && intent.replaces === undefined)
+      refuse('/params/replaces', `is required for a ${intent.purpose}: the hash of the transaction it replaces`);
+  }
+  return { tx: parseTransaction({ transaction: p['transaction'] }, meter), intent };
+}
+
+/** gas × (maxFeePerGas or gasPrice) + value: the most a transaction can take from its sender. */
+export const maxCost = (tx: Transaction): bigint => tx.gas * (tx.maxFeePerGas ?? tx.gasPrice ?? 0n) + tx.value;
 
 /** `{ transaction }`: type 2 unless `type` says 0 or 1; `chainId` ≥ 1, the nonce, gas and fees required. */
 export function parseTransaction(params: unknown, meter?: Meter): Transaction {

@@ -4,6 +4,7 @@ import { organisationsDomain } from './organisations/index.js';
 import { projectsDomain } from './projects/index.js';
 import { signingDomain } from './signing/index.js';
 import { tokensDomain } from './tokens/index.js';
+import { transactionsDomain } from './transactions/index.js';
 import { walletsDomain } from './wallets/index.js';
 import { webhooksDomain } from './webhooks/index.js';
 import type { Domain } from './domain.js';
@@ -21,4 +22,5 @@ export const DOMAINS: readonly Domain[] = [
   webhooksDomain,
   auditDomain,
   signingDomain,
+  transactionsDomain,
 ];

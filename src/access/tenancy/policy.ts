@@ -49,6 +49,9 @@ export const permissions = {
   'policy.write': { scopes: ANY, role: 'admin' },
   // Whoever writes policies is not who signs: only signer tokens, which are project tokens.
   'wallet.sign': { scopes: PROJECT, role: 'signer' },
+  // A send is a signature: the same rule. Cancels and fee bumps are signatures too.
+  'transaction.send': { scopes: PROJECT, role: 'signer' },
+  'transaction.read': { scopes: ANY, role: 'read' },
 } as const satisfies Record<string, Permission>;
 
 export type Action = keyof typeof permissions;

@@ -22,6 +22,7 @@ import {
   updateProject,
   type ProjectRow,
   type WalletWebhook,
+  findProjectById,
 } from './repository.js';
 import type { CreateProjectBody, UpdateProjectBody } from './schemas.js';
 
@@ -175,4 +176,9 @@ export async function listOrganisationProjects(db: Executor, scope: Organisation
 /** Where a project's wallet-created deliveries go and the secrets that sign them (deleted projects too, so the delivery can tell). */
 export async function walletWebhookOf(db: Executor, projectId: number): Promise<WalletWebhook | undefined> {
   return findWalletWebhook(db, projectId);
+}
+
+/** A project by id, for background work done on its behalf (a send's fee bump, a gap fill): its identity for the signer. */
+export function projectById(db: Executor, projectId: number): Promise<ProjectRow | undefined> {
+  return findProjectById(db, projectId);
 }

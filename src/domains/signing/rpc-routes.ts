@@ -7,13 +7,15 @@ import { RpcBody, RpcOut, UserRpcBody, WalletParams } from '../wallets/schemas.j
 import { signWithWallet, type SignDeps } from './sign.js';
 import { SIGNING_503 } from '../../platform/signer/carry-over.js';
 import * as ex from '../../platform/openapi/examples.js';
+import { sendFromRpc, type TransactionDeps } from '../transactions/commands.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data: the signer's limit, less room for the envelope. */
 const RPC_BODY_LIMIT = OPERATION_BODY_BYTES;
 
 const answers = {
   200: {
-    description: "The method's answer: `signature`, `signedTransaction` and `hash`, or `authorization`.",
+    description:
+      "The method's answer: `signature`, `signedTransaction` and `hash`, or `authorization`; for `eth_sendTransaction`, the `hash` of the transaction sent and its `transactionId` (202 and no hash while it waits in its queue: docs/transactions.md).",
     schema: RpcOut,
     example: { signature: `0x${'ab'.repeat(65)}` },
   },
@@ -30,8 +32,8 @@ const refusals = {
  * by the customer's backend (a `signer` token). Both take Idempotency-Key; every decision is
  * recorded by the command.
  */
-export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps }): Declaration[] {
-  const { wallets } = deps;
+export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps; transactions: TransactionDeps }): Declaration[] {
+  const { wallets, transactions } = deps;
 
   const user = declare(
     { method: 'POST', path: '/api/v1/wallets/rpc', auth: 'userJwt', user: { verify: 'beforeBody' }, write: { idempotent: true, audit: 'command' } },
@@ -58,6 +60,13 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
     async (ctx, { body, user }) => {
       const wallet = await getUserWallet(ctx.state.db, user);
       const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId };
+      if (body.method === 'eth_sendTransaction') {
+        // Sent, not only signed: the transactions domain's send, answered with its hash.
+        const sent = await sendFromRpc(transactions, wallet, user.project, body.params, who);
+        ctx.status = sent.status;
+        ctx.body = sent.body;
+        return;
+      }
       ctx.body = await signWithWallet(wallets, wallet, user.project, { method: body.method, params: body.params }, who);
     },
   );
@@ -91,6 +100,12 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps 
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
         const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
+        if (body.method === 'eth_sendTransaction') {
+          const sent = await sendFromRpc(transactions, wallet, scope.project, body.params, who);
+          ctx.status = sent.status;
+          ctx.body = sent.body;
+          return;
+        }
         ctx.body = await signWithWallet(wallets, wallet, scope.project, body, who);
       },
     ),

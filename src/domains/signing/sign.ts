@@ -22,6 +22,16 @@ export interface SignCaller {
   requestId: string | null;
 }
 
+/** How a send is counted against the policy's budgets: its maximum cost, and the place of the attempt it replaces. */
+export interface SendBudget {
+  cost: bigint;
+  replacing?: number;
+}
+
+/** What the signer decided, recorded: the answer and the place taken under the limits, or the denial. */
+export type SignOutcome =
+  { allowed: true; result: Record<string, unknown>; digest: string; reserved: number | undefined } | { allowed: false; message: string };
+
 /**
  * Asks the signer to sign `operation` with the wallet's key (docs/signing.md): the signer reads it,
  * checks the key's project and the policy before it decrypts. Every decision is recorded, allowed
@@ -36,8 +46,22 @@ export async function signWithWallet(
   operation: { method: string; params: unknown },
   who: SignCaller,
 ): Promise<Record<string, unknown>> {
+  const outcome = await decideAndSign(deps, wallet, project, operation, who);
+  if (!outcome.allowed) throw new AppError(403, 'policy_denied', 'Forbidden', outcome.message);
+  return outcome.result;
+}
+
+/** As signWithWallet, answering a denial instead of throwing it (a send records it on its transaction); `budget` for a transaction. */
+export async function decideAndSign(
+  deps: SignDeps,
+  wallet: WalletRow & { address: string },
+  project: { id: number; uid: ProjectUid; organisation_id: number },
+  operation: { method: string; params: unknown },
+  who: SignCaller,
+  budget?: SendBudget,
+): Promise<SignOutcome> {
   if (wallet.project_id !== project.id) throw new Error('the wallet is not of the project given');
-  const outcome = await askSigner(deps, wallet, project.uid, operation, who.caller);
+  const outcome = await askSigner(deps, wallet, project.uid, operation, who.caller, budget);
   const decision = {
     walletId: wallet.id,
     walletAddress: wallet.address,
@@ -58,21 +82,20 @@ export async function signWithWallet(
     at: new Date(deps.now()),
   });
   if (!outcome.allowed) {
-    throw new AppError(
-      403,
-      'policy_denied',
-      'Forbidden',
-      outcome.rule === null
-        ? "No rule of the project's policy allows this."
-        : outcome.byLimit
-          ? `The project's policy limit is reached (${outcome.rule}).`
-          : `Denied by the rule "${outcome.rule}" of the project's policy.`,
-    );
+    return {
+      allowed: false,
+      message:
+        outcome.rule === null
+          ? "No rule of the project's policy allows this."
+          : outcome.byLimit
+            ? `The project's policy limit is reached (${outcome.rule}).`
+            : `Denied by the rule "${outcome.rule}" of the project's policy.`,
+    };
   }
-  return outcome.result;
+  return { allowed: true, result: outcome.result, digest: outcome.digest, reserved: outcome.reserved };
 }
 
-type Outcome = Awaited<ReturnType<SignerClient['sign']>> & { byLimit?: true };
+type Outcome = Awaited<ReturnType<SignerClient['sign']>> & { byLimit?: true; reserved?: number };
 
 /**
  * The signer decides on the static rules; the API first takes a place under the policy's
@@ -86,11 +109,22 @@ async function askSigner(
   project: ProjectUid,
   operation: { method: string; params: unknown },
   caller: SignCaller['caller'],
+  budget: SendBudget | undefined,
 ): Promise<Outcome> {
   const request = { caller, operation };
   const limits = await deps.limits.of(project, operation.method);
   if (limits.length === 0) return deps.signer.sign(wallet.key_id, project, request);
-  const place = await reserveSignature(deps.db, { projectId: wallet.project_id, walletId: wallet.id, method: operation.method }, limits, new Date(deps.now()));
+  const place = await reserveSignature(
+    deps.db,
+    {
+      projectId: wallet.project_id,
+      walletId: wallet.id,
+      method: operation.method,
+      ...(budget ? { cost: budget.cost, ...(budget.replacing ? { replacing: budget.replacing } : {}) } : {}),
+    },
+    limits,
+    new Date(deps.now()),
+  );
   if ('full' in place) {
     const dry = await deps.signer.evaluatePolicy(project, { caller, operation });
     const common = { allowed: false as const, digest: dry.digest, policyVersion: dry.policyVersion };
@@ -104,5 +138,6 @@ async function askSigner(
     throw err;
   }
   if (!outcome.allowed) await releaseSignature(deps.db, place.reserved);
-  return outcome;
+  else if (budget?.replacing) await releaseSignature(deps.db, budget.replacing);
+  return outcome.allowed ? { ...outcome, reserved: place.reserved } : outcome;
 }

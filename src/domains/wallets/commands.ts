@@ -151,3 +151,9 @@ export async function checkIssuer(deps: WalletDeps, scope: ProjectScope, token: 
   });
   return { ok: checks.every((c) => c.outcome === 'passed'), issuer: project.issuer, checks };
 }
+
+/** An activated wallet by id, for background work that signs with it (a send's fee bump, a gap fill): no tenant scope there, the work names its own wallet. */
+export async function walletById(db: Executor, walletId: number): Promise<ActiveWallet | undefined> {
+  const row = await findWallet(db, walletId);
+  return row?.address ? { ...row, address: row.address } : undefined;
+}

@@ -66,6 +66,8 @@ const Hex = Type.String({ pattern: '^0x[0-9a-fA-F]*$' });
 export const RpcOut = Type.Union([
   strictObject({ signature: Hex }),
   strictObject({ signedTransaction: Hex, hash: Hex }),
+  strictObject({ hash: Hex, transactionId: Type.Integer({ minimum: 1 }) }),
+  strictObject({ transactionId: Type.Integer({ minimum: 1 }), status: Type.String(), waiting: Type.Union([Type.String(), Type.Null()]) }),
   strictObject({
     authorization: strictObject({ chainId: Hex, address: Type.String(), nonce: Hex, yParity: Hex, r: Hex, s: Hex }),
   }),

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseCidrs } from '../net/egress.js';
+import { readChains, type ChainConfig } from '../eth/chains.js';
 
 /** Process roles of section 12. */
 export const ROLES = ['all', 'api', 'worker', 'keyvault', 'migrate'] as const;
@@ -133,6 +134,14 @@ export interface Config {
   readonly schedulerIntervalMs: number;
   /** How long a relay holds a claimed outbox row: longer than any one attempt can take. */
   readonly relayLeaseMs: number;
+  /** The chains transactions are sent on (CHAINS or CHAINS_FILE: operator configuration, a secret). */
+  readonly chains: readonly ChainConfig[];
+  /** How often the worker looks at queued and unsettled transactions (each chain at most once per its block time). */
+  readonly transactionsTickMs: number;
+  /** How long `eth_sendTransaction` waits for its transaction to be signed before answering without a hash. */
+  readonly sendWaitMs: number;
+  /** How long a process holds a wallet's send queue on a chain (signing, recording, broadcasting) before another may take it over. */
+  readonly sendLeaseMs: number;
   /** ROLE=all: the variables of ours its signer child may see (SIGNER_ENV). */
   readonly signerChildEnv: Readonly<Record<string, string>>;
 }
@@ -359,6 +368,10 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     redisKeyPrefix: plain('REDIS_KEY_PREFIX') ?? `custody:${appEnv}`,
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
+    chains: readChains(secret('CHAINS'), problems),
+    transactionsTickMs: int('TRANSACTIONS_TICK_MS', 1_000, 10, 60_000),
+    sendWaitMs: int('SEND_WAIT_MS', 15_000, 0, 120_000),
+    sendLeaseMs: int('SEND_LEASE_MS', Math.max(30_000, 2 * keyvaultTimeoutMs + 10_000), 1_000, 600_000),
     signerChildEnv: Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => SIGNER_ENV.test(e[0]) && e[1] !== undefined)),
   };
   if (problems.length > 0) throw new ConfigError(problems);

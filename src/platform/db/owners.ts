@@ -17,6 +17,9 @@ export const TABLE_OWNERS = {
   audit_log: 'domains/audit',
   outbox: 'platform/outbox',
   wallet_signatures: 'domains/signing',
+  transactions: 'domains/transactions',
+  transaction_attempts: 'domains/transactions',
+  send_queues: 'domains/transactions',
   idempotency_keys: 'platform/idempotency',
   rate_limits: 'platform/ratelimit',
   // The API's start-up carry-over of an earlier release's signer documents (programs/carry-over.ts).

@@ -22,6 +22,7 @@ import {
   type Health,
   type KeyLookup,
   type PolicyDeniedProblem,
+  type NonceConflictProblem,
   type PolicyVersionAnswer,
   type PolicyVersionList,
   type SignAnswer,
@@ -46,6 +47,16 @@ const UID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12
 export function projectUid(v: string): ProjectUid {
   if (!UID.test(v)) throw new Error(`not a project uid: ${v}`);
   return v as ProjectUid;
+}
+
+/**
+ * The signer has signed another transaction at this nonce with the key (409 `nonce_conflict`):
+ * `signed` are their hashes, oldest first, one of which a replacement must name.
+ */
+export class NonceConflictError extends AppError {
+  constructor(readonly signed: string[]) {
+    super(409, 'nonce_conflict', 'Conflict', 'The wallet has signed another transaction at this nonce; a replacement must name it.');
+  }
 }
 
 /** The signer found another document where the carry-over would put its copy (409 `carry_over_conflict`). */
@@ -285,6 +296,10 @@ export class SignerClient {
     if (reply.status === 403 && (code === 'owner_signature_required' || code === 'invalid_owner_signature'))
       return new AppError(403, code, 'Forbidden', message);
     if (reply.status === 409 && code === 'policy_conflict') return new AppError(409, 'policy_conflict', 'Conflict', message);
+    if (reply.status === 409 && code === ('nonce_conflict' satisfies SignerProblem['code'])) {
+      const signed = (reply.body as Partial<NonceConflictProblem>).signed;
+      return new NonceConflictError(Array.isArray(signed) ? signed.filter((h): h is string => typeof h === 'string' && /^0x[0-9a-f]{64}$/.test(h)) : []);
+    }
     // A wallet of an earlier release whose key the carry-over has not bound (yet, or at all: logged then).
     if (reply.status === 403 && code === ('key_unbound' satisfies SignerProblem['code']))
       return new AppError(

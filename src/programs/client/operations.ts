@@ -49,5 +49,11 @@ export const OPERATIONS = {
   evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
   putPolicyOwners: ['PUT', '/api/v1/project/{projectId}/policy/owners'],
   getPolicyOwners: ['GET', '/api/v1/project/{projectId}/policy/owners'],
+  sendAsUser: ['POST', '/api/v1/wallets/transactions'],
+  sendTransaction: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/transactions'],
+  listTransactions: ['GET', '/api/v1/project/{projectId}/transactions'],
+  getTransaction: ['GET', '/api/v1/project/{projectId}/transactions/{transactionId}'],
+  cancelTransaction: ['POST', '/api/v1/project/{projectId}/transactions/{transactionId}/cancel'],
+  speedUpTransaction: ['POST', '/api/v1/project/{projectId}/transactions/{transactionId}/speed-up'],
   getIndex: ['GET', '/'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;

@@ -256,7 +256,7 @@ export type ListWalletsQuery = {
 
 export type RpcBody = {
   /** an Ethereum JSON-RPC signing method */
-  method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
+  method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
   /** the method's parameters: `{ message }`, `{ typedData }`, `{ transaction }` or `{ chainId, address, nonce }` */
   params: {};
 };
@@ -268,6 +268,15 @@ export type RpcOut =
   | {
       signedTransaction: string;
       hash: string;
+    }
+  | {
+      hash: string;
+      transactionId: number;
+    }
+  | {
+      transactionId: number;
+      status: string;
+      waiting: string | null;
     }
   | {
       authorization: {
@@ -287,7 +296,7 @@ export type PutPolicyBody =
         name: string;
         action: 'allow' | 'deny';
         /** an Ethereum JSON-RPC signing method */
-        method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
+        method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
         caller?: ('user' | 'server')[];
         /** a function signature such as transfer(address,uint256), for `data.args.<n>` */
         abi?: string;
@@ -299,13 +308,23 @@ export type PutPolicyBody =
           value: string | number | boolean | (string | number | boolean)[];
         }[];
       }[];
-      limits?: {
-        /** an Ethereum JSON-RPC signing method */
-        method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
-        per: 'wallet' | 'project';
-        window: '1m' | '1h' | '24h' | '7d' | '30d';
-        count: number;
-      }[];
+      limits?: (
+        | {
+            /** an Ethereum JSON-RPC signing method */
+            method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
+            per: 'wallet' | 'project';
+            window: '1m' | '1h' | '24h' | '7d' | '30d';
+            count: number;
+          }
+        | {
+            /** an Ethereum JSON-RPC signing method */
+            method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
+            per: 'wallet' | 'project';
+            window: '1m' | '1h' | '24h' | '7d' | '30d';
+            /** a budget: wei of maximum cost (gas × fee cap + value) */
+            wei: string;
+          }
+      )[];
     }
   | {
       /** an owner's compact JWS (ES256) whose payload is `{ projectId, version, policy }` (or `owners`): the project id as a string, the version it becomes */
@@ -319,7 +338,7 @@ export type PolicyVersionOut = {
       name: string;
       action: 'allow' | 'deny';
       /** an Ethereum JSON-RPC signing method */
-      method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
+      method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
       caller?: ('user' | 'server')[];
       /** a function signature such as transfer(address,uint256), for `data.args.<n>` */
       abi?: string;
@@ -331,13 +350,23 @@ export type PolicyVersionOut = {
         value: string | number | boolean | (string | number | boolean)[];
       }[];
     }[];
-    limits?: {
-      /** an Ethereum JSON-RPC signing method */
-      method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
-      per: 'wallet' | 'project';
-      window: '1m' | '1h' | '24h' | '7d' | '30d';
-      count: number;
-    }[];
+    limits?: (
+      | {
+          /** an Ethereum JSON-RPC signing method */
+          method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
+          per: 'wallet' | 'project';
+          window: '1m' | '1h' | '24h' | '7d' | '30d';
+          count: number;
+        }
+      | {
+          /** an Ethereum JSON-RPC signing method */
+          method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
+          per: 'wallet' | 'project';
+          window: '1m' | '1h' | '24h' | '7d' | '30d';
+          /** a budget: wei of maximum cost (gas × fee cap + value) */
+          wei: string;
+        }
+    )[];
   };
   /** who wrote it: `operator` or `token:<id>` */
   author: string | null;
@@ -385,7 +414,7 @@ export type OwnersOut = {
 export type EvaluateBody = {
   caller?: 'user' | 'server';
   /** an Ethereum JSON-RPC signing method */
-  method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization';
+  method: 'personal_sign' | 'eth_signTypedData_v4' | 'eth_signTransaction' | 'eth_signAuthorization' | 'eth_sendTransaction';
   /** the method's parameters, as `POST …/wallets/rpc` takes them */
   params: {};
 };

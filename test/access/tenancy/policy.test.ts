@@ -43,6 +43,8 @@ const expected: Record<Action, string> = {
   'policy.read': 'x x x x x x',
   'policy.write': 'x x - x - -',
   'wallet.sign': '- - - - - x',
+  'transaction.send': '- - - - - x',
+  'transaction.read': 'x x x x x x',
 };
 
 describe('tenancy: who may do what', () => {

@@ -485,89 +485,93 @@ function dirtyCalls(signature: string, args: Array<bigint | string | boolean>, d
   return out;
 }
 
-const transactionCase: fc.Arbitrary<Case> = fc
-  .record({
-    type: fc.constantFrom(0, 1, 2),
-    chainId: fc.oneof(fc.constantFrom(1n, 8453n), fc.bigInt({ min: 1n, max: (1n << 64n) - 1n })),
-    nonce: uint(64),
-    gas: fc.bigInt({ min: 21_000n, max: 30_000_000n }),
-    fee: uint(80),
-    tip: uint(40),
-    to: address,
-    value: fc.oneof(fc.constant(0n), uint(256)),
-    fn: fc.constantFrom(...FUNCTIONS),
-  })
-  .chain((t) => {
-    const types = t.fn.slice(t.fn.indexOf('(') + 1, -1).split(',');
-    return fc.tuple(...types.map(argOf)).map((args) => ({ ...t, types, args }));
-  })
-  .chain((t) => {
-    const data = new ethers.Interface([`function ${t.fn}`]).encodeFunctionData(t.fn.slice(0, t.fn.indexOf('(')), t.args);
-    const fees = t.type === 2 ? { maxFeePerGas: t.fee + t.tip, maxPriorityFeePerGas: t.tip } : { gasPrice: t.fee };
-    const body = (tx: Record<string, unknown>) => ({ method: 'eth_signTransaction', params: { transaction: tx } });
-    const canonical = body({
-      type: t.type,
-      chainId: t.chainId.toString(),
-      nonce: t.nonce.toString(),
-      gas: t.gas.toString(),
-      ...Object.fromEntries(Object.entries(fees).map(([k, v]) => [k, v.toString()])),
-      to: t.to,
-      value: t.value.toString(),
-      data,
+/** A transaction of either method: a send also says why it is signed, and reads `purpose`. */
+const transactionCaseOf = (method: 'eth_signTransaction' | 'eth_sendTransaction'): fc.Arbitrary<Case> =>
+  fc
+    .record({
+      type: fc.constantFrom(0, 1, 2),
+      chainId: fc.oneof(fc.constantFrom(1n, 8453n), fc.bigInt({ min: 1n, max: (1n << 64n) - 1n })),
+      nonce: uint(64),
+      gas: fc.bigInt({ min: 21_000n, max: 30_000_000n }),
+      fee: uint(80),
+      tip: uint(40),
+      to: address,
+      value: fc.oneof(fc.constant(0n), uint(256)),
+      fn: fc.constantFrom(...FUNCTIONS),
+    })
+    .chain((t) => {
+      const types = t.fn.slice(t.fn.indexOf('(') + 1, -1).split(',');
+      return fc.tuple(...types.map(argOf)).map((args) => ({ ...t, types, args }));
+    })
+    .chain((t) => {
+      const data = new ethers.Interface([`function ${t.fn}`]).encodeFunctionData(t.fn.slice(0, t.fn.indexOf('(')), t.args);
+      const fees = t.type === 2 ? { maxFeePerGas: t.fee + t.tip, maxPriorityFeePerGas: t.tip } : { gasPrice: t.fee };
+      const body = (tx: Record<string, unknown>) => ({ method, params: { transaction: tx, ...(method === 'eth_sendTransaction' ? { purpose: 'send' } : {}) } });
+      const canonical = body({
+        type: t.type,
+        chainId: t.chainId.toString(),
+        nonce: t.nonce.toString(),
+        gas: t.gas.toString(),
+        ...Object.fromEntries(Object.entries(fees).map(([k, v]) => [k, v.toString()])),
+        to: t.to,
+        value: t.value.toString(),
+        data,
+      });
+      // The same transaction respelled field by field; `data` given, or a non-canonical encoding of the call.
+      const respelled = (calldata: fc.Arbitrary<{ how: string; data: string }>, sameDigest: boolean) =>
+        fc
+          .record({
+            type: t.type === 2 ? fc.constantFrom(undefined, 2, '2', '0x2', '0x02') : quantityForms(BigInt(t.type), 2),
+            chainId: quantityForms(t.chainId, 16),
+            nonce: quantityForms(t.nonce, 16),
+            gas: quantityForms(t.gas, 16),
+            fees: fc.tuple(...Object.values(fees).map((v) => quantityForms(v))),
+            to: addressForms(t.to),
+            value: t.value === 0n ? fc.constantFrom(undefined, 0, '0', '0x0', '0x00') : quantityForms(t.value),
+            accessList: t.type === 0 ? fc.constant(undefined) : fc.constantFrom(undefined, []),
+            call: calldata,
+            mask: caseMask,
+          })
+          .map((s) => ({
+            how: `${s.call.how}: ${JSON.stringify(s)}`,
+            body: body({
+              ...(s.type === undefined ? {} : { type: s.type }),
+              chainId: s.chainId,
+              nonce: s.nonce,
+              gas: s.gas,
+              ...Object.fromEntries(Object.keys(fees).map((k, i) => [k, s.fees[i]])),
+              to: s.to,
+              ...(s.value === undefined ? {} : { value: s.value }),
+              ...(s.accessList === undefined ? {} : { accessList: s.accessList }),
+              data: `0x${recase(s.call.data.slice(2), s.mask)}`,
+            }),
+            sameDigest,
+          }));
+      const forms = [respelled(fc.constant({ how: 'canonical calldata', data }), true), ...dirtyCalls(t.fn, t.args, data).map((d) => respelled(d, false))];
+      const readings: Reading[] = [
+        { field: 'type', kind: 'quantity', value: BigInt(t.type) },
+        { field: 'chainId', kind: 'quantity', value: t.chainId },
+        { field: 'nonce', kind: 'quantity', value: t.nonce },
+        { field: 'gas', kind: 'quantity', value: t.gas },
+        ...Object.entries(fees).map(([k, v]): Reading => ({ field: k, kind: 'quantity', value: v })),
+        { field: 'to', kind: 'address', value: t.to.toLowerCase() },
+        { field: 'value', kind: 'quantity', value: t.value },
+        { field: 'data.selector', kind: 'hex', value: data.slice(0, 10) },
+        { field: 'maxCost', kind: 'quantity', value: t.gas * (t.type === 2 ? t.fee + t.tip : t.fee) + t.value },
+        ...(method === 'eth_sendTransaction' ? [{ field: 'purpose', kind: 'string', value: 'send' } satisfies Reading] : []),
+      ];
+      const args = t.args.map((v, i): Reading => {
+        const kind = kindOfArg(t.types[i] ?? '');
+        return { field: `data.args.${i}`, kind, value: typeof v === 'string' ? v.toLowerCase() : v };
+      });
+      return fc.record({ s: spellings(fc.oneof(...forms)), deny: denyRules(method, readings, { abi: t.fn, args }) }).map(({ s, deny }) => ({
+        method,
+        canonical,
+        spellings: s,
+        deny: deny.rules,
+        unjudgeable: deny.unjudgeable,
+      }));
     });
-    // The same transaction respelled field by field; `data` given, or a non-canonical encoding of the call.
-    const respelled = (calldata: fc.Arbitrary<{ how: string; data: string }>, sameDigest: boolean) =>
-      fc
-        .record({
-          type: t.type === 2 ? fc.constantFrom(undefined, 2, '2', '0x2', '0x02') : quantityForms(BigInt(t.type), 2),
-          chainId: quantityForms(t.chainId, 16),
-          nonce: quantityForms(t.nonce, 16),
-          gas: quantityForms(t.gas, 16),
-          fees: fc.tuple(...Object.values(fees).map((v) => quantityForms(v))),
-          to: addressForms(t.to),
-          value: t.value === 0n ? fc.constantFrom(undefined, 0, '0', '0x0', '0x00') : quantityForms(t.value),
-          accessList: t.type === 0 ? fc.constant(undefined) : fc.constantFrom(undefined, []),
-          call: calldata,
-          mask: caseMask,
-        })
-        .map((s) => ({
-          how: `${s.call.how}: ${JSON.stringify(s)}`,
-          body: body({
-            ...(s.type === undefined ? {} : { type: s.type }),
-            chainId: s.chainId,
-            nonce: s.nonce,
-            gas: s.gas,
-            ...Object.fromEntries(Object.keys(fees).map((k, i) => [k, s.fees[i]])),
-            to: s.to,
-            ...(s.value === undefined ? {} : { value: s.value }),
-            ...(s.accessList === undefined ? {} : { accessList: s.accessList }),
-            data: `0x${recase(s.call.data.slice(2), s.mask)}`,
-          }),
-          sameDigest,
-        }));
-    const forms = [respelled(fc.constant({ how: 'canonical calldata', data }), true), ...dirtyCalls(t.fn, t.args, data).map((d) => respelled(d, false))];
-    const readings: Reading[] = [
-      { field: 'type', kind: 'quantity', value: BigInt(t.type) },
-      { field: 'chainId', kind: 'quantity', value: t.chainId },
-      { field: 'nonce', kind: 'quantity', value: t.nonce },
-      { field: 'gas', kind: 'quantity', value: t.gas },
-      ...Object.entries(fees).map(([k, v]): Reading => ({ field: k, kind: 'quantity', value: v })),
-      { field: 'to', kind: 'address', value: t.to.toLowerCase() },
-      { field: 'value', kind: 'quantity', value: t.value },
-      { field: 'data.selector', kind: 'hex', value: data.slice(0, 10) },
-    ];
-    const args = t.args.map((v, i): Reading => {
-      const kind = kindOfArg(t.types[i] ?? '');
-      return { field: `data.args.${i}`, kind, value: typeof v === 'string' ? v.toLowerCase() : v };
-    });
-    return fc.record({ s: spellings(fc.oneof(...forms)), deny: denyRules('eth_signTransaction', readings, { abi: t.fn, args }) }).map(({ s, deny }) => ({
-      method: 'eth_signTransaction' as const,
-      canonical,
-      spellings: s,
-      deny: deny.rules,
-      unjudgeable: deny.unjudgeable,
-    }));
-  });
 
 // ---- eth_signAuthorization -------------------------------------------------------------------
 
@@ -595,7 +599,8 @@ const authorizationCase: fc.Arbitrary<Case> = fc
 const CASES: Record<Method, fc.Arbitrary<Case>> = {
   personal_sign: personalCase,
   eth_signTypedData_v4: typedCase,
-  eth_signTransaction: transactionCase,
+  eth_signTransaction: transactionCaseOf('eth_signTransaction'),
+  eth_sendTransaction: transactionCaseOf('eth_sendTransaction'),
   eth_signAuthorization: authorizationCase,
 };
 

@@ -15,7 +15,8 @@ export type Limit = PolicyLimit;
 const LONGEST_WINDOW_S = Math.max(...Object.values(LIMIT_WINDOWS));
 
 /** How a denial names a limit, as a rule is named. */
-export const limitName = (l: Limit): string => `limit: ${l.count} ${l.method} per ${l.per} per ${l.window}`;
+export const limitName = (l: Limit): string =>
+  l.wei !== undefined ? `limit: ${l.wei} wei of ${l.method} per ${l.per} per ${l.window}` : `limit: ${l.count} ${l.method} per ${l.per} per ${l.window}`;
 
 function readLimits(policy: unknown): Limit[] {
   const limits = (policy as { limits?: unknown }).limits ?? [];
@@ -62,11 +63,14 @@ export class PolicyLimits {
  * Takes a place under every limit of the method, or answers the first limit that is full. The
  * project's places for a method are counted and taken under one transaction lock, so concurrent
  * requests cannot both take the last one. The place is the signature's row: released when the
- * signer does not sign.
+ * signer does not sign. A budget (`wei`) counts the places' costs: a transaction's maximum cost is
+ * taken whole before it is signed, so a budget is never exceeded; a replacement's place
+ * (`replacing`) is not counted against it, and goes when the replacement is signed (only one of
+ * the two can be mined).
  */
 export async function reserveSignature(
   db: Knex,
-  at: { projectId: number; walletId: number; method: string },
+  at: { projectId: number; walletId: number; method: string; cost?: bigint; replacing?: number },
   limits: readonly Limit[],
   now: Date,
 ): Promise<{ reserved: number } | { full: Limit }> {
@@ -76,14 +80,22 @@ export async function reserveSignature(
       const since = new Date(now.getTime() - LIMIT_WINDOWS[limit.window] * 1000);
       const column = limit.per === 'wallet' ? 'wallet_id' : 'project_id';
       const owner = limit.per === 'wallet' ? at.walletId : at.projectId;
+      if (limit.wei !== undefined) {
+        const { rows } = await tx.raw<{ rows: Array<{ spent: string }> }>(
+          `SELECT coalesce(sum(cost), 0)::text AS spent FROM wallet_signatures WHERE ${column} = ? AND method = ? AND created_at > ? AND id <> ?`,
+          [owner, at.method, since, at.replacing ?? 0],
+        );
+        if (BigInt(rows[0]?.spent ?? '0') + (at.cost ?? 0n) > limit.wei) return { full: limit };
+        continue;
+      }
       const { rows } = await tx.raw<{ rows: Array<{ n: string }> }>(
-        `SELECT count(*) AS n FROM (SELECT 1 FROM wallet_signatures WHERE ${column} = ? AND method = ? AND created_at > ? LIMIT ?) s`,
-        [owner, at.method, since, limit.count],
+        `SELECT count(*) AS n FROM (SELECT 1 FROM wallet_signatures WHERE ${column} = ? AND method = ? AND created_at > ? AND id <> ? LIMIT ?) s`,
+        [owner, at.method, since, at.replacing ?? 0, limit.count ?? 0],
       );
-      if (Number(rows[0]?.n ?? 0) >= limit.count) return { full: limit };
+      if (Number(rows[0]?.n ?? 0) >= (limit.count ?? 0)) return { full: limit };
     }
     const [row] = await tx('wallet_signatures')
-      .insert({ project_id: at.projectId, wallet_id: at.walletId, method: at.method, created_at: now })
+      .insert({ project_id: at.projectId, wallet_id: at.walletId, method: at.method, created_at: now, cost: at.cost?.toString() ?? null })
       .returning<Array<{ id: string }>>('id');
     return { reserved: Number(row?.id) };
   });

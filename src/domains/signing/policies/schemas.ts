@@ -48,12 +48,16 @@ const Rule = strictObject({
   conditions: Type.Optional(Type.Array(Condition, { maxItems: POLICY_BOUNDS.conditionsPerRule })),
 });
 
-const Limit = strictObject({
+const limitOf = {
   method: Method,
   per: Type.Union(LIMIT_SCOPES.map((s) => Type.Literal(s))),
   window: Type.Union((Object.keys(LIMIT_WINDOWS) as LimitWindow[]).map((w) => Type.Literal(w))),
-  count: Type.Integer({ minimum: 1, maximum: POLICY_BOUNDS.limitCount }),
-});
+};
+// Signatures counted, or a budget: wei of the maximum cost of the transactions signed.
+const Limit = Type.Union([
+  strictObject({ ...limitOf, count: Type.Integer({ minimum: 1, maximum: POLICY_BOUNDS.limitCount }) }),
+  strictObject({ ...limitOf, wei: Type.String({ pattern: '^[1-9][0-9]{0,77}$', description: 'a budget: wei of maximum cost (gas × fee cap + value)' }) }),
+]);
 
 export const PolicyBody = component(
   'Policy',

@@ -1,0 +1,310 @@
+import type { Executor } from '../../platform/db/knex.js';
+import type { Page } from '../../platform/http/pagination.js';
+import type { SendPurpose } from '../../../contract/index.js';
+
+export const STATUSES = ['queued', 'signed', 'submitted', 'mined', 'confirmed', 'failed', 'replaced', 'cancelled', 'expired'] as const;
+export type Status = (typeof STATUSES)[number];
+/** Where a transaction ends: nothing changes it after. */
+export const TERMINAL: readonly Status[] = ['confirmed', 'failed', 'replaced', 'cancelled', 'expired'];
+
+export interface TransactionRow {
+  id: number;
+  organisation_id: number;
+  project_id: number;
+  wallet_id: number;
+  chain_id: number;
+  from_address: string;
+  to_address: string | null;
+  value: string;
+  data: Buffer;
+  gas: string | null;
+  max_fee_per_gas: string | null;
+  max_priority_fee_per_gas: string | null;
+  kind: 'send' | 'gapFill';
+  caller: 'user' | 'server';
+  actor: string;
+  status: Status;
+  waiting: string | null;
+  nonce: string | null;
+  hash: string | null;
+  sequence: number;
+  block_number: string | null;
+  block_hash: string | null;
+  receipt: Record<string, unknown> | null;
+  error: { code: string; message: string } | null;
+  cancel_requested: boolean;
+  speed_up_requested: boolean;
+  created_at: Date;
+  updated_at: Date;
+  submitted_at: Date | null;
+  expires_at: Date;
+}
+
+export interface AttemptRow {
+  id: number;
+  transaction_id: number;
+  purpose: SendPurpose;
+  nonce: string;
+  gas: string;
+  max_fee_per_gas: string;
+  max_priority_fee_per_gas: string;
+  replaces: string | null;
+  status: 'prepared' | 'signed' | 'broadcast' | 'superseded';
+  hash: string | null;
+  raw: Buffer | null;
+  signature_id: string | null;
+  created_at: Date;
+  broadcast_at: Date | null;
+}
+
+const numeric = (r: TransactionRow): TransactionRow => ({
+  ...r,
+  id: Number(r.id),
+  organisation_id: Number(r.organisation_id),
+  project_id: Number(r.project_id),
+  wallet_id: Number(r.wallet_id),
+  chain_id: Number(r.chain_id),
+});
+const numericAttempt = (a: AttemptRow): AttemptRow => ({ ...a, id: Number(a.id), transaction_id: Number(a.transaction_id) });
+
+export type NewTransaction = Pick<
+  TransactionRow,
+  | 'organisation_id'
+  | 'project_id'
+  | 'wallet_id'
+  | 'chain_id'
+  | 'from_address'
+  | 'to_address'
+  | 'value'
+  | 'data'
+  | 'gas'
+  | 'max_fee_per_gas'
+  | 'max_priority_fee_per_gas'
+  | 'kind'
+  | 'caller'
+  | 'actor'
+  | 'expires_at'
+> & { nonce?: string };
+
+export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow> {
+  const [row] = await db('transactions')
+    .insert({ ...t, status: 'queued' })
+    .returning<TransactionRow[]>('*');
+  if (!row) throw new Error('the transaction was not inserted');
+  return numeric(row);
+}
+
+export async function findTransaction(db: Executor, id: number, forUpdate = false): Promise<TransactionRow | undefined> {
+  const q = db('transactions').where({ id }).first<TransactionRow | undefined>();
+  const row = await (forUpdate ? q.forUpdate() : q);
+  return row ? numeric(row) : undefined;
+}
+
+export async function findProjectTransaction(db: Executor, projectId: number, id: number): Promise<TransactionRow | undefined> {
+  const row = await db('transactions').where({ id, project_id: projectId }).first<TransactionRow | undefined>();
+  return row ? numeric(row) : undefined;
+}
+
+export interface TransactionFilter {
+  walletId?: number | undefined;
+  chainId?: number | undefined;
+  status?: Status | undefined;
+}
+
+/** A page of the project's transactions, oldest first (cursor: the last id). */
+export async function listTransactions(db: Executor, projectId: number, filter: TransactionFilter, page: Page): Promise<TransactionRow[]> {
+  const q = db('transactions').where('project_id', projectId).andWhere('id', '>', page.afterId);
+  if (filter.walletId !== undefined) q.andWhere('wallet_id', filter.walletId);
+  if (filter.chainId !== undefined) q.andWhere('chain_id', filter.chainId);
+  if (filter.status !== undefined) q.andWhere('status', filter.status);
+  const rows = await q
+    .orderBy('id')
+    .limit(page.limit + 1)
+    .select<TransactionRow[]>('*');
+  return rows.map(numeric);
+}
+
+/** Changes a transaction's columns (no event). */
+export async function updateTransaction(db: Executor, id: number, patch: Partial<TransactionRow>): Promise<void> {
+  await db('transactions')
+    .where({ id })
+    .update({ ...patch, updated_at: db.fn.now() });
+}
+
+/**
+ * Changes a transaction's columns as its next event, only if nothing else changed it since it was
+ * read (its event count is still `sequence`): the changed row, or undefined when another process
+ * got there first (the change is then theirs to announce).
+ */
+export async function advanceTransaction(db: Executor, id: number, sequence: number, patch: Partial<TransactionRow>): Promise<TransactionRow | undefined> {
+  const [row] = await db('transactions')
+    .where({ id, sequence })
+    .update({ ...patch, updated_at: db.fn.now(), sequence: sequence + 1 })
+    .returning<TransactionRow[]>('*');
+  return row ? numeric(row) : undefined;
+}
+
+export async function attemptsOf(db: Executor, transactionId: number): Promise<AttemptRow[]> {
+  const rows = await db('transaction_attempts').where({ transaction_id: transactionId }).orderBy('id').select<AttemptRow[]>('*');
+  return rows.map(numericAttempt);
+}
+
+export async function attemptsOfMany(db: Executor, ids: readonly number[]): Promise<Map<number, AttemptRow[]>> {
+  const out = new Map<number, AttemptRow[]>();
+  if (ids.length === 0) return out;
+  const rows = await db('transaction_attempts').whereIn('transaction_id', ids).orderBy('id').select<AttemptRow[]>('*');
+  for (const r of rows.map(numericAttempt)) {
+    const list = out.get(r.transaction_id) ?? [];
+    list.push(r);
+    out.set(r.transaction_id, list);
+  }
+  return out;
+}
+
+export type NewAttempt = Pick<AttemptRow, 'transaction_id' | 'purpose' | 'nonce' | 'gas' | 'max_fee_per_gas' | 'max_priority_fee_per_gas' | 'replaces'>;
+
+export async function insertAttempt(db: Executor, a: NewAttempt): Promise<AttemptRow> {
+  const [row] = await db('transaction_attempts')
+    .insert({ ...a, status: 'prepared' })
+    .returning<AttemptRow[]>('*');
+  if (!row) throw new Error('the attempt was not inserted');
+  return numericAttempt(row);
+}
+
+export async function updateAttempt(db: Executor, id: number, patch: Partial<AttemptRow>): Promise<void> {
+  await db('transaction_attempts').where({ id }).update(patch);
+}
+
+export async function deleteAttempt(db: Executor, id: number): Promise<void> {
+  await db('transaction_attempts').where({ id }).delete();
+}
+
+// ---- The send queue of a chain and address: its next nonce and its lease -------------------
+
+/** The queue's next nonce if `owner` holds (or now takes) its lease; undefined when another holds it or it has no row yet. */
+export async function claimQueue(db: Executor, chainId: number, address: string, owner: string, leaseMs: number): Promise<bigint | undefined | 'absent'> {
+  const { rows } = await db.raw<{ rows: Array<{ next_nonce: string; mine: boolean }> }>(
+    `WITH claimed AS (
+       UPDATE send_queues SET lease_owner = ?, lease_until = now() + make_interval(secs => ?)
+        WHERE chain_id = ? AND address = ? AND (lease_until IS NULL OR lease_until < now() OR lease_owner = ?)
+        RETURNING next_nonce)
+     SELECT next_nonce, true AS mine FROM claimed
+     UNION ALL SELECT next_nonce, false FROM send_queues WHERE chain_id = ? AND address = ? AND NOT EXISTS (SELECT 1 FROM claimed)`,
+    [owner, leaseMs / 1000, chainId, address, owner, chainId, address],
+  );
+  const row = rows[0];
+  if (!row) return 'absent';
+  return row.mine ? BigInt(row.next_nonce) : undefined;
+}
+
+/** A queue's first row, starting at the chain's count of the address's transactions. */
+export async function createQueue(db: Executor, chainId: number, address: string, nextNonce: bigint): Promise<void> {
+  await db.raw('INSERT INTO send_queues (chain_id, address, next_nonce) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [chainId, address, nextNonce.toString()]);
+}
+
+export async function releaseQueue(db: Executor, chainId: number, address: string, owner: string): Promise<void> {
+  await db('send_queues').where({ chain_id: chainId, address, lease_owner: owner }).update({ lease_owner: null, lease_until: null });
+}
+
+/** Takes the queue's next nonce, only while `owner` holds the lease (a lapsed holder takes nothing). */
+export async function takeNonce(db: Executor, chainId: number, address: string, owner: string): Promise<bigint | undefined> {
+  const { rows } = await db.raw<{ rows: Array<{ nonce: string }> }>(
+    `UPDATE send_queues SET next_nonce = next_nonce + 1 WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - 1)::text AS nonce`,
+    [chainId, address, owner],
+  );
+  return rows[0] ? BigInt(rows[0].nonce) : undefined;
+}
+
+/** Gives a nonce back when it is still the last one taken (nothing was signed at it). */
+export async function giveNonceBack(db: Executor, chainId: number, address: string, owner: string, nonce: bigint): Promise<boolean> {
+  const n = await db('send_queues')
+    .where({ chain_id: chainId, address, lease_owner: owner, next_nonce: (nonce + 1n).toString() })
+    .update({ next_nonce: nonce.toString() });
+  return n === 1;
+}
+
+export async function queueOf(db: Executor, chainId: number, address: string): Promise<{ next_nonce: string } | undefined> {
+  return db('send_queues').where({ chain_id: chainId, address }).first<{ next_nonce: string } | undefined>('next_nonce');
+}
+
+/** Moves the queue's next nonce up to the chain's count (the key was used elsewhere): never down. */
+export async function raiseNonce(db: Executor, chainId: number, address: string, atLeast: bigint): Promise<void> {
+  await db('send_queues').where({ chain_id: chainId, address }).andWhere('next_nonce', '<', atLeast.toString()).update({ next_nonce: atLeast.toString() });
+}
+
+/** The oldest queued transaction of a queue. */
+export async function nextQueued(db: Executor, chainId: number, address: string): Promise<TransactionRow | undefined> {
+  const row = await db('transactions')
+    .where({ chain_id: chainId, from_address: address, status: 'queued' })
+    // A gap fill (its nonce given) before the sends that wait behind its gap.
+    .orderByRaw('(kind = ?) DESC, id', ['gapFill'])
+    .first<TransactionRow | undefined>();
+  return row ? numeric(row) : undefined;
+}
+
+/** The queues with a queued transaction: what the worker drives. */
+export async function queuesWithWork(db: Executor, limit: number): Promise<Array<{ chain_id: number; from_address: string }>> {
+  const rows = await db('transactions').where('status', 'queued').distinct('chain_id', 'from_address').limit(limit);
+  return rows.map((r: { chain_id: string; from_address: string }) => ({ chain_id: Number(r.chain_id), from_address: r.from_address }));
+}
+
+/** A chain's transactions that are not settled yet (signed, submitted or mined), oldest first. */
+export async function unsettled(db: Executor, chainId: number, limit: number): Promise<TransactionRow[]> {
+  const rows = await db('transactions')
+    .where('chain_id', chainId)
+    .whereIn('status', ['signed', 'submitted', 'mined'])
+    .orderBy('id')
+    .limit(limit)
+    .select<TransactionRow[]>('*');
+  return rows.map(numeric);
+}
+
+/** Nonces of an address on a chain that a live transaction holds (signed, submitted, mined, or queued with a nonce). */
+export async function liveNonces(db: Executor, chainId: number, address: string, from: bigint): Promise<Set<bigint>> {
+  const rows = await db('transactions')
+    .where({ chain_id: chainId, from_address: address })
+    .whereIn('status', ['queued', 'signed', 'submitted', 'mined', 'confirmed'])
+    .whereNotNull('nonce')
+    .andWhere('nonce', '>=', from.toString())
+    .select<Array<{ nonce: string }>>('nonce');
+  return new Set(rows.map((r) => BigInt(r.nonce)));
+}
+
+/** The hashes signed at a nonce of an address, newest last: what a gap fill there must name as replaced. */
+export async function hashesAt(db: Executor, chainId: number, address: string, nonce: bigint): Promise<string[]> {
+  const rows = await db('transaction_attempts as a')
+    .join('transactions as t', 't.id', 'a.transaction_id')
+    .where({ 't.chain_id': chainId, 't.from_address': address, 'a.nonce': nonce.toString() })
+    .whereNotNull('a.hash')
+    .orderBy('a.id')
+    .select<Array<{ hash: string }>>('a.hash');
+  return rows.map((r) => r.hash);
+}
+
+/** The newest transaction of a queue: whose wallet and project a gap fill of it belongs to. */
+export async function newestOfQueue(db: Executor, chainId: number, address: string): Promise<TransactionRow | undefined> {
+  const row = await db('transactions').where({ chain_id: chainId, from_address: address }).orderBy('id', 'desc').first<TransactionRow | undefined>();
+  return row ? numeric(row) : undefined;
+}
+
+export async function reloadTransaction(db: Executor, id: number): Promise<TransactionRow | undefined> {
+  const row = await db('transactions').where({ id }).first<TransactionRow | undefined>();
+  return row ? numeric(row) : undefined;
+}
+
+/** Queued transactions never signed whose time ran out. */
+export async function expiredQueued(db: Executor, now: Date, limit: number): Promise<TransactionRow[]> {
+  const rows = await db('transactions')
+    .where('status', 'queued')
+    .andWhere('expires_at', '<', now)
+    .whereNotExists(db('transaction_attempts').whereRaw('transaction_attempts.transaction_id = transactions.id'))
+    .orderBy('id')
+    .limit(limit)
+    .select<TransactionRow[]>('*');
+  return rows.map(numeric);
+}
+
+export async function chainsWithWork(db: Executor): Promise<number[]> {
+  const rows = await db('transactions').whereIn('status', ['signed', 'submitted', 'mined']).distinct('chain_id');
+  return rows.map((r: { chain_id: string }) => Number(r.chain_id));
+}

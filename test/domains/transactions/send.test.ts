@@ -1,0 +1,159 @@
+import { expect } from 'chai';
+import { Transaction } from 'ethers';
+import { sendingProject, startChainEnv, type ChainEnv } from '../../support/chain.js';
+import { until } from '../../support/wait.js';
+
+const BOB = '0x0000000000000000000000000000000000000B0b';
+
+interface Tx {
+  id: number;
+  status: string;
+  nonce: string | null;
+  hash: string | null;
+  waiting: string | null;
+  error: { code: string; message: string } | null;
+  attempts?: Array<{ hash: string; purpose: string }>;
+}
+
+/** Sending from a wallet (docs/transactions.md), against a real node. */
+describe('transactions: a wallet sends, and the service follows the transaction to its depth', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv();
+  });
+  after(() => env.close());
+
+  const get = async (s: Awaited<ReturnType<typeof sendingProject>>, id: number): Promise<Tx> => {
+    const r = await s.signer.get(`/api/v1/project/${s.projectId}/transactions/${id}`);
+    expect(r.status, r.text).to.equal(200);
+    return r.body as Tx;
+  };
+  const mine = (blocks: number) => env.anvil.rpc('anvil_mine', [`0x${blocks.toString(16)}`]);
+
+  it('sends: nonce, gas and fees filled, signed under the policy, broadcast, mined, confirmed at depth, each change an ordered event and an audit entry', async () => {
+    const s = await sendingProject(env);
+    const w = s.wallets[0]!;
+    const hook = await s.admin.post(`/api/v1/project/${s.projectId}/webhooks`, {
+      url: `${env.receiver.url}?p=${s.projectId}`,
+      events: [
+        'wallet.transaction.queued',
+        'wallet.transaction.signed',
+        'wallet.transaction.submitted',
+        'wallet.transaction.mined',
+        'wallet.transaction.confirmed',
+      ],
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const sent = await s.signer.post(
+      `/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`,
+      { chainId: env.anvil.chainId, to: BOB, value: '1000' },
+      { headers: { 'idempotency-key': 'send-1' } },
+    );
+    expect(sent.status, sent.text).to.equal(202);
+    const tx = sent.body as Tx;
+    expect(tx.status).to.equal('submitted');
+    expect(tx.nonce).to.equal('0');
+    const onChain = await env.anvil.rpc<{ from: string; nonce: string; to: string; value: string; raw?: string } | null>('eth_getTransactionByHash', [tx.hash]);
+    expect(onChain?.from.toLowerCase()).to.equal(w.address.toLowerCase());
+    expect(BigInt(onChain?.value ?? 0)).to.equal(1000n);
+
+    // The same key answers the same transaction: one on the chain.
+    const again = await s.signer.post(
+      `/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`,
+      { chainId: env.anvil.chainId, to: BOB, value: '1000' },
+      { headers: { 'idempotency-key': 'send-1' } },
+    );
+    expect(again.status).to.equal(202);
+    expect((again.body as Tx).id).to.equal(tx.id);
+    expect(BigInt(await env.anvil.rpc<string>('eth_getTransactionCount', [w.address, 'latest']))).to.equal(1n);
+
+    await until('mined', async () => ((await get(s, tx.id)).status === 'mined' ? true : undefined));
+    await mine(2);
+    const confirmed = await until('confirmed', async () => {
+      const t = await get(s, tx.id);
+      return t.status === 'confirmed' ? t : undefined;
+    });
+    expect(confirmed.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
+
+    const events = await until('the five events', () => {
+      const mineOnly = env.receiver.received
+        .filter((r) => r.body.includes(`"projectId":${s.projectId}`))
+        .map((r) => JSON.parse(r.body) as { type: string; data: { id: number; sequence: number } });
+      return mineOnly.length >= 5 ? mineOnly : undefined;
+    });
+    expect(events.map((e) => `${e.data.sequence} ${e.type}`)).to.deep.equal([
+      '1 wallet.transaction.queued',
+      '2 wallet.transaction.signed',
+      '3 wallet.transaction.submitted',
+      '4 wallet.transaction.mined',
+      '5 wallet.transaction.confirmed',
+    ]);
+    const audit = await env.app.client.get(`/api/v1/organisations/${s.organisationId}/audit`);
+    const actions = (audit.body.entries as Array<{ action: string; target: string }>).filter((e) => e.target === `transaction:${tx.id}`).map((e) => e.action);
+    expect(actions.sort()).to.deep.equal(
+      [
+        'wallet.transaction.queued',
+        'wallet.transaction.signed',
+        'wallet.transaction.submitted',
+        'wallet.transaction.mined',
+        'wallet.transaction.confirmed',
+      ].sort(),
+    );
+  });
+
+  it('refuses what it cannot send with a 400 and records nothing; a policy denial fails the send without taking its nonce', async () => {
+    const s = await sendingProject(env, 1, {
+      rules: [{ name: 'small', action: 'allow', method: 'eth_sendTransaction', conditions: [{ field: 'value', op: 'lte', value: '5000' }] }],
+    });
+    const w = s.wallets[0]!;
+    const path = `/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`;
+    const unknown = await s.signer.post(path, { chainId: 1, to: BOB });
+    expect(unknown.status).to.equal(400);
+    expect(unknown.problem.code).to.equal('unknown_chain');
+    const capped = await s.signer.post(path, { chainId: env.anvil.chainId, to: BOB, maxFeePerGas: String(10n ** 12n), maxPriorityFeePerGas: '1' });
+    expect(capped.status).to.equal(400);
+    expect(capped.problem.code).to.equal('fee_above_cap');
+    const badTo = await s.signer.post(path, { chainId: env.anvil.chainId, to: '0x0000000000000000000000000000000000000b0B' });
+    expect(badTo.status).to.equal(400);
+    const admin = await s.admin.post(path, { chainId: env.anvil.chainId, to: BOB });
+    expect(admin.status, 'admin does not imply signer').to.equal(403);
+    const list = await s.signer.get(`/api/v1/project/${s.projectId}/transactions`);
+    expect((list.body as { transactions: unknown[] }).transactions).to.have.length(0);
+
+    const denied = await s.signer.post(path, { chainId: env.anvil.chainId, to: BOB, value: '9000' });
+    expect(denied.status).to.equal(202);
+    expect((denied.body as Tx).status).to.equal('failed');
+    expect((denied.body as Tx).error?.code).to.equal('policy_denied');
+    const ok = await s.signer.post(path, { chainId: env.anvil.chainId, to: BOB, value: '10' });
+    expect((ok.body as Tx).status, ok.text).to.equal('submitted');
+    expect((ok.body as Tx).nonce, 'the denied send gave its nonce back').to.equal('0');
+  });
+
+  it('eth_sendTransaction on both rpc endpoints answers the hash of the transaction sent', async () => {
+    const s = await sendingProject(env);
+    const w = s.wallets[0]!;
+    const backend = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/rpc`, {
+      method: 'eth_sendTransaction',
+      params: { transaction: { chainId: `0x${env.anvil.chainId.toString(16)}`, from: w.address, to: BOB, value: '0x10' } },
+    });
+    expect(backend.status, backend.text).to.equal(200);
+    const hash = (backend.body as { hash: string }).hash;
+    const raw = await env.anvil.rpc<string>('eth_getRawTransactionByHash', [hash]);
+    expect(Transaction.from(raw).from).to.equal(w.address);
+
+    const user = await env.app.client.post(
+      '/api/v1/wallets/rpc',
+      { key: s.projectKey, method: 'eth_sendTransaction', params: { transaction: { chainId: env.anvil.chainId, to: BOB, value: '0x20' } } },
+      { token: await s.userJwt('user0@example.com') },
+    );
+    expect(user.status, user.text).to.equal(200);
+    const second = await env.anvil.rpc<{ nonce: string }>('eth_getTransactionByHash', [(user.body as { hash: string }).hash]);
+    expect(BigInt(second.nonce)).to.equal(1n);
+    const withNonce = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/rpc`, {
+      method: 'eth_sendTransaction',
+      params: { transaction: { chainId: env.anvil.chainId, to: BOB, nonce: '0x5' } },
+    });
+    expect(withNonce.status, 'the service chooses nonces').to.equal(400);
+  });
+});
