@@ -33,12 +33,12 @@ export async function startChainEnv(
   options: {
     chain?: Record<string, unknown>;
     env?: Record<string, string>;
-    rpcUrls?: (anvil: Anvil) => string[];
+    rpcUrls?: (anvil: Anvil) => string[] | Promise<string[]>;
     anvil?: Parameters<typeof startAnvil>[0];
   } = {},
 ) {
   const anvil = await startAnvil(options.anvil);
-  const chain = chainConfig(anvil, options.chain, options.rpcUrls?.(anvil));
+  const chain = chainConfig(anvil, options.chain, options.rpcUrls ? await options.rpcUrls(anvil) : undefined);
   const env = await startAppWithIdp({ CHAINS: JSON.stringify([chain]), TRANSACTIONS_TICK_MS: '50', SEND_WAIT_MS: '5000', ...options.env });
   return {
     ...env,

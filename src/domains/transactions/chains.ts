@@ -17,7 +17,7 @@ export class Chains {
 
   constructor(configs: readonly ChainConfig[], log: Logger, now: Clock) {
     for (const config of configs) {
-      const rpc = new ChainRpc(config, { log, now });
+      const rpc = new ChainRpc(config, { log, now, timeoutMs: config.rpcTimeoutMs, cooldownMs: config.rpcCooldownMs });
       // Asked at most a few times per block: a busy second's sends share one answer.
       this.#chains.set(config.chainId, { config, rpc, fees: new FeeOracle(rpc, now, Math.max(50, Math.floor(config.blockTimeMs / 4))) });
     }

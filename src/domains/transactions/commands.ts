@@ -64,6 +64,8 @@ export async function sendTransaction(
   input: SendInput,
   who: Sender,
   at: string = '',
+  /** Wait for this send's turn when another holds its queue (`eth_sendTransaction` answers its hash). */
+  wait = false,
 ): Promise<TransactionRow> {
   const chain = deps.engine.chains.get(input.chainId);
   if (!chain) bad(`${at}/chainId`, 'is not a chain this deployment sends on', 'unknown_chain');
@@ -112,7 +114,7 @@ export async function sendTransaction(
     ),
   );
   try {
-    await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs });
+    await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait });
   } catch (err) {
     // Accepted and written: the worker works the queue if this request could not.
     deps.log.warn({ err: err instanceof Error ? err.message : String(err), transactionId: row.id }, 'a send was accepted but not worked at once');
@@ -187,7 +189,12 @@ export async function sendFromRpc(
   if (chainId === undefined) bad('/params/transaction/chainId', 'is required: the chain to send on');
   const id = BigInt(chainId as string | number);
   if (id > BigInt(Number.MAX_SAFE_INTEGER)) bad('/params/transaction/chainId', 'is not a chain this deployment sends on', 'unknown_chain');
-  const row = await sendTransaction(deps, wallet, project, { ...rest, chainId: Number(id) }, who, '/params/transaction');
+  let row = await sendTransaction(deps, wallet, project, { ...rest, chainId: Number(id) }, who, '/params/transaction', true);
+  // Signed by the request that held the queue: its hash is on the row once that request is through.
+  while (row.status === 'queued' && row.waiting === null && deps.now() < row.created_at.getTime() + deps.sendWaitMs) {
+    await new Promise((r) => setTimeout(r, 20));
+    row = (await reloadTransaction(deps.db, row.id)) ?? row;
+  }
   if (row.status === 'failed') {
     if (row.error?.code === 'policy_denied') throw new AppError(403, 'policy_denied', 'Forbidden', row.error.message);
     throw new AppError(422, 'transaction_failed', 'Unprocessable Entity', `${row.error?.message ?? 'The transaction failed.'} (transaction ${row.id})`);

@@ -7,7 +7,7 @@ import type { Clock } from '../../platform/runtime/clock.js';
 import { broadcastFact, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
 import { NonceConflictError } from '../../platform/signer/client.js';
 import { recordAudit } from '../audit/record.js';
-import { recordEvents } from '../webhooks/record.js';
+import { recordEventIfSubscribed } from '../webhooks/record.js';
 import type { EventType } from '../webhooks/catalogue.js';
 import { projectById } from '../projects/commands.js';
 import { walletById } from '../wallets/commands.js';
@@ -84,7 +84,7 @@ export async function change(
   // Another process changed it first, and announced its change.
   if (!next) return (await reloadTransaction(tx, row.id)) ?? row;
   const data = { ...presentTransaction(next, undefined, false), sequence: next.sequence };
-  await recordEvents(tx, next.project_id, [{ type: event, data, walletId: next.wallet_id }], at);
+  await recordEventIfSubscribed(tx, next.project_id, { type: event, data, walletId: next.wallet_id }, at);
   await recordAudit(tx, {
     organisation_id: next.organisation_id,
     project_id: next.project_id,
@@ -154,7 +154,7 @@ export class TransactionEngine {
    * takes its nonce). Another process holding the lease will see what was queued meanwhile: it
    * looks again after it lets go.
    */
-  async drive(chainId: number, address: string, own?: { id: number; until: number }): Promise<void> {
+  async drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<void> {
     const chain = this.deps.chains.get(chainId);
     if (!chain) return;
     for (let round = 0; ; round++) {
@@ -172,9 +172,11 @@ export class TransactionEngine {
         claimed = await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
       }
       if (claimed === undefined || claimed === 'absent') {
-        // Another request or process works the queue: a caller waiting for its own send waits for its turn.
-        if (!own || this.deps.now() >= own.until || (await reloadTransaction(this.deps.db, own.id))?.status !== 'queued') return;
-        await sleep(2 + Math.random() * 8);
+        // Another request or process works the queue, and will reach this send. Only a caller
+        // that must answer with its send's hash waits for it (or for its own turn).
+        if (!own?.wait) return;
+        if (this.deps.now() >= own.until || (await reloadTransaction(this.deps.db, own.id))?.status !== 'queued') return;
+        await sleep(15 + Math.random() * 10);
         continue;
       }
       let stopped = false;
@@ -186,13 +188,12 @@ export class TransactionEngine {
             stopped = true;
             break;
           }
-          // A request works the queue up to its own send: later ones are their own requests' (or the worker's).
-          if (own && row.id === own.id) break;
         }
       } finally {
         await releaseQueue(this.deps.db, chainId, address, owner);
       }
-      if (stopped || own || round >= 2 || !(await nextQueued(this.deps.db, chainId, address))) return;
+      // What was queued after the last look, while the lease was still held, is this holder's to see.
+      if (stopped || round >= 2 || !(await nextQueued(this.deps.db, chainId, address))) return;
     }
   }
 

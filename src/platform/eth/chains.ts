@@ -26,6 +26,10 @@ export interface ChainConfig {
   readonly gasMarginPercent: number;
   /** A send not signed within this long (fees above the caps all the while) is `expired`. */
   readonly queuedTtlMs: number;
+  /** How long one RPC call may take before the next URL is tried. */
+  readonly rpcTimeoutMs: number;
+  /** How long a URL that failed is passed over (while another answers). */
+  readonly rpcCooldownMs: number;
 }
 
 const DEFAULTS = {
@@ -51,6 +55,8 @@ const FIELDS = new Set([
   'replacementBumpPercent',
   'gasMarginPercent',
   'queuedTtlMs',
+  'rpcTimeoutMs',
+  'rpcCooldownMs',
 ]);
 
 /** Reads the chain list; every problem is pushed (naming the chain and field, never a URL). */
@@ -126,6 +132,8 @@ export function readChains(text: string | undefined, problems: string[]): ChainC
       replacementBumpPercent: int('replacementBumpPercent', DEFAULTS.replacementBumpPercent, 10, 1_000),
       gasMarginPercent: int('gasMarginPercent', DEFAULTS.gasMarginPercent, 0, 1_000),
       queuedTtlMs: int('queuedTtlMs', DEFAULTS.queuedTtlMs, 1_000, 30 * 86_400_000),
+      rpcTimeoutMs: int('rpcTimeoutMs', 5_000, 50, 120_000),
+      rpcCooldownMs: int('rpcCooldownMs', 5_000, 10, 600_000),
     };
     if (chain.maxPriorityFeePerGas > chain.maxFeePerGas) problems.push(`${at}.maxPriorityFeePerGas must not exceed maxFeePerGas`);
     if (chain.minPriorityFeePerGas > chain.maxPriorityFeePerGas) problems.push(`${at}.minPriorityFeePerGas must not exceed maxPriorityFeePerGas`);

@@ -1,0 +1,260 @@
+import { expect } from 'chai';
+import { startFaultProxy, type Fault, type FaultProxy } from '../../support/anvil.js';
+import { GWEI, sendingProject, startChainEnv, type ChainEnv, type Sender } from '../../support/chain.js';
+import { until } from '../../support/wait.js';
+
+const BOB = '0x0000000000000000000000000000000000000B0b';
+
+interface Tx {
+  id: number;
+  status: string;
+  nonce: string | null;
+  hash: string | null;
+  waiting: string | null;
+  blockNumber: string | null;
+  attempts?: Array<{ hash: string; purpose: string; maxFeePerGas: string; status: string }>;
+}
+
+const send = async (env: ChainEnv, s: Sender, wallet: number, body: Record<string, unknown> = {}) => {
+  const r = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${s.wallets[wallet]!.id}/transactions`, {
+    chainId: env.anvil.chainId,
+    to: BOB,
+    value: '1',
+    ...body,
+  });
+  expect(r.status, r.text).to.equal(202);
+  return r.body as Tx;
+};
+const get = async (s: Sender, id: number): Promise<Tx> => {
+  const r = await s.signer.get(`/api/v1/project/${s.projectId}/transactions/${id}`);
+  expect(r.status, r.text).to.equal(200);
+  return r.body as Tx;
+};
+const allIn = async (s: Sender, ids: number[], statuses: string[], what: string, timeoutMs = 60_000) =>
+  until(
+    what,
+    async () => {
+      const txs = await Promise.all(ids.map((id) => get(s, id)));
+      return txs.every((t) => statuses.includes(t.status)) ? txs : undefined;
+    },
+    timeoutMs,
+  );
+/** The events of a project's transactions the app recorded, in order, from the outbox (no subscription needed: the audit log names each). */
+const auditOf = async (env: ChainEnv, s: Sender, id: number): Promise<string[]> => {
+  const r = await env.app.client.get(`/api/v1/organisations/${s.organisationId}/audit?limit=1000`);
+  return (r.body.entries as unknown as Array<{ action: string; target: string; details: { sequence: number } }>)
+    .filter((e) => e.target === `transaction:${id}`)
+    .sort((a, b) => a.details.sequence - b.details.sequence)
+    .map((e) => e.action.replace('wallet.transaction.', ''));
+};
+
+describe('transactions: many wallets at once, contiguous nonces, nothing twice', function () {
+  this.timeout(300_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 1 } });
+  });
+  after(() => env.close());
+
+  it('100 wallets × 20 concurrent sends: all mined, nonces 0..19 per wallet, one on-chain transaction per send', async () => {
+    const s = await sendingProject(env, 100);
+    const sends = await Promise.all(s.wallets.flatMap((_, w) => Array.from({ length: 20 }, (_, i) => send(env, s, w, { value: String(i + 1) }))));
+    const done = await allIn(
+      s,
+      sends.map((t) => t.id),
+      ['confirmed'],
+      'all 2,000 confirmed',
+      240_000,
+    );
+    for (const w of s.wallets) {
+      expect(BigInt(await env.anvil.rpc<string>('eth_getTransactionCount', [w.address, 'latest'])), w.address).to.equal(20n);
+    }
+    const byWallet = new Map<string, string[]>();
+    for (const t of done) {
+      const tx = await env.anvil.rpc<{ from: string; nonce: string }>('eth_getTransactionByHash', [t.hash]);
+      expect(BigInt(tx.nonce).toString()).to.equal(t.nonce);
+      byWallet.set(tx.from, [...(byWallet.get(tx.from) ?? []), t.nonce ?? '']);
+    }
+    for (const [from, nonces] of byWallet) {
+      expect(
+        nonces.map(Number).sort((a, b) => a - b),
+        from,
+      ).to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
+    }
+  });
+});
+
+describe('transactions: a reorg sends the same bytes again; nothing is confirmed before its depth', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 8 } });
+  });
+  after(() => env.close());
+
+  for (const depth of [1, 3, 5]) {
+    it(`a reorg of depth ${depth}`, async () => {
+      const s = await sendingProject(env);
+      const sent: Tx[] = [];
+      for (let i = 0; i < 5; i++) sent.push(await send(env, s, 0, { value: String(i + 1) }));
+      const mined = await allIn(
+        s,
+        sent.map((t) => t.id),
+        ['mined'],
+        'mined',
+      );
+      const hashes = mined.map((t) => t.hash);
+      // The last `depth` blocks are replaced by empty ones: the transactions in them leave the canonical chain.
+      await env.anvil.rpc('anvil_reorg', [depth, []]);
+      const reorged = mined.slice(5 - depth);
+      await until('the reorged ones seen', async () => {
+        const events = await Promise.all(reorged.map((t) => auditOf(env, s, t.id)));
+        return events.every((e) => e.includes('reorged')) ? true : undefined;
+      });
+      await env.anvil.rpc('anvil_mine', ['0xa']);
+      const confirmed = await allIn(
+        s,
+        sent.map((t) => t.id),
+        ['confirmed'],
+        'all confirmed after the reorg',
+      );
+      expect(
+        confirmed.map((t) => t.hash),
+        'the same bytes were mined again',
+      ).to.deep.equal(hashes);
+      for (const t of confirmed) {
+        const events = await auditOf(env, s, t.id);
+        const reorgedAt = events.indexOf('reorged');
+        expect(events.indexOf('confirmed'), events.join(' ')).to.equal(events.length - 1);
+        if (reorged.some((r) => r.id === t.id)) expect(reorgedAt, events.join(' ')).to.be.greaterThan(-1);
+        else expect(reorgedAt).to.equal(-1);
+        const receipt = await env.anvil.rpc<{ blockNumber: string } | null>('eth_getTransactionReceipt', [t.hash]);
+        expect(receipt, 'on the canonical chain').to.not.equal(null);
+      }
+      expect(new Set(confirmed.map((t) => t.nonce)).size).to.equal(5);
+    });
+  }
+});
+
+describe('transactions: fees above the cap wait instead of jamming', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { maxFeePerGas: String(10n * GWEI), confirmations: 1, blockTimeMs: 1000 }, anvil: { blockTime: 1 } });
+  });
+  after(() => env.close());
+
+  it('a base-fee spike ×20: nothing signed above the cap; the queue drains within 3 blocks after fees fall', async () => {
+    const s = await sendingProject(env);
+    const base = BigInt(await env.anvil.rpc<string>('eth_gasPrice'));
+    await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(20n * GWEI).toString(16)}`]);
+    await env.anvil.rpc('evm_mine');
+    const spiked = await Promise.all(Array.from({ length: 10 }, (_, i) => send(env, s, 0, { value: String(i + 1) })));
+    for (const t of spiked) expect(t.status, JSON.stringify(t)).to.equal('queued');
+    await until('the sends say why they wait', async () => ((await get(s, spiked[0]!.id)).waiting === 'fees_above_cap' ? true : undefined));
+    // Blocks go by at the spiked fee: nothing moves.
+    await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(20n * GWEI).toString(16)}`]);
+    await new Promise((r) => setTimeout(r, 1500));
+    for (const t of spiked) expect((await get(s, t.id)).status).to.equal('queued');
+    await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(base > GWEI ? base : GWEI).toString(16)}`]);
+    // The next block is the first at the fallen base fee.
+    const fallen = BigInt(await env.anvil.rpc<string>('eth_blockNumber')) + 1n;
+    const drained = await allIn(
+      s,
+      spiked.map((t) => t.id),
+      ['mined', 'confirmed'],
+      'drained',
+      30_000,
+    );
+    for (const t of drained) expect(Number(BigInt(t.blockNumber ?? '0') - fallen), `${t.id} within 3 blocks`).to.be.at.most(3);
+    for (const t of drained) {
+      const full = await get(s, t.id);
+      for (const a of full.attempts ?? []) expect(BigInt(a.maxFeePerGas) <= 10n * GWEI, `${a.maxFeePerGas} under the cap`).to.equal(true);
+    }
+  });
+});
+
+describe('transactions: a dropped transaction goes again with the same bytes', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 1, stuckAfterMs: 600_000 } });
+    await env.anvil.rpc('evm_setAutomine', [false]);
+  });
+  after(() => env.close());
+
+  it('anvil_dropTransaction: the settling pass sends the recorded bytes again, and they are mined', async () => {
+    const s = await sendingProject(env);
+    const t = await send(env, s, 0);
+    expect(t.status).to.equal('submitted');
+    await env.anvil.rpc('anvil_dropTransaction', [t.hash]);
+    expect(await env.anvil.rpc('eth_getTransactionByHash', [t.hash])).to.equal(null);
+    await until('in the pool again', async () => ((await env.anvil.rpc('eth_getTransactionByHash', [t.hash])) !== null ? true : undefined));
+    await env.anvil.rpc('evm_mine');
+    const done = await until('confirmed', async () => {
+      const x = await get(s, t.id);
+      return x.status === 'confirmed' ? x : undefined;
+    });
+    expect(done.hash).to.equal(t.hash);
+    expect(done.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
+  });
+});
+
+describe('transactions: an RPC URL failing half the time', function () {
+  this.timeout(180_000);
+  let env: ChainEnv;
+  let flaky: FaultProxy;
+  let steady: FaultProxy;
+  before(async () => {
+    const faults: Fault[] = ['429', '500', '502', 'timeout', 'garbage', 'reset'];
+    env = await startChainEnv({
+      chain: { confirmations: 1, rpcTimeoutMs: 300, rpcCooldownMs: 100 },
+      rpcUrls: async (anvil) => {
+        flaky = await startFaultProxy(anvil.url);
+        steady = await startFaultProxy(anvil.url);
+        // Every other request fails, in each way a provider fails.
+        flaky.setFaults((n) => (n % 2 === 0 ? (faults[(n / 2) % faults.length] ?? 'ok') : 'ok'));
+        return [flaky.url, steady.url];
+      },
+    });
+  });
+  after(async () => {
+    await env.close();
+    await flaky.stop();
+    await steady.stop();
+  });
+
+  it('sends go on through the next URL; "nonce too low" and "already known" are answers, not faults', async () => {
+    const s = await sendingProject(env);
+    const sent = await Promise.all(Array.from({ length: 20 }, (_, i) => send(env, s, 0, { value: String(i + 1) })));
+    const done = await allIn(
+      s,
+      sent.map((t) => t.id),
+      ['confirmed'],
+      'all confirmed through the faults',
+      120_000,
+    );
+    expect(new Set(done.map((t) => t.nonce)).size).to.equal(20);
+    for (const f of ['429', '500', '502', 'timeout', 'garbage', 'reset'] as const) expect(flaky.seen[f], f).to.be.greaterThan(0);
+    expect(steady.seen.ok, 'the next URL served').to.be.greaterThan(0);
+
+    // A crash after a broadcast and before it was recorded: the settling pass sends the same bytes
+    // again and the node says "nonce too low" (it is mined): read as the transaction's state.
+    flaky.setFaults(() => 'ok');
+    // The faults set the first URL aside for a while: after that it is first again.
+    await new Promise((r) => setTimeout(r, 300));
+    const last = done[done.length - 1]!;
+    // The row as a crash between preparing the attempt and recording its signature leaves it:
+    // the same fields are signed again (the same bytes), and the node answers "nonce too low".
+    await env.app.db('transactions').where({ id: last.id }).update({ status: 'queued', hash: null, block_number: null, block_hash: null, receipt: null });
+    await env.app.db('transaction_attempts').where({ transaction_id: last.id }).update({ status: 'prepared', hash: null, raw: null });
+    const steadyBefore = steady.seen.ok;
+    const again = await until('mined again from the record', async () => {
+      const x = await get(s, last.id);
+      return x.status === 'confirmed' ? x : undefined;
+    });
+    expect(again.hash).to.equal(last.hash);
+    expect(again.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
+    expect(steady.seen.ok, "the first URL was not set aside for the node's answer").to.equal(steadyBefore);
+  });
+});
