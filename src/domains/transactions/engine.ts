@@ -80,10 +80,11 @@ export async function change(
   at: Date,
   requestId: string | null = null,
 ): Promise<TransactionRow> {
-  const next = await advanceTransaction(tx, row.id, row.sequence, patch);
+  const next = await advanceTransaction(tx, row.id, row.sequence, patch, event);
   // Another process changed it first, and announced its change.
   if (!next) return (await reloadTransaction(tx, row.id)) ?? row;
-  const data = { ...presentTransaction(next, undefined, false), sequence: next.sequence };
+  // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
+  const data = { ...presentTransaction(next, undefined, false), stream: `transaction:${next.id}`, sequence: next.sequence, events: next.events };
   await recordEventIfSubscribed(tx, next.project_id, { type: event, data, walletId: next.wallet_id }, at);
   await recordAudit(tx, {
     organisation_id: next.organisation_id,

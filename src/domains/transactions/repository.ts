@@ -28,6 +28,8 @@ export interface TransactionRow {
   nonce: string | null;
   hash: string | null;
   sequence: number;
+  /** Its events' types so far, in order (`events[k-1]` is the type of event `k`). */
+  events: string[];
   block_number: string | null;
   block_hash: string | null;
   receipt: Record<string, unknown> | null;
@@ -136,10 +138,10 @@ export async function updateTransaction(db: Executor, id: number, patch: Partial
  * read (its event count is still `sequence`): the changed row, or undefined when another process
  * got there first (the change is then theirs to announce).
  */
-export async function advanceTransaction(db: Executor, id: number, sequence: number, patch: Partial<TransactionRow>): Promise<TransactionRow | undefined> {
+export async function advanceTransaction(db: Executor, id: number, sequence: number, patch: Partial<TransactionRow>, event: string): Promise<TransactionRow | undefined> {
   const [row] = await db('transactions')
     .where({ id, sequence })
-    .update({ ...patch, updated_at: db.fn.now(), sequence: sequence + 1 })
+    .update({ ...patch, updated_at: db.fn.now(), sequence: sequence + 1, events: db.raw('array_append(events, ?)', [event]) })
     .returning<TransactionRow[]>('*');
   return row ? numeric(row) : undefined;
 }

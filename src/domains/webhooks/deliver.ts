@@ -9,7 +9,15 @@ import { signatureHeaders } from './signing.js';
 import type { ClaimedRow, Outcome, OutboxRow } from '../../platform/outbox/repository.js';
 import { subscriptionSecretAad, walletSecretAad } from './secrets.js';
 import { walletWebhookOf } from '../projects/commands.js';
-import { disableSubscription, findSubscriptionById, markSubscriptionFailing, markSubscriptionHealthy, type SubscriptionRow } from './repository.js';
+import {
+  disableSubscription,
+  findSubscriptionById,
+  markSubscriptionFailing,
+  markSubscriptionHealthy,
+  settleStream,
+  streamCursor,
+  type SubscriptionRow,
+} from './repository.js';
 
 export const RESPONSE_BODY_LIMIT = 16 * 1024;
 
@@ -210,6 +218,56 @@ export async function deliverSubscriptionWebhook(row: ClaimedRow, deps: Delivery
         : await findSubscriptionById(deps.db, row.subscription_id);
   if (!sub || sub.deleted_at) return { status: 'done', retryInMs: null, attempted: false };
   if (sub.disabled_at) return { status: 'failed', retryInMs: null, attempted: false, lastError: 'subscription_disabled' };
+  const order = orderOf(row.payload);
+  if (order) {
+    // An earlier event of its stream that this subscription receives is not settled yet: this one waits its turn, no attempt counted.
+    // A subscription made after the stream began may never have had the earlier events: only one older than the stream waits.
+    const before = sub.created_at.getTime() <= order.startedAt ? previousFor(order, sub.events) : 0;
+    if (before > 0 && (await streamCursor(deps.db, sub.id, order.stream)) < before) return { status: 'pending', retryInMs: ORDER_WAIT_MS, attempted: false };
+  }
+  const outcome = await attemptSubscription(row, sub, deps);
+  if (order && outcome.status !== 'pending') await settleStream(deps.db, sub.id, order.stream, order.sequence);
+  return outcome;
+}
+
+/** How long a delivery waiting for an earlier event of its stream waits before it looks again. */
+const ORDER_WAIT_MS = 250;
+
+/** A stream's place of an event: `data.stream`, `data.sequence` (1, 2, …), `data.events` (the stream's event types so far) and `data.createdAt` (when the stream began). */
+interface Order {
+  stream: string;
+  sequence: number;
+  events: string[];
+  startedAt: number;
+}
+
+/** The order an event's envelope declares, if it belongs to a stream (a transaction's status changes). */
+export function orderOf(payload: string | null): Order | undefined {
+  if (payload === null || !payload.includes('"stream"')) return undefined;
+  let data: unknown;
+  try {
+    data = (JSON.parse(payload) as { data?: unknown }).data;
+  } catch {
+    return undefined;
+  }
+  const d = data as Partial<Record<'stream' | 'sequence' | 'events' | 'createdAt', unknown>> | null;
+  if (typeof d !== 'object' || d === null || typeof d.stream !== 'string' || typeof d.sequence !== 'number' || !Array.isArray(d.events)) return undefined;
+  if (d.events.length !== d.sequence || !d.events.every((e): e is string => typeof e === 'string')) return undefined;
+  const startedAt = typeof d.createdAt === 'string' ? Date.parse(d.createdAt) : Number.NaN;
+  return { stream: d.stream, sequence: d.sequence, events: d.events, startedAt: Number.isNaN(startedAt) ? 0 : startedAt };
+}
+
+/** The sequence number of the newest earlier event of the stream that a subscription naming `events` receives (0: none). */
+export function previousFor(order: Order, events: readonly string[]): number {
+  for (let k = order.sequence - 1; k >= 1; k--) {
+    const type = order.events[k - 1];
+    if (type !== undefined && (events.includes('*') || events.includes(type))) return k;
+  }
+  return 0;
+}
+
+/** One attempt of a subscription delivery, once its turn has come. */
+async function attemptSubscription(row: ClaimedRow, sub: SubscriptionRow, deps: DeliveryDeps): Promise<Outcome> {
   const result = await attempt(
     row,
     sub.url,

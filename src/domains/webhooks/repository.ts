@@ -109,3 +109,18 @@ export async function countLiveSubscriptionsLocked(db: Executor, projectId: numb
 export const someSubscriptionNames = (row: string): string =>
   `EXISTS (SELECT 1 FROM webhook_subscriptions s
                    WHERE s.project_id = ${row}.project_id AND s.deleted_at IS NULL AND (s.events @> ARRAY[${row}.event] OR s.events @> ARRAY['*']::text[]))`;
+
+/** The newest sequence number of a stream settled for a subscription (0: none yet). */
+export async function streamCursor(db: Executor, subscriptionId: number, stream: string): Promise<number> {
+  const row = await db('webhook_stream_cursors').where({ subscription_id: subscriptionId, stream }).first<{ settled: number } | undefined>('settled');
+  return row?.settled ?? 0;
+}
+
+/** Moves a stream's cursor up to `sequence` (never down: a late settle of an older event changes nothing). */
+export async function settleStream(db: Executor, subscriptionId: number, stream: string, sequence: number): Promise<void> {
+  await db.raw(
+    `INSERT INTO webhook_stream_cursors (subscription_id, stream, settled) VALUES (?, ?, ?)
+     ON CONFLICT (subscription_id, stream) DO UPDATE SET settled = GREATEST(webhook_stream_cursors.settled, EXCLUDED.settled), updated_at = now()`,
+    [subscriptionId, stream, sequence],
+  );
+}

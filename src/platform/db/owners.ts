@@ -14,6 +14,7 @@ export const TABLE_OWNERS = {
   memberships: 'domains/memberships',
   membership_transactions: 'domains/memberships',
   webhook_subscriptions: 'domains/webhooks',
+  webhook_stream_cursors: 'domains/webhooks',
   audit_log: 'domains/audit',
   outbox: 'platform/outbox',
   wallet_signatures: 'domains/signing',

@@ -20,7 +20,7 @@ describe('transactions: a wallet sends, and the service follows the transaction 
   this.timeout(120_000);
   let env: ChainEnv;
   before(async () => {
-    env = await startChainEnv();
+    env = await startChainEnv({ env: { WEBHOOK_RETRY_SCHEDULE: '0,300,300' } });
   });
   after(() => env.close());
 
@@ -100,6 +100,31 @@ describe('transactions: a wallet sends, and the service follows the transaction 
         'wallet.transaction.confirmed',
       ].sort(),
     );
+  });
+
+  it("delivers a transaction's events to each subscription in their order, even when one of them has to be retried", async () => {
+    const s = await sendingProject(env);
+    const w = s.wallets[0]!;
+    const hook = await s.admin.post(`/api/v1/project/${s.projectId}/webhooks`, { url: `${env.receiver.url}?order=${s.projectId}`, events: ['*'] });
+    expect(hook.status, hook.text).to.equal(201);
+    const mineOf = (r: { body: string }) => r.body.includes(`"projectId":${s.projectId}`) && r.body.includes('"wallet.transaction.');
+    let refused = 0;
+    // The first attempt of the first event fails: the ones after it wait for its retry.
+    env.receiver.respond = (r) => (mineOf(r) && r.body.includes('"sequence":1,') && refused++ === 0 ? { status: 500 } : { status: 204 });
+    try {
+      const sent = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`, { chainId: env.anvil.chainId, to: BOB, value: '1' });
+      expect(sent.status, sent.text).to.equal(202);
+      await mine(2);
+      const seen = await until('the five events delivered', () => {
+        const got = env.receiver.received.filter(mineOf).map((r) => JSON.parse(r.body) as { type: string; data: { sequence: number } });
+        return got.filter((e) => e.data.sequence > 0).length >= 6 ? got : undefined;
+      });
+      // Every attempt in order: 1 (refused), 1 (retried), then 2, 3, 4, 5 — never a later one before an earlier one was delivered.
+      expect(seen.map((e) => e.data.sequence)).to.deep.equal([1, 1, 2, 3, 4, 5]);
+      expect(refused).to.equal(2);
+    } finally {
+      env.receiver.respond = undefined;
+    }
   });
 
   it('refuses what it cannot send with a 400 and records nothing; a policy denial fails the send without taking its nonce', async () => {
