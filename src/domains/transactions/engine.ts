@@ -5,6 +5,7 @@ import { AppError, DependencyUnavailableError } from '../../platform/http/errors
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import { broadcastFact, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
+import { isUniqueViolation } from '../../platform/db/pg-errors.js';
 import { NonceConflictError } from '../../platform/signer/client.js';
 import { recordAudit } from '../audit/record.js';
 import { recordEventIfSubscribed } from '../webhooks/record.js';
@@ -320,12 +321,20 @@ export class TransactionEngine {
     const hash = String(outcome.result['hash']);
     // The signed bytes are written before they leave: after any crash, these same bytes go again.
     const at = new Date(this.deps.now());
-    const signedRow = await db.transaction(async (tx) => {
-      await updateAttempt(tx, attempt.id, { status: 'signed', hash, raw, signature_id: outcome.reserved === undefined ? null : String(outcome.reserved) });
-      if (original) return change(tx, row, { status: 'signed', hash, waiting: null }, 'wallet.transaction.signed', at);
-      // A fee bump or a cancel: the transaction's hash is the newest attempt's.
-      return change(tx, row, { hash, waiting: null, speed_up_requested: false }, 'wallet.transaction.repriced', at);
-    });
+    let signedRow: TransactionRow;
+    try {
+      signedRow = await db.transaction(async (tx) => {
+        await updateAttempt(tx, attempt.id, { status: 'signed', hash, raw, signature_id: outcome.reserved === undefined ? null : String(outcome.reserved) });
+        if (original) return change(tx, row, { status: 'signed', hash, waiting: null }, 'wallet.transaction.signed', at);
+        // A fee bump or a cancel: the transaction's hash is the newest attempt's.
+        return change(tx, row, { hash, waiting: null, speed_up_requested: false }, 'wallet.transaction.repriced', at);
+      });
+    } catch (err) {
+      // The same replacement, made at once by the worker and a request: one attempt holds those bytes already.
+      if (!isUniqueViolation(err)) throw err;
+      await deleteAttempt(db, attempt.id);
+      return 'next';
+    }
     return this.#broadcast(chain, signedRow, { ...attempt, status: 'signed', hash, raw });
   }
 

@@ -258,3 +258,45 @@ describe('transactions: an RPC URL failing half the time', function () {
     expect(steady.seen.ok, "the first URL was not set aside for the node's answer").to.equal(steadyBefore);
   });
 });
+
+describe('transactions: stuck ones are re-priced within the caps; cancel and speed-up', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 1, stuckAfterMs: 400 } });
+    await env.anvil.rpc('evm_setAutomine', [false]);
+  });
+  after(() => env.close());
+
+  it('a stuck send gets a fee bump of at least the chain bump at its nonce; a speed-up does it at once; a cancel is a no-op that is mined in its place', async () => {
+    const s = await sendingProject(env);
+    const t = await send(env, s, 0);
+    const bumped = await until('re-priced', async () => {
+      const x = await get(s, t.id);
+      return (x.attempts?.length ?? 0) >= 2 ? x : undefined;
+    });
+    const [a, b] = bumped.attempts!;
+    expect(b!.purpose).to.equal('speedUp');
+    expect(BigInt(b!.maxFeePerGas) * 100n >= BigInt(a!.maxFeePerGas) * 112n, 'at least the chain bump').to.equal(true);
+    expect(BigInt(b!.maxFeePerGas) <= 50n * GWEI, 'within the cap').to.equal(true);
+
+    const u = await send(env, s, 0, { value: '2' });
+    const sped = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${u.id}/speed-up`, {});
+    expect(sped.status, sped.text).to.equal(200);
+    expect((await get(s, u.id)).attempts?.map((x) => x.purpose)).to.include('speedUp');
+    const cancelled = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${u.id}/cancel`, {});
+    expect(cancelled.status, cancelled.text).to.equal(200);
+    await until('the cancel signed', async () => ((await get(s, u.id)).attempts?.some((x) => x.purpose === 'cancel') ? true : undefined));
+    await env.anvil.rpc('evm_mine');
+    const done = await until('settled', async () => {
+      const x = await get(s, u.id);
+      return x.status === 'cancelled' ? x : undefined;
+    });
+    const mined = await env.anvil.rpc<{ to: string; value: string }>('eth_getTransactionByHash', [done.hash]);
+    expect(mined.to.toLowerCase(), 'the no-op went to the wallet itself').to.equal(s.wallets[0]!.address.toLowerCase());
+    expect(BigInt(mined.value)).to.equal(0n);
+    expect((await get(s, t.id)).status).to.be.oneOf(['mined', 'confirmed']);
+    const again = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${u.id}/cancel`, {});
+    expect(again.status).to.equal(409);
+  });
+});
