@@ -7,7 +7,7 @@ import { RpcBody, RpcOut, UserRpcBody, WalletParams } from '../wallets/schemas.j
 import { signWithWallet, type SignDeps } from './sign.js';
 import { SIGNING_503 } from '../../platform/signer/carry-over.js';
 import * as ex from '../../platform/openapi/examples.js';
-import { sendFromRpc, type TransactionDeps } from '../transactions/commands.js';
+import { requestKeyOf, sendFromRpc, type TransactionDeps } from '../transactions/commands.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data: the signer's limit, less room for the envelope. */
 const RPC_BODY_LIMIT = OPERATION_BODY_BYTES;
@@ -59,7 +59,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps;
     },
     async (ctx, { body, user }) => {
       const wallet = await getUserWallet(ctx.state.db, user);
-      const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId };
+      const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, '') };
       if (body.method === 'eth_sendTransaction') {
         // Sent, not only signed: the transactions domain's send, answered with its hash.
         const sent = await sendFromRpc(transactions, wallet, user.project, body.params, who);
@@ -99,7 +99,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps;
       },
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
-        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
+        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, principalKey(scope.principal)) };
         if (body.method === 'eth_sendTransaction') {
           const sent = await sendFromRpc(transactions, wallet, scope.project, body.params, who);
           ctx.status = sent.status;

@@ -5,6 +5,7 @@ import { AppError, NotFoundError, ValidationError } from '../../platform/http/er
 import type { Page } from '../../platform/http/pagination.js';
 import { checksumAddress } from '../../platform/eth/address.js';
 import type { ProjectScope } from '../../access/tenancy/scope.js';
+import type { AppContext } from '../../platform/http/context.js';
 import type { ActiveWallet } from '../wallets/activated.js';
 import { accept, type TransactionEngine } from './engine.js';
 import {
@@ -39,10 +40,18 @@ export interface SendInput {
   maxPriorityFeePerGas?: string | number | undefined;
 }
 
+/** A send request's key: its Idempotency-Key with whose records it is in (a user's, a token's), or undefined without one. */
+export function requestKeyOf(ctx: AppContext, owner: string): string | undefined {
+  const key = ctx.headers['idempotency-key'];
+  return typeof key === 'string' ? `${ctx.state.userKey ?? owner}\n${key}` : undefined;
+}
+
 export interface Sender {
   caller: 'user' | 'server';
   actor: string;
   requestId: string | null;
+  /** The request's Idempotency-Key and whose it is (requestKeyOf): a request run again finds the send it made. */
+  requestKey?: string | undefined;
 }
 
 const bad = (path: string, message: string, code = 'validation_failed'): never => {
@@ -108,6 +117,7 @@ export async function sendTransaction(
         caller: who.caller,
         actor: who.actor,
         expires_at: new Date(now + config.queuedTtlMs),
+        request_key: who.requestKey ?? null,
       },
       new Date(now),
       who.requestId,

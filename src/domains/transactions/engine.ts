@@ -26,6 +26,7 @@ import {
   giveNonceBack,
   insertAttempt,
   insertTransaction,
+  transactionOfRequest,
   liveNonces,
   newestOfQueue,
   reloadTransaction,
@@ -108,9 +109,14 @@ export async function change(
   return next;
 }
 
-/** Accepts a send: a `queued` row and its event, in the caller's transaction. */
+/** Accepts a send: a `queued` row and its event, in the caller's transaction; the one its request key made already, if any. */
 export async function accept(tx: Executor, t: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
   const row = await insertTransaction(tx, t);
+  if (!row) {
+    const existing = t.request_key === null ? undefined : await transactionOfRequest(tx, t.project_id, t.request_key);
+    if (!existing) throw new Error('a send neither inserted nor found by its request key');
+    return existing;
+  }
   return change(tx, row, {}, 'wallet.transaction.queued', at, requestId);
 }
 
@@ -639,6 +645,7 @@ export class TransactionEngine {
           actor: 'system:gap-fill',
           expires_at: new Date(now + chain.config.queuedTtlMs),
           nonce: count.toString(),
+          request_key: null,
         },
         at,
         null,

@@ -40,6 +40,8 @@ export interface TransactionRow {
   updated_at: Date;
   submitted_at: Date | null;
   expires_at: Date;
+  /** The caller and Idempotency-Key of the request that made it. */
+  request_key: string | null;
 }
 
 export interface AttemptRow {
@@ -71,6 +73,7 @@ const numericAttempt = (a: AttemptRow): AttemptRow => ({ ...a, id: Number(a.id),
 
 export type NewTransaction = Pick<
   TransactionRow,
+  | 'request_key'
   | 'organisation_id'
   | 'project_id'
   | 'wallet_id'
@@ -88,12 +91,19 @@ export type NewTransaction = Pick<
   | 'expires_at'
 > & { nonce?: string };
 
-export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow> {
+/** A new queued transaction, or undefined when its request key already made one (`existing` then finds it). */
+export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow | undefined> {
   const [row] = await db('transactions')
     .insert({ ...t, status: 'queued' })
+    .onConflict(db.raw('(project_id, request_key) WHERE request_key IS NOT NULL'))
+    .ignore()
     .returning<TransactionRow[]>('*');
-  if (!row) throw new Error('the transaction was not inserted');
-  return numeric(row);
+  return row ? numeric(row) : undefined;
+}
+
+export async function transactionOfRequest(db: Executor, projectId: number, requestKey: string): Promise<TransactionRow | undefined> {
+  const row = await db('transactions').where({ project_id: projectId, request_key: requestKey }).first<TransactionRow | undefined>();
+  return row ? numeric(row) : undefined;
 }
 
 export async function findTransaction(db: Executor, id: number, forUpdate = false): Promise<TransactionRow | undefined> {

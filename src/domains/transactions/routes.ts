@@ -3,7 +3,7 @@ import { atProject, declare, declareList, type Declaration } from '../../access/
 import { principalKey } from '../../access/auth/principal.js';
 import { getProjectWallet, getUserWallet, type WalletDeps } from '../wallets/commands.js';
 import { SIGNING_503 } from '../../platform/signer/carry-over.js';
-import { cancelTransaction, getTransaction, listProjectTransactions, sendTransaction, speedUpTransaction, type TransactionDeps } from './commands.js';
+import { cancelTransaction, getTransaction, listProjectTransactions, requestKeyOf, sendTransaction, speedUpTransaction, type TransactionDeps } from './commands.js';
 import { presentTransaction } from './presenter.js';
 import {
   ListTransactionsQuery,
@@ -78,7 +78,7 @@ export function transactionEndpoints(deps: RouteDeps & { transactions: Transacti
         const wallet = await getUserWallet(ctx.state.db, user);
         // The project key authenticated the request; the rest is the send.
         const input = { ...body, key: undefined };
-        const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId };
+        const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, '') };
         const row = await sendTransaction(transactions, wallet, user.project, input, who);
         ctx.status = 202;
         ctx.body = presentTransaction(row);
@@ -108,7 +108,7 @@ export function transactionEndpoints(deps: RouteDeps & { transactions: Transacti
       },
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
-        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId };
+        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, principalKey(scope.principal)) };
         const row = await sendTransaction(transactions, wallet, scope.project, body, who);
         ctx.status = 202;
         ctx.body = presentTransaction(row);
