@@ -53,6 +53,12 @@ const EXPECTED = [
   'POST /api/v1/project/{projectId}/dev/token',
   'PUT /api/v1/project/{projectId}/policy/owners',
   'GET /api/v1/project/{projectId}/policy/owners',
+  'POST /api/v1/project/{projectId}/wallets/{walletId}/transactions',
+  'POST /api/v1/wallets/transactions',
+  'GET /api/v1/project/{projectId}/transactions',
+  'GET /api/v1/project/{projectId}/transactions/{transactionId}',
+  'POST /api/v1/project/{projectId}/transactions/{transactionId}/cancel',
+  'POST /api/v1/project/{projectId}/transactions/{transactionId}/speed-up',
   'GET /',
   'GET /healthz',
   'GET /readyz',
@@ -104,10 +110,12 @@ describe('OpenAPI document and API reference', () => {
     expect(byKey.get('POST /api/v1/signin')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/createasync')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/rpc')?.security).to.deep.equal([{ userJwt: [] }]);
+    expect(byKey.get('POST /api/v1/wallets/transactions')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/membership/issue')?.security).to.deep.equal([{ apiToken: [] }]);
     expect(byKey.get('GET /healthz')?.security).to.deep.equal([]);
     for (const [key, op] of operations(doc)) {
-      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/rpc/.test(key)) expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
+      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/(rpc|transactions)$/.test(key))
+        expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
     }
     // The project key is the body field `key`, and the request schema says so.
     const signin = byKey.get('POST /api/v1/signin');
