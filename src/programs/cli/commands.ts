@@ -721,7 +721,7 @@ export const COMMANDS: Record<string, Command> = {
 
   'transactions send': {
     usage:
-      'transactions send --project ID --wallet ID --chain CHAIN_ID (--to ADDRESS | --data HEX) [--value WEI] [--data HEX] [--gas N] [--max-fee-per-gas WEI --max-priority-fee-per-gas WEI] [--idempotency-key KEY]   (a signer token)',
+      'transactions send --project ID --wallet ID --chain CHAIN_ID [--to ADDRESS] [--value WEI] [--data HEX] [--gas N] [--max-fee-per-gas WEI --max-priority-fee-per-gas WEI] [--idempotency-key KEY]   (a signer token)',
     summary:
       "send a transaction from a wallet under the project's policy: the service chooses the nonce and fills gas and fees, then follows it to confirmed; exit 1 when it failed",
     options: {
