@@ -22,6 +22,7 @@ import {
   PutPolicyBody,
 } from '../domains/signing/policies/schemas.js';
 import { CreateTokenBody, ListTokensQuery, TokenCreated, TokenList } from '../domains/tokens/schemas.js';
+import { ListTransactionsQuery, SendBody, TransactionList, TransactionOut } from '../domains/transactions/schemas.js';
 import { Accepted, IssuerCheckOut, ListWalletsQuery, RpcBody, RpcOut, SignInOut, WalletList, WalletOut } from '../domains/wallets/schemas.js';
 import {
   CreateWebhookBody,
@@ -102,6 +103,11 @@ export const CLIENT_SCHEMAS = {
   EventCatalogueOut,
   FailedDeliveryList,
   RetryAccepted,
+  // Transactions
+  SendBody,
+  TransactionOut,
+  TransactionList,
+  ListTransactionsQuery,
 } satisfies Record<string, TSchema>;
 
 /** The text of src/programs/client/types.ts. */

@@ -6,6 +6,7 @@ import { EVENT_CATALOGUE } from '../../src/domains/webhooks/catalogue.js';
 import { outboxRegistry, periodicTasks } from '../../src/programs/assembly.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { SecretBox } from '../../src/platform/crypto/secrets.js';
+import { readChains } from '../../src/platform/eth/chains.js';
 import { createLogger } from '../../src/platform/logging/logger.js';
 import { SignerClient } from '../../src/platform/signer/client.js';
 
@@ -59,5 +60,20 @@ describe('domains: one manifest each, one list', () => {
     expect(api.filter((n) => worker.includes(n))).to.deep.equal([]);
     const all = [...api, ...worker];
     expect(new Set(all).size).to.equal(all.length);
+    // Sending runs in the worker, and only where the operator configured a chain (nothing is asked of it here).
+    expect(all.filter((n) => n.startsWith('transactions-'))).to.deep.equal([]);
+    const problems: string[] = [];
+    const chains = readChains(
+      JSON.stringify([{ chainId: 31337, name: 'local', rpcUrls: ['http://127.0.0.1:1'], maxFeePerGas: '2000000000', maxPriorityFeePerGas: '1000000000' }]),
+      problems,
+    );
+    expect(problems).to.deep.equal([]);
+    const sending = { ...work(), config: { ...app.config, chains } };
+    expect(periodicTasks(['worker'], sending).map((t) => t.name)).to.include.members(['transactions-send', 'transactions-settle']);
+    expect(
+      periodicTasks(['api'], sending)
+        .map((t) => t.name)
+        .filter((n) => n.startsWith('transactions-')),
+    ).to.deep.equal([]);
   });
 });

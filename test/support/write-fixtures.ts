@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { DEV_ISSUER } from '../../src/access/auth/dev-idp.js';
+import type { Anvil } from './anvil.js';
 import type { TestApp } from './app.js';
 import { createOrganisation, createProject, createToken } from './factories.js';
 import type { Client } from './http.js';
@@ -36,6 +37,8 @@ export interface Tenant {
   user(email: string): Promise<Client>;
   /** The document's example body of the owners endpoint (a valid owner key). */
   ownersExample: unknown;
+  /** The chain its wallet is funded on (writeTenant's `chain`), for the transaction endpoints. */
+  chainId: number;
 }
 
 /** A call of one endpoint: who sends it, where, with what body. */
@@ -155,22 +158,71 @@ export const fixtures: Record<string, Fixture> = {
   'POST /api/v1/project/:projectId/webhooks/failedDeliveries/:deliveryId/retry': {
     call: (t) => ({ client: t.admin, path: `/api/v1/project/${t.projectId}/webhooks/failedDeliveries/${t.deliveryId}/retry` }),
   },
+  'POST /api/v1/wallets/transactions': {
+    call: async (t, i) => ({
+      client: await t.user('ada@example.com'),
+      path: '/api/v1/wallets/transactions',
+      body: { key: t.projectKey, chainId: t.chainId, to: OTHER_ADDRESS, value: String(i + 1) },
+    }),
+  },
+  'POST /api/v1/project/:projectId/wallets/:walletId/transactions': {
+    call: (t, i) => ({
+      client: t.signer,
+      path: `/api/v1/project/${t.projectId}/wallets/${t.walletId}/transactions`,
+      body: { chainId: t.chainId, to: OTHER_ADDRESS, value: String(i + 1) },
+    }),
+  },
+  'POST /api/v1/project/:projectId/transactions/:transactionId/cancel': onSentTransaction('cancel'),
+  'POST /api/v1/project/:projectId/transactions/:transactionId/speed-up': onSentTransaction('speed-up'),
   'PUT /api/v1/project/:projectId/policy': { call: (t) => ({ client: t.admin, path: `/api/v1/project/${t.projectId}/policy`, body: policy }) },
   'PUT /api/v1/project/:projectId/policy/owners': {
     call: (t) => ({ client: t.admin, path: `/api/v1/project/${t.projectId}/policy/owners`, body: t.ownersExample }),
   },
 };
 
-/** Signs in-app messages for the user and orders for the backend, with a limit, so signing takes a limit place. */
+/**
+ * Cancel or speed up: one transaction of its own for each concurrent call, sent before (they stay
+ * `submitted` on a chain that does not mine: writeTenant's `chain` must not). Without `prepare`
+ * (a suite that only needs the path) the call names a transaction that does not exist.
+ */
+function onSentTransaction(action: 'cancel' | 'speed-up'): Fixture {
+  let sent: number[] = [];
+  return {
+    prepare: async (t) => {
+      sent = [];
+      for (let i = 0; i < WRITE_CALLS; i++) {
+        const res = await t.signer.post(`/api/v1/project/${t.projectId}/wallets/${t.walletId}/transactions`, {
+          chainId: t.chainId,
+          to: OTHER_ADDRESS,
+          value: String(i + 1),
+        });
+        expect(res.status, res.text).to.equal(202);
+        expect(res.body.status, res.text).to.equal('submitted');
+        sent.push(res.body.id);
+      }
+    },
+    call: (t, i) => ({ client: t.signer, path: `/api/v1/project/${t.projectId}/transactions/${sent[i] ?? 1}/${action}` }),
+  };
+}
+
+/**
+ * Signs in-app messages for the user and orders for the backend, with a limit, so signing takes a
+ * limit place; sends anything (the transaction endpoints' fixtures).
+ */
 const policy = {
   rules: [
     ...siwePolicy.rules,
     { name: 'orders', action: 'allow', method: 'personal_sign', caller: ['server'], conditions: [{ field: 'message', op: 'prefix', value: 'order ' }] },
+    { name: 'sends', action: 'allow', method: 'eth_sendTransaction' },
   ],
   limits: [{ method: 'personal_sign', per: 'wallet', window: '1h', count: 1_000 }],
 };
 
-export async function writeTenant(app: TestApp, idp: TestIdp, receiver: Receiver): Promise<Tenant> {
+/**
+ * A tenant for the fixtures. `chain`: the node the app sends on (its CHAINS), where the tenant's
+ * wallet is funded; for the cancel and speed-up fixtures it must not mine (anvil `--no-mining`).
+ */
+export async function writeTenant(app: TestApp, idp: TestIdp, receiver: Receiver, chain?: Anvil): Promise<Tenant> {
   const operator = app.client;
   const issuer = await idp.issuer();
   const org = await createOrganisation(operator);
@@ -200,6 +252,7 @@ export async function writeTenant(app: TestApp, idp: TestIdp, receiver: Receiver
     })),
   );
   expect(issued.status, issued.text).to.equal(201);
+  if (chain) await chain.fund(signin.body.walletAddress, 10n ** 20n);
   return {
     orgId: org.id,
     projectId: project.id,
@@ -217,6 +270,8 @@ export async function writeTenant(app: TestApp, idp: TestIdp, receiver: Receiver
     hookUrl: receiver.url,
     user,
     ownersExample: ownersExampleOf(app),
+    // Without a chain, one the app does not send on: a send is refused (400 unknown_chain).
+    chainId: chain?.chainId ?? 1,
   };
 }
 

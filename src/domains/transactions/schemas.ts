@@ -47,10 +47,12 @@ export const ListTransactionsQuery = strictObject({
   ...PageQuery,
 });
 
+// `as const`: each literal keeps its type, so the client's written type is the schema's (test/programs/client/types.test.ts).
+const PURPOSES = ['send', 'speedUp', 'cancel', 'gapFill'] as const;
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 const Attempt = strictObject({
   hash: Type.String(),
-  purpose: Type.Union(['send', 'speedUp', 'cancel', 'gapFill'].map((p) => Type.Literal(p))),
+  purpose: Type.Union(PURPOSES.map((p) => Type.Literal(p))),
   nonce: Type.String(),
   gas: Type.String(),
   maxFeePerGas: Type.String(),

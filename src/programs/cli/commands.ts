@@ -77,6 +77,10 @@ const MEMBERSHIP_COLUMNS = ['tokenId', 'membershipType', 'walletAddress', 'statu
 const WEBHOOK_COLUMNS = ['id', 'url', 'events', 'createdAt', 'disabledAt', 'disabledReason', 'deletedAt'];
 const TOKEN_COLUMNS = ['id', 'name', 'role', 'scope', 'projectId', 'createdAt', 'revokedAt'];
 const DELIVERY_COLUMNS = ['id', 'kind', 'webhookId', 'event', 'url', 'attempts', 'lastStatus', 'lastError', 'lastAttemptAt'];
+const TRANSACTION_COLUMNS = ['id', 'walletId', 'chainId', 'status', 'waiting', 'nonce', 'to', 'value', 'hash', 'createdAt'];
+const TRANSACTION_STATUSES = ['queued', 'signed', 'submitted', 'mined', 'confirmed', 'failed', 'replaced', 'cancelled', 'expired'] as const;
+/** A quantity as the service reads it: decimal, or 0x hex. */
+const QUANTITY = /^(0|[1-9][0-9]{0,77}|0x[0-9a-fA-F]{1,64})$/;
 
 /** Walks every page of a list. */
 const pages = <K extends string, T>(
@@ -144,6 +148,21 @@ async function findWallets(c: CustodyClient, flags: Flags): Promise<Array<Record
   const projectId = project(flags);
   const query = { ...(email === undefined ? {} : { email }), ...(address === undefined ? {} : { address }) };
   return pages(c, 'wallets', (cursor) => c.listWallets(projectId, { ...query, ...cursorOf(cursor) }));
+}
+
+/** `--NAME` as a quantity (wei or gas), when given. */
+function quantity(flags: Flags, name: string): string | undefined {
+  const v = str(flags, name);
+  if (v !== undefined && !QUANTITY.test(v)) throw new UsageError(`--${name} must be a whole number (decimal, or 0x hex)`);
+  return v;
+}
+
+/** A transaction as the service answers it: exit 1 when it failed (the policy or the node refused it), with why. */
+function transactionResult(out: Output, tx: Awaited<ReturnType<CustodyClient['transactions']['get']>>): number {
+  out.record(tx);
+  if (tx.status !== 'failed') return 0;
+  out.note(`transaction ${tx.id} failed${tx.error ? `: ${tx.error.code}: ${tx.error.message}` : ''}`);
+  return 1;
 }
 
 /**
@@ -696,6 +715,100 @@ export const COMMANDS: Record<string, Command> = {
       }
       const result = await client().signWithWallet(project(flags), id(str(flags, 'wallet'), '--wallet'), { method, params });
       out.record(result);
+      return 0;
+    },
+  },
+
+  'transactions send': {
+    usage:
+      'transactions send --project ID --wallet ID --chain CHAIN_ID [--to ADDRESS] [--value WEI] [--data HEX] [--gas N] [--max-fee-per-gas WEI --max-priority-fee-per-gas WEI] [--idempotency-key KEY]   (a signer token)',
+    summary:
+      "send a transaction from a wallet under the project's policy: the service chooses the nonce and fills gas and fees, then follows it to confirmed; exit 1 when it failed",
+    options: {
+      project: 'the project',
+      wallet: 'the wallet id',
+      chain: 'the chain id (one the deployment sends on)',
+      to: 'the recipient (absent: a contract creation from --data)',
+      value: 'wei to send (decimal or 0x hex; default 0)',
+      data: 'calldata, 0x hex',
+      gas: 'the gas limit (default: the estimate and a margin)',
+      'max-fee-per-gas': 'the fee cap in wei (default: from the fee history)',
+      'max-priority-fee-per-gas': 'the priority fee in wei (with --max-fee-per-gas)',
+      'idempotency-key': 'the same key answers the same transaction: a command run again does not send twice',
+    },
+    async run({ flags, out, client }) {
+      const to = str(flags, 'to');
+      const data = str(flags, 'data');
+      if (to !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(to)) throw new UsageError('--to must be 0x and 40 hex digits');
+      if (data !== undefined && !/^0x([0-9a-fA-F]{2})*$/.test(data)) throw new UsageError('--data must be 0x and whole bytes of hex');
+      if (to === undefined && data === undefined) throw new UsageError('give --to, or --data alone for a contract creation');
+      const value = quantity(flags, 'value');
+      const gas = quantity(flags, 'gas');
+      const maxFee = quantity(flags, 'max-fee-per-gas');
+      const tip = quantity(flags, 'max-priority-fee-per-gas');
+      if ((maxFee === undefined) !== (tip === undefined)) throw new UsageError('give --max-fee-per-gas and --max-priority-fee-per-gas together, or neither');
+      const key = str(flags, 'idempotency-key');
+      const tx = await client().transactions.send(
+        project(flags),
+        id(str(flags, 'wallet'), '--wallet'),
+        {
+          chainId: id(str(flags, 'chain'), '--chain'),
+          ...(to === undefined ? {} : { to }),
+          ...(value === undefined ? {} : { value }),
+          ...(data === undefined ? {} : { data }),
+          ...(gas === undefined ? {} : { gas }),
+          ...(maxFee === undefined || tip === undefined ? {} : { maxFeePerGas: maxFee, maxPriorityFeePerGas: tip }),
+        },
+        key === undefined ? {} : { idempotencyKey: key },
+      );
+      return transactionResult(out, tx);
+    },
+  },
+  'transactions get': {
+    usage: 'transactions get --project ID TRANSACTION_ID',
+    summary: 'show a transaction, with its signed attempts (re-pricings, a cancel)',
+    options: { project: 'the project' },
+    async run({ args, flags, out, client }) {
+      out.record(await client().transactions.get(project(flags), oneId(args, 'TRANSACTION_ID')));
+      return 0;
+    },
+  },
+  'transactions list': {
+    usage: `transactions list --project ID [--wallet ID] [--chain CHAIN_ID] [--status ${TRANSACTION_STATUSES.join('|')}]`,
+    summary: "list a project's transactions, oldest first",
+    options: { project: 'the project', wallet: 'of one wallet', chain: 'on one chain', status: 'in one status' },
+    async run({ flags, out, client }) {
+      const c = client();
+      const projectId = project(flags);
+      const wallet = str(flags, 'wallet');
+      const chain = str(flags, 'chain');
+      const status = str(flags, 'status');
+      if (status !== undefined && !(TRANSACTION_STATUSES as readonly string[]).includes(status))
+        throw new UsageError(`--status is one of ${TRANSACTION_STATUSES.join(', ')}`);
+      const query = {
+        ...(wallet === undefined ? {} : { walletId: id(wallet, '--wallet') }),
+        ...(chain === undefined ? {} : { chainId: id(chain, '--chain') }),
+        ...(status === undefined ? {} : { status }),
+      };
+      out.table(await pages(c, 'transactions', (cursor) => c.transactions.list(projectId, { ...query, ...cursorOf(cursor) })), TRANSACTION_COLUMNS);
+      return 0;
+    },
+  },
+  'transactions cancel': {
+    usage: 'transactions cancel --project ID TRANSACTION_ID   (a signer token)',
+    summary: 'cancel a transaction: at once while queued, else by a no-op at its nonce with higher fees (it may still be mined first)',
+    options: { project: 'the project' },
+    async run({ args, flags, out, client }) {
+      out.record(await client().transactions.cancel(project(flags), oneId(args, 'TRANSACTION_ID')));
+      return 0;
+    },
+  },
+  'transactions speed-up': {
+    usage: 'transactions speed-up --project ID TRANSACTION_ID   (a signer token)',
+    summary: "re-price a signed transaction now, within the chain's fee caps",
+    options: { project: 'the project' },
+    async run({ args, flags, out, client }) {
+      out.record(await client().transactions.speedUp(project(flags), oneId(args, 'TRANSACTION_ID')));
       return 0;
     },
   },

@@ -257,6 +257,29 @@ export class CustodyClient {
     return this.call<T.RpcOut>('signWithWallet', { params: { projectId, walletId }, body, ...options });
   }
 
+  /**
+   * `client.transactions`: sends from a wallet, which the service prices, signs under the project's
+   * policy, broadcasts and follows to its confirmation depth (docs/transactions.md).
+   */
+  readonly transactions = {
+    /** A send by the backend (a signer token): the transaction as it stands (202), `submitted` or `queued` with `waiting`. */
+    send: (projectId: Id, walletId: Id, body: T.SendBody, options: WriteOptions = {}) =>
+      this.call<T.TransactionOut>('sendTransaction', { params: { projectId, walletId }, body, ...options }),
+    /** A send by the user present, from their own wallet (their JWT, the project key). */
+    sendAsUser: (as: { projectKey: string; userJwt: string }, body: T.SendBody, options: WriteOptions = {}) =>
+      this.call<T.TransactionOut>('sendAsUser', { body: { key: as.projectKey, ...body }, bearer: as.userJwt, ...options }),
+    /** One transaction, with its signed attempts. */
+    get: (projectId: Id, transactionId: Id) => this.call<T.TransactionOut>('getTransaction', { params: { projectId, transactionId } }),
+    /** A page of the project's transactions, oldest first (`walletId`, `chainId`, `status` filter). */
+    list: (projectId: Id, query: QueryOf<T.ListTransactionsQuery> = {}) => this.call<T.TransactionList>('listTransactions', { params: { projectId }, query }),
+    /** Cancelled at once while queued; else replaced by a no-op at its nonce (409 transaction_settled once mined). */
+    cancel: (projectId: Id, transactionId: Id, options: WriteOptions = {}) =>
+      this.call<T.TransactionOut>('cancelTransaction', { params: { projectId, transactionId }, ...options }),
+    /** Re-priced now, within the chain's caps (409 not_signed while it waits in its queue). */
+    speedUp: (projectId: Id, transactionId: Id, options: WriteOptions = {}) =>
+      this.call<T.TransactionOut>('speedUpTransaction', { params: { projectId, transactionId }, ...options }),
+  };
+
   // ---- Signing policies ----
   /** A new version; `ifVersion`: the version it replaces (409 policy_conflict when that is not the newest). */
   putPolicy(projectId: Id, policy: T.PutPolicyBody, ifVersion?: number) {

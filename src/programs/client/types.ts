@@ -594,3 +594,81 @@ export type RetryAccepted = {
   id: number;
   status: 'pending';
 };
+
+export type SendBody = {
+  /** a chain the operator configured */
+  chainId: number;
+  /** absent or null: a contract creation */
+  to?: string | null;
+  /** a non-negative integer: a decimal or 0x hex string, or a JSON number up to 2^53 */
+  value?: string | number;
+  /** calldata, 0x hex, at most 128 KiB */
+  data?: string;
+  /** a non-negative integer: a decimal or 0x hex string, or a JSON number up to 2^53 */
+  gas?: string | number;
+  /** a non-negative integer: a decimal or 0x hex string, or a JSON number up to 2^53 */
+  maxFeePerGas?: string | number;
+  /** a non-negative integer: a decimal or 0x hex string, or a JSON number up to 2^53 */
+  maxPriorityFeePerGas?: string | number;
+};
+
+export type TransactionOut = {
+  id: number;
+  projectId: number;
+  walletId: number;
+  chainId: number;
+  kind: 'send' | 'gapFill';
+  status: 'queued' | 'signed' | 'submitted' | 'mined' | 'confirmed' | 'failed' | 'replaced' | 'cancelled' | 'expired';
+  waiting: string | null;
+  from: string;
+  to: string | null;
+  /** wei, decimal */
+  value: string;
+  data?: string;
+  nonce: string | null;
+  hash: string | null;
+  blockNumber: string | null;
+  blockHash: string | null;
+  receipt: {} | null;
+  error: {
+    code: string;
+    message: string;
+  } | null;
+  cancelRequested: boolean;
+  /** ISO 8601, UTC */
+  createdAt: string;
+  /** ISO 8601, UTC */
+  updatedAt: string;
+  submittedAt: string | null;
+  /** ISO 8601, UTC */
+  expiresAt: string;
+  attempts?: {
+    hash: string;
+    purpose: 'send' | 'speedUp' | 'cancel' | 'gapFill';
+    nonce: string;
+    gas: string;
+    maxFeePerGas: string;
+    maxPriorityFeePerGas: string;
+    replaces: string | null;
+    status: string;
+    /** ISO 8601, UTC */
+    createdAt: string;
+    broadcastAt: string | null;
+  }[];
+};
+
+export type TransactionList = {
+  transactions: TransactionOut[];
+  /** pass as `cursor` for the next page; null on the last page */
+  nextCursor: string | null;
+};
+
+export type ListTransactionsQuery = {
+  /** a positive integer id */
+  walletId?: string;
+  chainId?: string;
+  status?: 'queued' | 'signed' | 'submitted' | 'mined' | 'confirmed' | 'failed' | 'replaced' | 'cancelled' | 'expired';
+  /** page size, 1 to 1000 */
+  limit?: string;
+  cursor?: string;
+};

@@ -42,14 +42,15 @@ describe('http: one declaration per endpoint', function () {
         expect(route.write !== undefined || route.readOnly === true, `${name}: neither a write nor readOnly`).to.equal(true);
         expect(route.write !== undefined && route.readOnly === true, `${name}: both a write and readOnly`).to.equal(false);
       }
+      // Signing and sending (a send, a cancel, a speed-up: each is signed under the policy).
+      const signs = route.auth === 'apiToken' && (route.may === 'wallet.sign' || route.may === 'transaction.send');
       if (route.write) {
         // The request's audit entry, except where the command audits what it does: the wallet keys it
         // creates, and each signing decision (a denial too, which no request transaction would keep).
-        const signs = route.auth === 'apiToken' && route.may === 'wallet.sign';
         expect(route.write.audit ?? 'request', name).to.equal(route.auth === 'userJwt' || signs ? 'command' : 'request');
         // docs/interface.md section 2b: every management POST takes Idempotency-Key; sign-in and createasync are
-        // idempotent by identity; signing takes the key whoever asks (docs/signing.md).
-        const userSigns = route.path === '/api/v1/wallets/rpc';
+        // idempotent by identity; signing and sending take the key whoever asks (docs/signing.md, docs/transactions.md).
+        const userSigns = route.path === '/api/v1/wallets/rpc' || route.path === '/api/v1/wallets/transactions';
         expect(route.write.idempotent, name).to.equal(route.method === 'POST' && (route.auth === 'apiToken' || userSigns));
       }
       expect(schemas.doc?.security, name).to.equal(route.auth);
@@ -57,8 +58,8 @@ describe('http: one declaration per endpoint', function () {
         // The tenant comes from the path parameter the rule names; a write is an action only admins may do.
         if (route.tenant.level === 'organisation') expect(route.path, name).to.match(/^\/api\/v1\/organisations\/:id(\/|$)/);
         if (route.tenant.level === 'project' && route.tenant.from !== 'query') expect(route.path, name).to.include('/:projectId');
-        // A write is an action only admins may do; signing only signer tokens (admin does not imply it).
-        if (route.write) expect(permissions[route.may].role, `${name}: ${route.may}`).to.equal(route.may === 'wallet.sign' ? 'signer' : 'admin');
+        // A write is an action only admins may do; signing and sending only signer tokens (admin does not imply it).
+        if (route.write) expect(permissions[route.may].role, `${name}: ${route.may}`).to.equal(signs ? 'signer' : 'admin');
         if (route.write && route.write.audit !== 'command') expect(route.write.target, `${name}: audit target`).to.not.equal(undefined);
       }
       const op = doc.paths[route.path.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];

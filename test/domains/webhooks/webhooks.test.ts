@@ -163,6 +163,9 @@ describe('Project webhooks', () => {
         'webhook.test',
         'wallet.signature.created',
         'wallet.signature.denied',
+        ...['queued', 'signed', 'submitted', 'repriced', 'mined', 'reorged', 'confirmed', 'failed', 'replaced', 'cancelled', 'expired'].map(
+          (s) => `wallet.transaction.${s}`,
+        ),
       ]);
       expect((await t.admin.withToken(null).get('/api/v1/webhooks/events')).status).to.equal(401);
     });

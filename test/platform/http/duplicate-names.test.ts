@@ -4,6 +4,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { duplicateName } from '../../../contract/json-names.js';
 import { startApp, type TestApp } from '../../support/app.js';
+import { startAnvil, type Anvil } from '../../support/anvil.js';
+import { chainConfig } from '../../support/chain.js';
 import { TestIdp } from '../../support/idp.js';
 import { Receiver } from '../../support/receiver.js';
 import { fixtures, writeTenant, type Call, type Tenant } from '../../support/write-fixtures.js';
@@ -40,6 +42,8 @@ describe('http: a body that repeats a member name is refused by every endpoint t
   let app: TestApp;
   let idp: TestIdp;
   let receiver: Receiver;
+  // The chain of the send fixtures, so that their bodies are valid but for the repeated name.
+  let anvil: Anvil;
   let dir: string;
 
   before(async () => {
@@ -47,11 +51,13 @@ describe('http: a body that repeats a member name is refused by every endpoint t
     receiver = await Receiver.start();
     dir = mkdtempSync(path.join(tmpdir(), 'custody-dup-'));
     writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-    app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem') });
+    anvil = await startAnvil();
+    app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), CHAINS: JSON.stringify([chainConfig(anvil)]) });
   });
   after(async () => {
     await app.close();
     await receiver.close();
+    await anvil.stop();
     await idp.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -64,7 +70,7 @@ describe('http: a body that repeats a member name is refused by every endpoint t
   });
 
   it('answers 400 duplicate_member on every endpoint with a body, whoever calls, and changes nothing', async () => {
-    const t = await writeTenant(app, idp, receiver);
+    const t = await writeTenant(app, idp, receiver, anvil);
     const withBody = app.endpoints.filter((d) => d.schemas.body !== undefined);
     expect(withBody.length).to.be.greaterThan(15);
     const problems: string[] = [];

@@ -8,6 +8,8 @@ import { startApp, type TestApp } from '../../support/app.js';
 import { testDatabaseUrl } from '../../support/db.js';
 import { createOrganisation, createProject, createToken } from '../../support/factories.js';
 import type { Reply } from '../../support/http.js';
+import { startAnvil, type Anvil } from '../../support/anvil.js';
+import { chainConfig } from '../../support/chain.js';
 import { TestIdp } from '../../support/idp.js';
 import { Receiver } from '../../support/receiver.js';
 import { fixtures, WRITE_CALLS, writeTenant } from '../../support/write-fixtures.js';
@@ -26,6 +28,8 @@ describe('every write endpoint with Idempotency-Key at twice the pool size: no 5
   let idp: TestIdp;
   let dir: string;
   let receiver: Receiver;
+  // The chain the send fixtures use; it does not mine, so the cancel and speed-up fixtures' sends stay submitted.
+  let anvil: Anvil;
 
   before(async () => {
     idp = await TestIdp.start();
@@ -33,12 +37,14 @@ describe('every write endpoint with Idempotency-Key at twice the pool size: no 5
     dir = mkdtempSync(path.join(tmpdir(), 'custody-pool-'));
     writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
     db = createDb({ url: testDatabaseUrl(), poolMax: POOL });
-    app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem') }, db);
+    anvil = await startAnvil({ args: ['--no-mining'] });
+    app = await startApp({ OIDC_CA_FILE: path.join(dir, 'ca.pem'), CHAINS: JSON.stringify([chainConfig(anvil)]) }, db);
   });
   after(async () => {
     await app.close();
     await db.destroy();
     await receiver.close();
+    await anvil.stop();
     await idp.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -64,7 +70,7 @@ describe('every write endpoint with Idempotency-Key at twice the pool size: no 5
       const name = `${route.method} ${route.path}`;
       const fixture = fixtures[name];
       if (!fixture) throw new Error(`no fixture for ${name}`);
-      const t = await writeTenant(app, idp, receiver);
+      const t = await writeTenant(app, idp, receiver, anvil);
       await fixture.prepare?.(t);
       const calls = await Promise.all(Array.from({ length: CONCURRENCY }, async (_, i) => fixture.call(t, i)));
       let over = false;

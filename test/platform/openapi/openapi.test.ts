@@ -53,6 +53,12 @@ const EXPECTED = [
   'POST /api/v1/project/{projectId}/dev/token',
   'PUT /api/v1/project/{projectId}/policy/owners',
   'GET /api/v1/project/{projectId}/policy/owners',
+  'POST /api/v1/project/{projectId}/wallets/{walletId}/transactions',
+  'POST /api/v1/wallets/transactions',
+  'GET /api/v1/project/{projectId}/transactions',
+  'GET /api/v1/project/{projectId}/transactions/{transactionId}',
+  'POST /api/v1/project/{projectId}/transactions/{transactionId}/cancel',
+  'POST /api/v1/project/{projectId}/transactions/{transactionId}/speed-up',
   'GET /',
   'GET /healthz',
   'GET /readyz',
@@ -104,10 +110,12 @@ describe('OpenAPI document and API reference', () => {
     expect(byKey.get('POST /api/v1/signin')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/createasync')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/rpc')?.security).to.deep.equal([{ userJwt: [] }]);
+    expect(byKey.get('POST /api/v1/wallets/transactions')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/membership/issue')?.security).to.deep.equal([{ apiToken: [] }]);
     expect(byKey.get('GET /healthz')?.security).to.deep.equal([]);
     for (const [key, op] of operations(doc)) {
-      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/rpc/.test(key)) expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
+      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/(rpc|transactions)$/.test(key))
+        expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
     }
     // The project key is the body field `key`, and the request schema says so.
     const signin = byKey.get('POST /api/v1/signin');
@@ -121,7 +129,8 @@ describe('OpenAPI document and API reference', () => {
       const statuses = Object.keys(op.responses ?? {});
       const [method = '', path = ''] = key.split(' ');
       const expected = ['400', '401', '429', '503'];
-      if (!/signin|createasync/.test(path)) expected.push('403');
+      // 403 is a token's role or scope, or a policy's refusal; a user's send the policy refuses is a 202 with a failed transaction.
+      if (!/signin|createasync|^\/api\/v1\/wallets\/transactions$/.test(path)) expected.push('403');
       if (path.includes('{')) expected.push('404');
       if (['POST', 'PUT', 'DELETE'].includes(method)) expected.push('413');
       const idempotent = (op.parameters ?? []).some((p) => (p as OpenAPIV3_1.ParameterObject).name === 'Idempotency-Key');

@@ -6,7 +6,9 @@ import { expect } from 'chai';
 import { verifyMessage } from 'ethers';
 import { createDb } from '../../../src/platform/db/knex.js';
 import { COMMANDS } from '../../../src/programs/cli/commands.js';
+import { startAnvil, type Anvil } from '../../support/anvil.js';
 import { startAppWithIdp, type TestApp } from '../../support/app.js';
+import { chainConfig } from '../../support/chain.js';
 import type { TestIdp } from '../../support/idp.js';
 import { scratchDatabase } from '../../support/process.js';
 import type { Receiver } from '../../support/receiver.js';
@@ -14,6 +16,7 @@ import { until } from '../../support/wait.js';
 
 const CLI = path.resolve('dist/src/programs/cli/main.js');
 const AUDIENCE = 'urn:custody:testnet';
+const BOB = '0x0000000000000000000000000000000000000B0b';
 
 interface Run {
   code: number;
@@ -50,12 +53,22 @@ describe('operator CLI (custody)', function () {
   let dir: string;
   let close: () => Promise<void>;
   let env: Record<string, string>;
+  // The chain `transactions` commands send on.
+  let anvil: Anvil;
 
   before(async () => {
-    ({ app, idp, receiver, dir, close } = await startAppWithIdp({ WALLET_WEBHOOK_BACKGROUND_RETRY: 'false' }));
+    anvil = await startAnvil();
+    ({ app, idp, receiver, dir, close } = await startAppWithIdp({
+      WALLET_WEBHOOK_BACKGROUND_RETRY: 'false',
+      CHAINS: JSON.stringify([chainConfig(anvil)]),
+      TRANSACTIONS_TICK_MS: '50',
+    }));
     env = { CUSTODY_URL: app.url, CUSTODY_TOKEN: app.operatorToken };
   });
-  after(() => close());
+  after(async () => {
+    await close();
+    await anvil.stop();
+  });
 
   it('explains itself: usage with no command (exit 2), help (exit 0), unknown commands and bad flags (exit 2)', async () => {
     const none = await custody([]);
@@ -229,6 +242,100 @@ describe('operator CLI (custody)', function () {
     expect(denied.code).to.equal(1);
     expect(denied.stderr).to.include('policy_denied');
     expect((await custody(['sign', ...wallet, '--method', 'eth_sign', '--message', 'x'], signerEnv)).code, 'unknown method: usage').to.equal(2);
+  });
+
+  it('sends a transaction from a wallet (signer token), once per idempotency key; a denial exits 1; gets, lists, speeds up and cancels one not mined yet', async () => {
+    const iss = await idp.issuer('cli-send');
+    const boot = await custody(['bootstrap', '--org', 'CLI Send', '--project', 'p', '--issuer', iss.issuer, '--json'], env);
+    expect(boot.code, boot.stderr).to.equal(0);
+    const b = JSON.parse(boot.stdout) as { organisationId: number; projectId: number; projectKey: string; token: string };
+    const admin = { CUSTODY_URL: app.url, CUSTODY_TOKEN: b.token };
+    const signin = await app.client.post(
+      '/api/v1/signin',
+      { key: b.projectKey },
+      { token: await iss.sign({ email: 'send@example.com' }, { audience: AUDIENCE }) },
+    );
+    expect(signin.status, signin.text).to.equal(200);
+    const from: string = signin.body.walletAddress.toLowerCase();
+    await anvil.fund(from, 10n ** 20n);
+    const policyFile = path.join(dir, 'send-policy.json');
+    writeFileSync(
+      policyFile,
+      JSON.stringify({
+        rules: [{ name: 'small', action: 'allow', method: 'eth_sendTransaction', conditions: [{ field: 'value', op: 'lte', value: '5000' }] }],
+      }),
+    );
+    expect((await custody(['policy', 'put', '--project', String(b.projectId), '--file', policyFile], admin)).code).to.equal(0);
+    const minted = await custody(
+      ['tokens', 'create', '--org', String(b.organisationId), '--name', 'backend', '--role', 'signer', '--project', String(b.projectId), '--json'],
+      admin,
+    );
+    const signerEnv = { CUSTODY_URL: app.url, CUSTODY_TOKEN: (JSON.parse(minted.stdout) as { token: string }).token };
+    const project = ['--project', String(b.projectId)];
+    const send = [...project, '--wallet', String(signin.body.walletId), '--chain', String(anvil.chainId), '--to', BOB];
+    type Tx = { id: number; status: string; nonce: string | null; hash: string; cancelRequested: boolean; attempts?: Array<{ hash: string; purpose: string }> };
+    const tx = (r: Run): Tx => JSON.parse(r.stdout) as Tx;
+
+    const sent = await custody(['transactions', 'send', ...send, '--value', '1000', '--idempotency-key', 'cli-1', '--json'], signerEnv);
+    expect(sent.code, sent.stderr).to.equal(0);
+    expect(tx(sent).nonce).to.equal('0');
+    // The answer is the send as it stands: the worker may be the one broadcasting it, and the node mines at once.
+    expect(['signed', 'submitted', 'mined']).to.include(tx(sent).status);
+    type OnChain = { from: string; to: string; value: string; blockNumber: string | null };
+    const onChain = await until('the send mined', async () => {
+      const t = await anvil.rpc<OnChain | null>('eth_getTransactionByHash', [tx(sent).hash]);
+      return t?.blockNumber ? t : undefined;
+    });
+    expect([onChain.from, onChain.to, BigInt(onChain.value)]).to.deep.equal([from, BOB.toLowerCase(), 1000n]);
+    // Run again with the same key: the same transaction, nothing sent twice.
+    const again = await custody(['transactions', 'send', ...send, '--value', '1000', '--idempotency-key', 'cli-1', '--json'], signerEnv);
+    expect(tx(again).id).to.equal(tx(sent).id);
+    expect(BigInt(await anvil.rpc<string>('eth_getTransactionCount', [from, 'latest']))).to.equal(1n);
+
+    const denied = await custody(['transactions', 'send', ...send, '--value', '9000', '--json'], signerEnv);
+    expect(denied.code).to.equal(1);
+    expect(denied.stderr).to.include('policy_denied');
+    expect((await custody(['transactions', 'send', ...send, '--max-fee-per-gas', '1'], signerEnv)).code, 'a fee cap without a tip').to.equal(2);
+    expect((await custody(['transactions', 'send', ...send.slice(0, -2), '--to', '0x12'], signerEnv)).code, 'not an address').to.equal(2);
+    expect((await custody(['transactions', 'list', ...project, '--status', 'lost'], signerEnv)).code, 'no such status').to.equal(2);
+
+    // A send the chain does not mine yet: re-priced, then cancelled by a no-op at its nonce, which is mined.
+    await anvil.rpc('evm_setAutomine', [false]);
+    let held: Tx;
+    try {
+      const waiting = await custody(['transactions', 'send', ...send, '--value', '10', '--json'], signerEnv);
+      expect(tx(waiting).nonce).to.equal('1');
+      const id = String(tx(waiting).id);
+      await until('the send broadcast', async () => tx(await custody(['transactions', 'get', ...project, id, '--json'], signerEnv)).status === 'submitted');
+      const faster = await custody(['transactions', 'speed-up', ...project, id, '--json'], signerEnv);
+      expect(faster.code, faster.stderr).to.equal(0);
+      expect(tx(faster).hash).to.not.equal(tx(waiting).hash);
+      const cancelled = await custody(['transactions', 'cancel', ...project, id, '--json'], signerEnv);
+      expect(cancelled.code, cancelled.stderr).to.equal(0);
+      expect(tx(cancelled).cancelRequested).to.equal(true);
+      await anvil.rpc('anvil_mine', ['0x3']);
+      held = await until('the cancel mined', async () => {
+        const got = tx(await custody(['transactions', 'get', ...project, id, '--json'], signerEnv));
+        return got.status === 'cancelled' ? got : undefined;
+      });
+    } finally {
+      await anvil.rpc('evm_setAutomine', [true]);
+    }
+    expect(held.attempts?.map((a) => a.purpose)).to.deep.equal(['send', 'speedUp', 'cancel']);
+    const cancel = held.attempts?.find((a) => a.purpose === 'cancel');
+    const noOp = await anvil.rpc<{ from: string; to: string; value: string; nonce: string }>('eth_getTransactionByHash', [cancel?.hash]);
+    expect([noOp.from, noOp.to, BigInt(noOp.value), BigInt(noOp.nonce)]).to.deep.equal([from, from, 0n, 1n]);
+
+    const all = await custody(['transactions', 'list', ...project, '--wallet', String(signin.body.walletId), '--json'], signerEnv);
+    const listed = JSON.parse(all.stdout) as Tx[];
+    expect(listed.map((t) => t.id)).to.deep.equal([tx(sent).id, tx(denied).id, held.id]);
+    expect(listed.map((t) => t.status).slice(1)).to.deep.equal(['failed', 'cancelled']);
+    expect(['mined', 'confirmed'], 'the first send, on the chain').to.include(listed[0]?.status);
+    const failed = await custody(['transactions', 'list', ...project, '--status', 'failed', '--chain', String(anvil.chainId)], signerEnv);
+    expect(failed.code, failed.stderr).to.equal(0);
+    const rows = failed.stdout.trim().split('\n');
+    expect(rows[0]).to.match(/^id\s+walletId\s+chainId\s+status\s+waiting\s+nonce\s+to\s+value\s+hash\s+createdAt$/);
+    expect(rows.slice(2).map((l) => l.split(/\s+/)[3])).to.deep.equal(['failed']);
   });
 
   it('runs migrations with progress (then reports up to date), and exits 3 when the service or the database cannot be reached', async () => {

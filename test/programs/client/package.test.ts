@@ -21,7 +21,7 @@ const AUDIENCE = 'urn:custody:testnet';
 const EXPECTED_FILES = [
   'README.md',
   'package.json',
-  ...['ethers', 'index', 'operations', 'types', 'viem', 'wire'].flatMap((f) => [`dist/${f}.d.ts`, `dist/${f}.js`]),
+  ...['eip1193', 'ethers', 'index', 'operations', 'types', 'viem', 'wire'].flatMap((f) => [`dist/${f}.d.ts`, `dist/${f}.js`]),
 ].sort();
 
 /** Links a package of this checkout's node_modules into the project (no network, no copy). */
@@ -81,22 +81,27 @@ describe('the client package (packages/client): packed, installed from the tarba
     }
   });
 
-  it('is imported from plain .mjs and signs through the service with both adapters', async () => {
+  it('is imported from plain .mjs and signs through the service with the three adapters (viem, ethers, EIP-1193)', async () => {
     const { projectId, walletId, walletAddress, signerToken } = await tenant();
     writeFileSync(
       path.join(project, 'use.mjs'),
       `import { CustodyClient, CustodyApiError } from '@custody/client';
 import { toViemAccount } from '@custody/client/viem';
 import { CustodySigner } from '@custody/client/ethers';
+import { toEip1193Provider } from '@custody/client/eip1193';
 const client = new CustodyClient({ baseUrl: process.env.URL, token: process.env.TOKEN });
 const wallet = { projectId: Number(process.env.PROJECT), walletId: Number(process.env.WALLET) };
 const account = await toViemAccount(client, wallet);
 const signer = await CustodySigner.create(client, wallet);
+// No node is called: these methods are the service's.
+const provider = toEip1193Provider(client, wallet, { chainId: 8453, rpcUrl: 'http://127.0.0.1:9' });
+const [accountOf1193] = await provider.request({ method: 'eth_requestAccounts' });
 const refused = await client.wallets.rpc(wallet, { method: 'personal_sign', params: { message: 'nope' } }).catch((e) => e);
 console.log(JSON.stringify({
   address: account.address,
   viem: await account.signMessage({ message: 'Order 1 via viem' }),
   ethers: await signer.signMessage('Order 2 via ethers'),
+  eip1193: { address: accountOf1193, signature: await provider.request({ method: 'personal_sign', params: ['Order 3 via EIP-1193', accountOf1193] }) },
   refused: refused instanceof CustodyApiError ? refused.problem.code : String(refused),
 }));
 `,
@@ -105,10 +110,18 @@ console.log(JSON.stringify({
       cwd: project,
       env: { ...process.env, URL: env.app.url, TOKEN: signerToken, PROJECT: String(projectId), WALLET: String(walletId) },
     });
-    const result = JSON.parse(out.stdout) as { address: string; viem: `0x${string}`; ethers: `0x${string}`; refused: string };
+    const result = JSON.parse(out.stdout) as {
+      address: string;
+      viem: `0x${string}`;
+      ethers: `0x${string}`;
+      eip1193: { address: string; signature: string };
+      refused: string;
+    };
     expect(result.address).to.equal(walletAddress);
     expect(verifyMessage('Order 1 via viem', result.viem)).to.equal(walletAddress);
     expect(await recoverMessageAddress({ message: 'Order 2 via ethers', signature: result.ethers })).to.equal(walletAddress);
+    expect(result.eip1193.address).to.equal(walletAddress);
+    expect(verifyMessage('Order 3 via EIP-1193', result.eip1193.signature)).to.equal(walletAddress);
     expect(result.refused).to.equal('policy_denied');
   });
 

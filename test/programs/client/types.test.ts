@@ -67,6 +67,10 @@ interface Written {
   EventCatalogueOut: Types.EventCatalogueOut;
   FailedDeliveryList: Types.FailedDeliveryList;
   RetryAccepted: Types.RetryAccepted;
+  SendBody: Types.SendBody;
+  TransactionOut: Types.TransactionOut;
+  TransactionList: Types.TransactionList;
+  ListTransactionsQuery: Types.ListTransactionsQuery;
 }
 
 /** The list above holds every schema of CLIENT_SCHEMAS, and nothing else. */
