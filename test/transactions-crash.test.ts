@@ -141,9 +141,15 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
           let inProgressSince: number | undefined;
           for (;;) {
             try {
-              const r = await call('POST', `/api/v1/project/${projectId}/wallets/${w.id}/transactions`, { chainId: anvil.chainId, to: BOB, value: String(i + 1) }, signerToken, {
-                'idempotency-key': key,
-              });
+              const r = await call(
+                'POST',
+                `/api/v1/project/${projectId}/wallets/${w.id}/transactions`,
+                { chainId: anvil.chainId, to: BOB, value: String(i + 1) },
+                signerToken,
+                {
+                  'idempotency-key': key,
+                },
+              );
               if (r.status === 202) {
                 accepted.set(key, Number(r.body['id']));
                 break;
@@ -175,7 +181,9 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
       await until(
         'every send settled',
         async () => {
-          const open = await db('transactions').whereNotIn('status', ['confirmed', 'failed', 'replaced', 'cancelled', 'expired']).count<Array<{ count: string }>>('id as count');
+          const open = await db('transactions')
+            .whereNotIn('status', ['confirmed', 'failed', 'replaced', 'cancelled', 'expired'])
+            .count<Array<{ count: string }>>('id as count');
           return Number(open[0]?.count) === 0 ? true : undefined;
         },
         30_000,

@@ -99,7 +99,12 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps;
       },
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
-        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, principalKey(scope.principal)) };
+        const who = {
+          caller: 'server' as const,
+          actor: principalKey(scope.principal),
+          requestId: ctx.state.requestId,
+          requestKey: requestKeyOf(ctx, principalKey(scope.principal)),
+        };
         if (body.method === 'eth_sendTransaction') {
           const sent = await sendFromRpc(transactions, wallet, scope.project, body.params, who);
           ctx.status = sent.status;

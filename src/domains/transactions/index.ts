@@ -43,7 +43,17 @@ export const transactionsDomain = defineDomain({
     if (deps.config.chains.length === 0) return [];
     const { engine } = transactionDeps(deps);
     const lastSettled = new Map<number, number>();
+    // Every chain's URLs checked at start (eth_chainId must match), by each process that sends.
+    const verify = (role: 'api' | 'worker') => ({
+      name: `chains-verify-${role}`,
+      role,
+      everyMs: 3_600_000,
+      atStart: true,
+      run: () => engine.chains.verify(deps.log),
+    });
     return [
+      verify('api'),
+      verify('worker'),
       {
         // Queues a request could not work (its wait ran out, the signer or the RPC was down, fees were above the cap).
         name: 'transactions-send',

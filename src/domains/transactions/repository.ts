@@ -148,7 +148,13 @@ export async function updateTransaction(db: Executor, id: number, patch: Partial
  * read (its event count is still `sequence`): the changed row, or undefined when another process
  * got there first (the change is then theirs to announce).
  */
-export async function advanceTransaction(db: Executor, id: number, sequence: number, patch: Partial<TransactionRow>, event: string): Promise<TransactionRow | undefined> {
+export async function advanceTransaction(
+  db: Executor,
+  id: number,
+  sequence: number,
+  patch: Partial<TransactionRow>,
+  event: string,
+): Promise<TransactionRow | undefined> {
   const [row] = await db('transactions')
     .where({ id, sequence })
     .update({ ...patch, updated_at: db.fn.now(), sequence: sequence + 1, events: db.raw('array_append(events, ?)', [event]) })

@@ -3,7 +3,15 @@ import { atProject, declare, declareList, type Declaration } from '../../access/
 import { principalKey } from '../../access/auth/principal.js';
 import { getProjectWallet, getUserWallet, type WalletDeps } from '../wallets/commands.js';
 import { SIGNING_503 } from '../../platform/signer/carry-over.js';
-import { cancelTransaction, getTransaction, listProjectTransactions, requestKeyOf, sendTransaction, speedUpTransaction, type TransactionDeps } from './commands.js';
+import {
+  cancelTransaction,
+  getTransaction,
+  listProjectTransactions,
+  requestKeyOf,
+  sendTransaction,
+  speedUpTransaction,
+  type TransactionDeps,
+} from './commands.js';
 import { presentTransaction } from './presenter.js';
 import {
   ListTransactionsQuery,
@@ -108,7 +116,12 @@ export function transactionEndpoints(deps: RouteDeps & { transactions: Transacti
       },
       async (ctx, { scope, params, body }) => {
         const wallet = await getProjectWallet(wallets, ctx.state.db, scope, Number(params.walletId));
-        const who = { caller: 'server' as const, actor: principalKey(scope.principal), requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, principalKey(scope.principal)) };
+        const who = {
+          caller: 'server' as const,
+          actor: principalKey(scope.principal),
+          requestId: ctx.state.requestId,
+          requestKey: requestKeyOf(ctx, principalKey(scope.principal)),
+        };
         const row = await sendTransaction(transactions, wallet, scope.project, body, who);
         ctx.status = 202;
         ctx.body = presentTransaction(row);

@@ -300,3 +300,33 @@ describe('transactions: stuck ones are re-priced within the caps; cancel and spe
     expect(again.status).to.equal(409);
   });
 });
+
+describe('transactions: a URL that answers another chain id is never used', function () {
+  this.timeout(60_000);
+  let env: ChainEnv;
+  let other: Awaited<ReturnType<typeof import('../../support/anvil.js').startAnvil>>;
+  let watched: FaultProxy;
+  before(async () => {
+    const { startAnvil } = await import('../../support/anvil.js');
+    other = await startAnvil({ chainId: 4242 });
+    watched = await startFaultProxy(other.url);
+    env = await startChainEnv({ chain: { confirmations: 1 }, rpcUrls: (anvil) => [watched.url, anvil.url] });
+  });
+  after(async () => {
+    await env.close();
+    await watched.stop();
+    await other.stop();
+  });
+
+  it('checked at start and before use: sends go to the URL of the right chain', async () => {
+    await until('the check at start', () => (env.app.logs.some((l) => l.includes('answer another chain id')) ? true : undefined));
+    const s = await sendingProject(env);
+    const t = await send(env, s, 0);
+    const done = await until('confirmed', async () => {
+      const x = await get(s, t.id);
+      return x.status === 'confirmed' ? x : undefined;
+    });
+    expect(await env.anvil.rpc('eth_getTransactionReceipt', [done.hash])).to.not.equal(null);
+    expect(watched.seen.ok, 'the wrong chain was asked its id only').to.equal(1);
+  });
+});

@@ -46,7 +46,10 @@ describe('transactions: one transaction per nonce in the signer, and budgets in 
       rules: [...sendPolicy.rules, { name: 'raw', action: 'allow', method: 'eth_signTransaction' }],
     });
     const send = (transaction: Record<string, unknown>, purpose: string, replaces?: string) =>
-      client.sign(wallet.key_id, project, { caller: 'server', operation: { method: 'eth_sendTransaction', params: { transaction, purpose, ...(replaces ? { replaces } : {}) } } });
+      client.sign(wallet.key_id, project, {
+        caller: 'server',
+        operation: { method: 'eth_sendTransaction', params: { transaction, purpose, ...(replaces ? { replaces } : {}) } },
+      });
     await until('the new policy in the signer', async () => ((await send({ ...tx, nonce: 9 }, 'send')).allowed ? true : undefined));
     let conflict: unknown;
     await send({ ...tx, nonce: 9, value: '5' }, 'send').catch((e: unknown) => (conflict = e));
@@ -76,17 +79,28 @@ describe('transactions: one transaction per nonce in the signer, and budgets in 
     // Each send as it ends up: a 202 answers a send still queued behind its wallet's others.
     const settled = (sent: Array<{ body: unknown }>) =>
       until('every send signed or refused', async () => {
-        const now = await Promise.all(sent.map(async (r) => (await s.signer.get(`/api/v1/project/${s.projectId}/transactions/${(r.body as Out).id}`)).body as Out));
+        const now = await Promise.all(
+          sent.map(async (r) => (await s.signer.get(`/api/v1/project/${s.projectId}/transactions/${(r.body as Out).id}`)).body as Out),
+        );
         return now.every((t) => t.status !== 'queued') ? now : undefined;
       });
     const first = await settled(await Promise.all(Array.from({ length: 6 }, () => s.signer.post(path(0), { chainId: env.anvil.chainId, ...fields }))));
-    expect(first.filter((t) => t.status !== 'failed'), 'two fit the wallet budget').to.have.length(2);
+    expect(
+      first.filter((t) => t.status !== 'failed'),
+      'two fit the wallet budget',
+    ).to.have.length(2);
     const denied = first.find((b) => b.error);
     expect(denied?.error?.code).to.equal('policy_denied');
     expect(denied?.error?.message).to.match(/wei of eth_sendTransaction per wallet/);
     const second = await settled(await Promise.all(Array.from({ length: 4 }, () => s.signer.post(path(1), { chainId: env.anvil.chainId, ...fields }))));
-    expect(second.filter((t) => t.status !== 'failed'), 'one more fits the project budget').to.have.length(1);
-    const bad = await s.admin.put(`/api/v1/project/${s.projectId}/policy`, { rules: [], limits: [{ method: 'personal_sign', per: 'wallet', window: '1h', wei: '5' }] });
+    expect(
+      second.filter((t) => t.status !== 'failed'),
+      'one more fits the project budget',
+    ).to.have.length(1);
+    const bad = await s.admin.put(`/api/v1/project/${s.projectId}/policy`, {
+      rules: [],
+      limits: [{ method: 'personal_sign', per: 'wallet', window: '1h', wei: '5' }],
+    });
     expect(bad.status, 'a budget counts transactions only').to.equal(400);
   });
 });
