@@ -433,6 +433,9 @@ describe('every container the chart renders starts with what the chart gives it'
       DATA_ENCRYPTION_KEY: () => randomBytes(32).toString('base64'),
       KEYVAULT_TOKEN: () => randomBytes(36).toString('base64url'),
       REDIS_URL: () => `redis://${REDIS_HOST}:6379`,
+      // A chain whose node is not there: the processes start, check its URL, and say so.
+      CHAINS: () =>
+        JSON.stringify([{ chainId: 31337, name: 'dev', rpcUrls: ['http://127.0.0.1:9/'], maxFeePerGas: '1000000000', maxPriorityFeePerGas: '1000000000' }]),
       VAULT_ROLE_ID: () => approle['VAULT_ROLE_ID'] ?? '',
       VAULT_SECRET_ID: () => approle['VAULT_SECRET_ID'] ?? '',
       'ca.crt': () => ca.certPem,

@@ -6,7 +6,9 @@ import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import { broadcastFact, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
 import { isUniqueViolation } from '../../platform/db/pg-errors.js';
-import { NonceConflictError } from '../../platform/signer/client.js';
+import { NonceConflictError, type ProjectUid } from '../../platform/signer/client.js';
+import { setRecent } from '../../platform/runtime/recent.js';
+import type { ActiveWallet } from '../wallets/activated.js';
 import { recordAudit } from '../audit/record.js';
 import { recordEventIfSubscribed } from '../webhooks/record.js';
 import type { EventType } from '../webhooks/catalogue.js';
@@ -134,8 +136,31 @@ const EVENT_OF: Partial<Record<Status, EventType>> = {
 /** What stopped a queue's turn, or that it goes on. */
 type Step = 'next' | 'stop';
 
+/** Wallets and projects kept per process (a wallet's key and address, a project's identity never change once set). */
+const KEPT = 10_000;
+
 export class TransactionEngine {
+  readonly #wallets = new Map<number, ActiveWallet>();
+  readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
+
   constructor(private readonly deps: EngineDeps) {}
+
+  async #signingParts(row: TransactionRow): Promise<{ wallet: ActiveWallet; project: { id: number; uid: ProjectUid; organisation_id: number } } | undefined> {
+    let wallet = this.#wallets.get(row.wallet_id);
+    if (!wallet) {
+      wallet = await walletById(this.deps.db, row.wallet_id);
+      if (wallet) setRecent(this.#wallets, row.wallet_id, wallet, KEPT);
+    }
+    let project = this.#projects.get(row.project_id);
+    if (!project) {
+      const p = await projectById(this.deps.db, row.project_id);
+      if (p) {
+        project = { id: p.id, uid: p.uid, organisation_id: p.organisation_id };
+        setRecent(this.#projects, row.project_id, project, KEPT);
+      }
+    }
+    return wallet && project ? { wallet, project } : undefined;
+  }
 
   get chains(): Chains {
     return this.deps.chains;
@@ -207,7 +232,8 @@ export class TransactionEngine {
 
   /** The next queued transaction: its attempt prepared (fields and nonce written first), then signed and sent. */
   async #advance(chain: Chain, row: TransactionRow, owner: string): Promise<Step> {
-    const prepared = (await attemptsOf(this.deps.db, row.id)).find((a) => a.status === 'prepared');
+    // An attempt is prepared with its nonce on the row: without one there is none to finish.
+    const prepared = row.nonce === null ? undefined : (await attemptsOf(this.deps.db, row.id)).find((a) => a.status === 'prepared');
     if (prepared) return this.#signAndSend(chain, row, prepared, owner);
     let gas: bigint;
     if (row.gas !== null) gas = BigInt(row.gas);
@@ -275,9 +301,8 @@ export class TransactionEngine {
    */
   async #signAndSend(chain: Chain, row: TransactionRow, attempt: AttemptRow, owner?: string): Promise<Step> {
     const { db } = this.deps;
-    const wallet = await walletById(db, row.wallet_id);
-    const project = await projectById(db, row.project_id);
-    if (!wallet || !project) {
+    const parts = await this.#signingParts(row);
+    if (!parts) {
       await deleteAttempt(db, attempt.id);
       await this.#to(row, 'failed', { error: { code: 'wallet_gone', message: 'The wallet or its project no longer exists.' } });
       return 'next';
@@ -303,7 +328,7 @@ export class TransactionEngine {
       params: { transaction, purpose: attempt.purpose, ...(attempt.replaces ? { replaces: attempt.replaces } : {}) },
     };
     const who = { caller: row.caller, actor: row.actor, requestId: null };
-    const projectRef = { id: project.id, uid: project.uid, organisation_id: project.organisation_id };
+    const { wallet, project: projectRef } = parts;
     const budget = { cost: gas * maxFee + value, ...(replaced?.signature_id ? { replacing: Number(replaced.signature_id) } : {}) };
     // The first signature of a transaction (a send or a gap fill); after it, fee bumps and cancels.
     const original = row.status === 'queued';
@@ -500,12 +525,7 @@ export class TransactionEngine {
         if (mined) await this.#broadcast(chain, back, mined);
         return;
       }
-      if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(config.confirmations)) return;
-      const minedAttempt = attempts.find((a) => a.hash === row.hash);
-      const reverted = row.receipt?.['status'] !== 'success';
-      if (reverted) await this.#to(row, 'failed', { error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } });
-      else if (minedAttempt?.purpose === 'cancel') await this.#to(row, 'cancelled');
-      else await this.#to(row, 'confirmed');
+      await this.#settleIfDeep(row, attempts, head, config.confirmations);
       return;
     }
     const live = attempts.filter((a) => a.hash !== null && (a.status === 'signed' || a.status === 'broadcast'));
@@ -515,9 +535,9 @@ export class TransactionEngine {
     const minedAttempt = live[index];
     if (receipt && minedAttempt) {
       const at = new Date(this.deps.now());
-      await this.deps.db.transaction(async (tx) => {
+      const minedRow = await this.deps.db.transaction(async (tx) => {
         for (const a of live) if (a.id !== minedAttempt.id) await updateAttempt(tx, a.id, { status: 'superseded' });
-        await change(
+        return change(
           tx,
           row,
           {
@@ -536,6 +556,8 @@ export class TransactionEngine {
           at,
         );
       });
+      // Deep enough already (one confirmation, or a pass that came late): settled in this pass.
+      if (minedRow.status === 'mined') await this.#settleIfDeep(minedRow, attempts, head, config.confirmations);
       return;
     }
     const nonce = BigInt(row.nonce ?? '0');
@@ -558,6 +580,15 @@ export class TransactionEngine {
     }
     // Sent again as it is: a node that dropped it takes it back, one that has it says so.
     await this.#broadcast(chain, row, current);
+  }
+
+  /** A mined transaction `confirmations` blocks deep: `confirmed`, `failed` (it reverted) or `cancelled` (its cancel was mined). */
+  async #settleIfDeep(row: TransactionRow, attempts: AttemptRow[], head: bigint, confirmations: number): Promise<void> {
+    if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(confirmations)) return;
+    const minedAttempt = attempts.find((a) => a.hash === row.hash);
+    if (row.receipt?.['status'] !== 'success') await this.#to(row, 'failed', { error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } });
+    else if (minedAttempt?.purpose === 'cancel') await this.#to(row, 'cancelled');
+    else await this.#to(row, 'confirmed');
   }
 
   /** A replacement at the same nonce with higher fees (a fee bump, a cancel); false when the caps leave no room. */

@@ -369,7 +369,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisKeyPrefix: plain('REDIS_KEY_PREFIX') ?? `custody:${appEnv}`,
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
     chains: readChains(secret('CHAINS'), problems),
-    transactionsTickMs: int('TRANSACTIONS_TICK_MS', 1_000, 10, 60_000),
+    transactionsTickMs: int('TRANSACTIONS_TICK_MS', 250, 10, 60_000),
     sendWaitMs: int('SEND_WAIT_MS', 15_000, 0, 120_000),
     sendLeaseMs: int('SEND_LEASE_MS', Math.max(30_000, 2 * keyvaultTimeoutMs + 10_000), 1_000, 600_000),
     signerChildEnv: Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => SIGNER_ENV.test(e[0]) && e[1] !== undefined)),

@@ -1,0 +1,175 @@
+import { randomBytes } from 'node:crypto';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import { Transaction } from 'ethers';
+import { createDb } from '../src/platform/db/knex.js';
+import { startAnvil } from '../test/support/anvil.js';
+import { Client } from '../test/support/http.js';
+import { freePort, spawnService } from '../test/support/process.js';
+import { startStack } from '../test/support/stack.js';
+import { LoadClient } from './load.js';
+import { BENCH_NODE_ARGS, closedLoop, fixedRate, percentile, writeResult } from './stats.js';
+import { drain } from './topology.js';
+
+/**
+ * Sends per second through the service as a customer's backend asks for them (`POST
+ * …/wallets/{id}/transactions`, a signer token; the service chooses the nonce, estimates the gas,
+ * prices the fees, has the signer sign under the policy, records the bytes, broadcasts), beside a
+ * bare sender on the same node: a loop that signs with noble and calls `eth_sendRawTransaction`
+ * with its own nonce counter. Then request → broadcast at 50 sends/s, and request → confirmed.
+ * The service runs as `npm start` runs it (ROLE=all, default settings), with one chain
+ * configured: a local anvil that mines each transaction at once (its block-time hint 250 ms,
+ * one confirmation, as an operator would configure a development chain).
+ */
+const AUDIENCE = 'urn:custody:testnet';
+const WALLETS = Number(process.env['BENCH_WALLETS'] ?? 20);
+const CONCURRENCY = Number(process.env['BENCH_CONCURRENCY'] ?? 40);
+const SENDS = Number(process.env['BENCH_SENDS'] ?? 2000);
+const RATE = 50;
+const RATE_SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
+const BOB = '0x0000000000000000000000000000000000000b0b';
+const GWEI = 1_000_000_000n;
+
+const anvil = await startAnvil();
+const stack = await startStack('bench-transactions');
+const chain = {
+  chainId: anvil.chainId,
+  name: 'anvil',
+  rpcUrls: [anvil.url],
+  confirmations: 1,
+  maxFeePerGas: String(100n * GWEI),
+  maxPriorityFeePerGas: String(5n * GWEI),
+  blockTimeMs: 250,
+};
+
+// ---- The bare sender: noble signatures, its own nonce counters, eth_sendRawTransaction ---------
+
+let rpcId = 0;
+const rpc = async (method: string, params: unknown[]): Promise<unknown> => {
+  const res = await fetch(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }) });
+  const body = (await res.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(body.error.message);
+  return body.result;
+};
+
+async function bare(total: number): Promise<{ perSecond: number; seconds: number }> {
+  const keys = Array.from({ length: WALLETS }, () => secp256k1.utils.randomSecretKey());
+  const nonces = keys.map(() => 0);
+  const addresses = keys.map((k) => `0x${Buffer.from(keccak_256(secp256k1.getPublicKey(k, false).subarray(1)).subarray(12)).toString('hex')}`);
+  for (const a of addresses) await anvil.fund(a, 10n ** 21n);
+  // A wallet's sends go one after another (its nonce order), wallets side by side: as the service's queues.
+  const run = await closedLoop(total, CONCURRENCY, async (i) => {
+    const w = i % WALLETS;
+    const nonce = nonces[w]!++;
+    const tx = Transaction.from({ type: 2, chainId: anvil.chainId, nonce, gasLimit: 25_200, maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: GWEI, to: BOB, value: 1n });
+    const digest = keccak_256(Buffer.from(tx.unsignedSerialized.slice(2), 'hex'));
+    const sig = secp256k1.sign(digest, keys[w]!, { prehash: false, format: 'recovered' });
+    tx.signature = { r: `0x${Buffer.from(sig.subarray(1, 33)).toString('hex')}`, s: `0x${Buffer.from(sig.subarray(33)).toString('hex')}`, v: 27 + sig[0]! };
+    await rpc('eth_sendRawTransaction', [tx.serialized]);
+  });
+  return { perSecond: run.perSecond, seconds: run.seconds };
+}
+
+// ---- The service ----------------------------------------------------------------------------------
+
+const port = await freePort();
+const svc = spawnService({ ...stack.serviceEnv(port), DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'), CHAINS: JSON.stringify([chain]) }, undefined, BENCH_NODE_ARGS);
+await svc.waitFor(/listening on http/, 120_000);
+drain(svc);
+const url = `http://127.0.0.1:${port}`;
+const operator = new Client(url, stack.operatorToken);
+const iss = await stack.idp.issuer();
+const org = await operator.post('/api/v1/organisations', { name: 'bench transactions' });
+const project = await operator.post(`/api/v1/organisations/${org.body.id}/projects`, { name: 'sends', issuer: iss.issuer });
+const projectId = project.body.id;
+const wallets: Array<{ id: number; address: string }> = [];
+for (let i = 0; i < WALLETS; i++) {
+  const jwt = await iss.sign({ email: `sender${i}@bench.example.com` }, { audience: AUDIENCE, expiresIn: '1h' });
+  const signin = await operator.post('/api/v1/signin', { key: project.body.projectKey }, { token: jwt });
+  if (signin.status !== 200) throw new Error(`sign-in: ${signin.status} ${signin.text}`);
+  wallets.push({ id: signin.body.walletId, address: signin.body.walletAddress });
+  await anvil.fund(signin.body.walletAddress, 10n ** 21n);
+}
+const put = await operator.put(`/api/v1/project/${projectId}/policy`, { rules: [{ name: 'sends', action: 'allow', method: 'eth_sendTransaction' }] });
+if (put.status !== 201) throw new Error(`policy: ${put.status} ${put.text}`);
+const minted = await operator.post(`/api/v1/organisations/${org.body.id}/tokens`, { name: 'bench', role: 'signer', projectId });
+const token: string = minted.body.token;
+const load = new LoadClient(url);
+let sent = 0;
+const sendOne = async () => {
+  const i = sent++;
+  const w = wallets[i % WALLETS]!;
+  const reply = await load.post(`/api/v1/project/${projectId}/wallets/${w.id}/transactions`, JSON.stringify({ chainId: anvil.chainId, to: BOB, value: '1' }), token);
+  if (reply.status !== 202) throw new Error(`send: ${reply.status} ${reply.text.slice(0, 300)}`);
+};
+
+// Warm-up, then the bare sender and the service in turns.
+await closedLoop(200, CONCURRENCY, sendOne);
+const rounds: Array<{ bare: number; service: number; ratio: number }> = [];
+for (let r = 0; r < 3; r++) {
+  const b = await bare(SENDS);
+  const s = await closedLoop(SENDS, CONCURRENCY, sendOne);
+  rounds.push({ bare: b.perSecond, service: s.perSecond, ratio: s.perSecond / b.perSecond });
+  console.log(`round ${r + 1}: bare ${b.perSecond.toFixed(0)}/s, service ${s.perSecond.toFixed(0)} accepted/s, ratio ${(s.perSecond / b.perSecond).toFixed(2)}`);
+}
+
+// Every send mined with contiguous nonces: each wallet's count on the chain is the number it sent.
+const db = createDb({ url: stack.db.url, poolMax: 2 });
+const deadline = Date.now() + 120_000;
+for (;;) {
+  const open = await db('transactions').whereNot('status', 'confirmed').count<Array<{ count: string }>>('id as count');
+  if (Number(open[0]?.count) === 0) break;
+  if (Date.now() > deadline) throw new Error(`${open[0]?.count} sends not confirmed`);
+  await new Promise((r) => setTimeout(r, 250));
+}
+for (const w of wallets) {
+  const sentBy = await db('transactions').where({ wallet_id: w.id }).count<Array<{ count: string }>>('id as count');
+  const onChain = BigInt((await rpc('eth_getTransactionCount', [w.address, 'latest'])) as string);
+  if (BigInt(sentBy[0]?.count ?? 0) !== onChain) throw new Error(`${w.address}: ${sentBy[0]?.count} sends, ${onChain} on the chain`);
+}
+
+// Latency at 50 sends/s: request → broadcast and request → confirmed, from the service's own records.
+const from = new Date();
+await fixedRate(RATE, RATE_SECONDS, sendOne);
+const settleBy = Date.now() + 30_000;
+for (;;) {
+  const open = await db('transactions').where('created_at', '>=', from).whereNot('status', 'confirmed').count<Array<{ count: string }>>('id as count');
+  if (Number(open[0]?.count) === 0 || Date.now() > settleBy) break;
+  await new Promise((r) => setTimeout(r, 250));
+}
+const timings = (await db.raw<{ rows: Array<{ broadcast_ms: number; confirmed_ms: number }> }>(
+  `SELECT extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
+          extract(epoch FROM (t.updated_at - t.created_at)) * 1000 AS confirmed_ms
+     FROM transactions t JOIN transaction_attempts a ON a.transaction_id = t.id AND a.purpose = 'send'
+    WHERE t.created_at >= ? AND t.status = 'confirmed'`,
+  [from],
+)).rows;
+const broadcast = timings.map((t) => Number(t.broadcast_ms)).sort((a, b) => a - b);
+const confirmed = timings.map((t) => Number(t.confirmed_ms)).sort((a, b) => a - b);
+await db.destroy();
+
+const ratio = rounds.reduce((a, r) => a + r.service, 0) / rounds.reduce((a, r) => a + r.bare, 0);
+const result = {
+  wallets: WALLETS,
+  concurrency: CONCURRENCY,
+  sendsPerRound: SENDS,
+  rounds,
+  ratio,
+  goal: 0.5,
+  atRate: {
+    rate: RATE,
+    seconds: RATE_SECONDS,
+    sends: broadcast.length,
+    broadcastP50Ms: percentile(broadcast, 50),
+    broadcastP99Ms: percentile(broadcast, 99),
+    confirmedP50Ms: percentile(confirmed, 50),
+    confirmedP99Ms: percentile(confirmed, 99),
+    goals: { broadcastP50Ms: 50, broadcastP99Ms: 250, confirmedP99Ms: 1000 },
+  },
+};
+console.log(JSON.stringify(result, null, 2));
+console.log(`written to ${writeResult('transactions', result)}`);
+svc.proc.kill('SIGTERM');
+await svc.exited;
+await stack.teardown();
+await anvil.stop();
