@@ -46,7 +46,11 @@ const chain = {
 
 let rpcId = 0;
 const rpc = async (method: string, params: unknown[]): Promise<unknown> => {
-  const res = await fetch(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }) });
+  const res = await fetch(anvil.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }),
+  });
   const body = (await res.json()) as { result?: unknown; error?: { message: string } };
   if (body.error) throw new Error(body.error.message);
   return body.result;
@@ -61,7 +65,16 @@ async function bare(total: number): Promise<{ perSecond: number; seconds: number
   const run = await closedLoop(total, CONCURRENCY, async (i) => {
     const w = i % WALLETS;
     const nonce = nonces[w]!++;
-    const tx = Transaction.from({ type: 2, chainId: anvil.chainId, nonce, gasLimit: 25_200, maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: GWEI, to: BOB, value: 1n });
+    const tx = Transaction.from({
+      type: 2,
+      chainId: anvil.chainId,
+      nonce,
+      gasLimit: 25_200,
+      maxFeePerGas: 3n * GWEI,
+      maxPriorityFeePerGas: GWEI,
+      to: BOB,
+      value: 1n,
+    });
     const digest = keccak_256(Buffer.from(tx.unsignedSerialized.slice(2), 'hex'));
     const sig = secp256k1.sign(digest, keys[w]!, { prehash: false, format: 'recovered' });
     tx.signature = { r: `0x${Buffer.from(sig.subarray(1, 33)).toString('hex')}`, s: `0x${Buffer.from(sig.subarray(33)).toString('hex')}`, v: 27 + sig[0]! };
@@ -73,7 +86,11 @@ async function bare(total: number): Promise<{ perSecond: number; seconds: number
 // ---- The service ----------------------------------------------------------------------------------
 
 const port = await freePort();
-const svc = spawnService({ ...stack.serviceEnv(port), DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'), CHAINS: JSON.stringify([chain]) }, undefined, BENCH_NODE_ARGS);
+const svc = spawnService(
+  { ...stack.serviceEnv(port), DATA_ENCRYPTION_KEY: randomBytes(32).toString('base64'), CHAINS: JSON.stringify([chain]) },
+  undefined,
+  BENCH_NODE_ARGS,
+);
 await svc.waitFor(/listening on http/, 120_000);
 drain(svc);
 const url = `http://127.0.0.1:${port}`;
@@ -99,7 +116,11 @@ let sent = 0;
 const sendOne = async () => {
   const i = sent++;
   const w = wallets[i % WALLETS]!;
-  const reply = await load.post(`/api/v1/project/${projectId}/wallets/${w.id}/transactions`, JSON.stringify({ chainId: anvil.chainId, to: BOB, value: '1' }), token);
+  const reply = await load.post(
+    `/api/v1/project/${projectId}/wallets/${w.id}/transactions`,
+    JSON.stringify({ chainId: anvil.chainId, to: BOB, value: '1' }),
+    token,
+  );
   if (reply.status !== 202) throw new Error(`send: ${reply.status} ${reply.text.slice(0, 300)}`);
 };
 
@@ -110,7 +131,9 @@ for (let r = 0; r < 3; r++) {
   const b = await bare(SENDS);
   const s = await closedLoop(SENDS, CONCURRENCY, sendOne);
   rounds.push({ bare: b.perSecond, service: s.perSecond, ratio: s.perSecond / b.perSecond });
-  console.log(`round ${r + 1}: bare ${b.perSecond.toFixed(0)}/s, service ${s.perSecond.toFixed(0)} accepted/s, ratio ${(s.perSecond / b.perSecond).toFixed(2)}`);
+  console.log(
+    `round ${r + 1}: bare ${b.perSecond.toFixed(0)}/s, service ${s.perSecond.toFixed(0)} accepted/s, ratio ${(s.perSecond / b.perSecond).toFixed(2)}`,
+  );
 }
 
 // Every send mined with contiguous nonces: each wallet's count on the chain is the number it sent.
@@ -137,13 +160,15 @@ for (;;) {
   if (Number(open[0]?.count) === 0 || Date.now() > settleBy) break;
   await new Promise((r) => setTimeout(r, 250));
 }
-const timings = (await db.raw<{ rows: Array<{ broadcast_ms: number; confirmed_ms: number }> }>(
-  `SELECT extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
+const timings = (
+  await db.raw<{ rows: Array<{ broadcast_ms: number; confirmed_ms: number }> }>(
+    `SELECT extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
           extract(epoch FROM (t.updated_at - t.created_at)) * 1000 AS confirmed_ms
      FROM transactions t JOIN transaction_attempts a ON a.transaction_id = t.id AND a.purpose = 'send'
     WHERE t.created_at >= ? AND t.status = 'confirmed'`,
-  [from],
-)).rows;
+    [from],
+  )
+).rows;
 const broadcast = timings.map((t) => Number(t.broadcast_ms)).sort((a, b) => a - b);
 const confirmed = timings.map((t) => Number(t.confirmed_ms)).sort((a, b) => a - b);
 await db.destroy();

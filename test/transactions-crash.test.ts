@@ -190,15 +190,17 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
       );
       const recoveredMs = Date.now() - lastKill;
       expect(recoveredMs, 'recovered within 30 s of the last kill').to.be.at.most(30_000);
-      const rows = (await db('transactions').select('id', 'kind', 'status', 'from_address', 'nonce', 'hash', 'request_key')) as Array<{
-        id: string;
-        kind: string;
-        status: string;
-        from_address: string;
-        nonce: string;
-        hash: string;
-        request_key: string | null;
-      }>;
+      const rows = await db('transactions').select<
+        Array<{
+          id: string;
+          kind: string;
+          status: string;
+          from_address: string;
+          nonce: string;
+          hash: string;
+          request_key: string | null;
+        }>
+      >('id', 'kind', 'status', 'from_address', 'nonce', 'hash', 'request_key');
       const sends = rows.filter((r) => r.kind === 'send');
       const byKey = new Map<string, number>();
       for (const r of sends) {

@@ -586,7 +586,8 @@ export class TransactionEngine {
   async #settleIfDeep(row: TransactionRow, attempts: AttemptRow[], head: bigint, confirmations: number): Promise<void> {
     if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(confirmations)) return;
     const minedAttempt = attempts.find((a) => a.hash === row.hash);
-    if (row.receipt?.['status'] !== 'success') await this.#to(row, 'failed', { error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } });
+    if (row.receipt?.['status'] !== 'success')
+      await this.#to(row, 'failed', { error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } });
     else if (minedAttempt?.purpose === 'cancel') await this.#to(row, 'cancelled');
     else await this.#to(row, 'confirmed');
   }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startFaultProxy, type Fault, type FaultProxy } from '../../support/anvil.js';
+import { startAnvil, startFaultProxy, type Anvil, type Fault, type FaultProxy } from '../../support/anvil.js';
 import { GWEI, sendingProject, startChainEnv, type ChainEnv, type Sender } from '../../support/chain.js';
 import { until } from '../../support/wait.js';
 
@@ -304,10 +304,9 @@ describe('transactions: stuck ones are re-priced within the caps; cancel and spe
 describe('transactions: a URL that answers another chain id is never used', function () {
   this.timeout(60_000);
   let env: ChainEnv;
-  let other: Awaited<ReturnType<typeof import('../../support/anvil.js').startAnvil>>;
+  let other: Anvil;
   let watched: FaultProxy;
   before(async () => {
-    const { startAnvil } = await import('../../support/anvil.js');
     other = await startAnvil({ chainId: 4242 });
     watched = await startFaultProxy(other.url);
     env = await startChainEnv({ chain: { confirmations: 1 }, rpcUrls: (anvil) => [watched.url, anvil.url] });
