@@ -2,38 +2,12 @@ import { Type } from '@sinclair/typebox';
 import { atProject, declare, type Declaration } from '../../access/endpoints/declare.js';
 import type { EndpointDeps } from '../domain.js';
 import { Id, strictObject } from '../../platform/http/schemas.js';
-import { component } from '../../platform/openapi/meta.js';
 import * as ex from '../../platform/openapi/examples.js';
-import { Address, MembershipOut, MembershipType } from '../memberships/schemas.js';
+import { Address, MembershipType } from '../memberships/schemas.js';
+import { MembershipCheck, ServiceJwks } from './schemas.js';
 import { getUserWallet } from '../wallets/commands.js';
 import { checkMembership } from './attest.js';
 import type { ServiceKeys } from './service-keys.js';
-
-const Jwk = Type.Object(
-  {
-    kty: Type.Literal('EC'),
-    crv: Type.Literal('P-256'),
-    x: Type.String(),
-    y: Type.String(),
-    kid: Type.String({ description: 'the RFC 7638 thumbprint of the key' }),
-    alg: Type.Literal('ES256'),
-    use: Type.Literal('sig'),
-  },
-  { additionalProperties: false },
-);
-const Jwks = component('ServiceJwks', Type.Object({ keys: Type.Array(Jwk) }, { additionalProperties: false }));
-
-const CheckOut = component(
-  'MembershipCheck',
-  Type.Object(
-    {
-      active: Type.Boolean(),
-      membership: Type.Union([MembershipOut, Type.Null()], { description: 'the active membership, or null' }),
-      attestation: Type.Union([Type.String({ description: 'a compact JWS (ES256) by the service key' }), Type.Null()]),
-    },
-    { additionalProperties: false },
-  ),
-);
 
 const exampleJwk = {
   kty: 'EC',
@@ -70,7 +44,7 @@ export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Dec
             'Every version of the service key not yet retired (newest first), each with its `kid`: what membership attestations and audit checkpoints are verified against. A rotation in Vault shows here within SERVICE_KEYS_CACHE_MS.',
           tag: 'Operations',
           errors: { 503: 'dependency_unavailable: the signer cannot answer now (Retry-After).' },
-          responses: { 200: { description: 'A JSON Web Key Set.', schema: Jwks, example: { keys: [exampleJwk] } } },
+          responses: { 200: { description: 'A JSON Web Key Set.', schema: ServiceJwks, example: { keys: [exampleJwk] } } },
         },
       },
       async (ctx) => {
@@ -92,7 +66,7 @@ export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Dec
             404: 'not_found: `projectId` names a project outside the token’s scope.',
             503: 'dependency_unavailable: the signer cannot sign now (Retry-After).',
           },
-          responses: { 200: { description: 'The check.', schema: CheckOut, example: exampleCheck } },
+          responses: { 200: { description: 'The check.', schema: MembershipCheck, example: exampleCheck } },
         },
       },
       async (ctx, { query, scope }) => {
@@ -116,7 +90,7 @@ export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Dec
             404: 'wallet_not_found: the user has no wallet yet.',
             503: 'dependency_unavailable: the signer cannot sign now (Retry-After).',
           },
-          responses: { 200: { description: 'The check.', schema: CheckOut, example: exampleCheck } },
+          responses: { 200: { description: 'The check.', schema: MembershipCheck, example: exampleCheck } },
         },
       },
       async (ctx, { body, user }) => {

@@ -15,6 +15,7 @@ export const TABLE_OWNERS = {
   membership_transactions: 'domains/memberships',
   webhook_subscriptions: 'domains/webhooks',
   audit_log: 'domains/audit',
+  audit_checkpoints: 'domains/audit',
   outbox: 'platform/outbox',
   wallet_signatures: 'domains/signing',
   idempotency_keys: 'platform/idempotency',

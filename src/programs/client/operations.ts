@@ -41,6 +41,7 @@ export const OPERATIONS = {
   testWebhook: ['POST', '/api/v1/project/{projectId}/webhooks/{webhookId}/test'],
   retryFailedDelivery: ['POST', '/api/v1/project/{projectId}/webhooks/failedDeliveries/{deliveryId}/retry'],
   listAudit: ['GET', '/api/v1/organisations/{id}/audit'],
+  exportAudit: ['GET', '/api/v1/organisations/{id}/audit/export'],
   signAsUser: ['POST', '/api/v1/wallets/rpc'],
   signWithWallet: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/rpc'],
   putPolicy: ['PUT', '/api/v1/project/{projectId}/policy'],
@@ -49,5 +50,8 @@ export const OPERATIONS = {
   evaluatePolicy: ['POST', '/api/v1/project/{projectId}/policy/evaluate'],
   putPolicyOwners: ['PUT', '/api/v1/project/{projectId}/policy/owners'],
   getPolicyOwners: ['GET', '/api/v1/project/{projectId}/policy/owners'],
+  getServiceJwks: ['GET', '/.well-known/jwks.json'],
+  checkMembership: ['GET', '/api/v1/membership/check'],
+  checkOwnMembership: ['POST', '/api/v1/wallets/membership/check'],
   getIndex: ['GET', '/'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;
