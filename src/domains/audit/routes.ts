@@ -86,7 +86,8 @@ export function auditEndpoints(_deps: RouteDeps): Declaration[] {
           tag: 'Organisations',
           responses: {
             200: {
-              description: 'NDJSON (application/x-ndjson), streamed.',
+              description: 'NDJSON, streamed.',
+              contentType: 'application/x-ndjson',
               schema: Type.String(),
               example: '{"type":"export","organisationId":1,"after":0}\n{"type":"end","lastSeq":0,"more":false}\n',
             },
