@@ -129,7 +129,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       request_id: 'late',
       details: {},
     });
-    const lateId = ((await late('audit_log').where('request_id', 'late').first('id')) as { id: number }).id;
+    const lateId = (await late<{ id: number }>('audit_log').where('request_id', 'late').first('id'))?.id ?? 0;
     // Other writers commit meanwhile: nothing waits for the open transaction or for the chain.
     const started = Date.now();
     await direct(own.db, 5);
@@ -175,7 +175,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       });
       const { payload, protectedHeader } = await compactVerify(checkpoint.jws, createLocalJWKSet(jwks), { algorithms: ['ES256'] });
       expect(protectedHeader).to.deep.include({ typ: 'custody-audit-checkpoint+jwt', kid: checkpoint.kid });
-      const headRow = (await own.db('audit_log').where('seq', checkpoint.size).first('hash')) as { hash: Buffer };
+      const headRow = (await own.db<{ hash: Buffer }>('audit_log').where('seq', checkpoint.size).first('hash')) ?? { hash: Buffer.alloc(0) };
       expect(JSON.parse(Buffer.from(payload).toString('utf8'))).to.deep.equal({
         size: checkpoint.size,
         head: headRow.hash.toString('hex'),
@@ -232,23 +232,18 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       const insert = async (tx: Knex.Transaction, rehash: boolean) => {
         await tx.raw('UPDATE audit_log SET seq = -seq WHERE seq >= ?', [k()]);
         await tx.raw('UPDATE audit_log SET seq = 1 - seq WHERE seq < 0');
-        const prev = (
-          (await tx('audit_log')
-            .where('seq', k() - 1)
-            .first('hash')) as { hash: Buffer }
-        ).hash;
-        const [row] = (await tx('audit_log')
-          .insert({
-            actor: 'operator',
-            action: 'DELETE /api/v1/organisations/:id',
-            target: '1',
-            status: 204,
-            details: '{}',
-            seq: k(),
-            prev_hash: prev,
-            hash: Buffer.alloc(32),
-          })
-          .returning('id')) as Array<{ id: number }>;
+        const prev =
+          (
+            await tx<{ hash: Buffer }>('audit_log')
+              .where('seq', k() - 1)
+              .first('hash')
+          )?.hash ?? Buffer.alloc(32);
+        const {
+          rows: [row],
+        } = await tx.raw<{ rows: Array<{ id: number }> }>(
+          'INSERT INTO audit_log (actor, action, target, status, details, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id',
+          ['operator', 'DELETE /api/v1/organisations/:id', '1', 204, '{}', k(), prev, Buffer.alloc(32)],
+        );
         if (!rehash) return;
         const entry = (await tx.raw(`SELECT ${AT} FROM audit_log WHERE id = ?`, [row?.id ?? 0])).rows[0] as { at: string };
         const e: ChainEntry = {
@@ -335,7 +330,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       const clean = await custody(['audit', 'verify', ...jwksArg, '--json'], cliEnv);
       expect(clean.code, clean.stderr).to.equal(0);
       expect(JSON.parse(clean.stdout)).to.deep.include({ ok: true, rows: chain.size, lastSeq: chain.size });
-      const original = (await own.db('audit_log').where('seq', k()).first('details')) as { details: unknown };
+      const original = (await own.db<{ details: unknown }>('audit_log').where('seq', k()).first('details')) ?? { details: {} };
       await own
         .db('audit_log')
         .where('seq', k())
@@ -382,12 +377,18 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       const all = lines(await res.text());
       expect(all[0]).to.deep.equal({ type: 'export', organisationId: a.org.id, after: 0 });
       const entries = all.filter((l) => l.type === 'entry') as unknown as Array<SealedEntry & { type: string }>;
-      const inDb = (await own.db('audit_log').where('organisation_id', a.org.id).whereNotNull('seq').orderBy('seq').select('seq')) as Array<{ seq: number }>;
+      const inDb = await own
+        .db<{ seq: number; organisation_id: number }>('audit_log')
+        .where('organisation_id', a.org.id)
+        .whereNotNull('seq')
+        .orderBy('seq')
+        .select('seq');
       expect(entries.map((e) => e.seq)).to.deep.equal(inDb.map((r) => r.seq));
       expect(entries.length).to.be.at.least(4);
       for (const e of entries) {
         expect(e.organisationId).to.equal(a.org.id);
-        const { type: _type, prevHash, hash, ...entry } = e;
+        const { prevHash, hash, ...rest } = e;
+        const entry: ChainEntry = rest;
         expect(rowHash(Buffer.from(prevHash, 'hex'), entry).toString('hex')).to.equal(hash);
       }
       expect(all.filter((l) => l.type === 'checkpoint').length).to.be.at.least(1);
