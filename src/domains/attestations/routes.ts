@@ -31,7 +31,6 @@ const ATTESTATION =
 /** The service key's public keys, and membership checks with an attestation signed by it (docs/audit.md). */
 export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declaration[] {
   const signing = { db: deps.db, signer: deps.signer, issuer: deps.config.publicBaseUrl, ttlS: deps.config.attestationTtlS };
-  const maxAge = Math.floor(deps.config.serviceKeysCacheMs / 1000);
   return [
     declare(
       { method: 'GET', path: '/.well-known/jwks.json', auth: 'none' },
@@ -49,7 +48,7 @@ export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Dec
       },
       async (ctx) => {
         ctx.body = { keys: await keys.keys() };
-        ctx.set('Cache-Control', `public, max-age=${maxAge}`);
+        ctx.set('Cache-Control', `public, max-age=${Math.floor(deps.config.serviceKeysCacheMs / 1000)}`);
       },
     ),
 

@@ -108,10 +108,12 @@ describe('OpenAPI document and API reference', () => {
     expect(byKey.get('POST /api/v1/signin')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/createasync')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/rpc')?.security).to.deep.equal([{ userJwt: [] }]);
+    expect(byKey.get('POST /api/v1/wallets/membership/check')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/membership/issue')?.security).to.deep.equal([{ apiToken: [] }]);
     expect(byKey.get('GET /healthz')?.security).to.deep.equal([]);
     for (const [key, op] of operations(doc)) {
-      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/rpc/.test(key)) expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
+      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/(rpc|membership\/check)/.test(key))
+        expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
     }
     // The project key is the body field `key`, and the request schema says so.
     const signin = byKey.get('POST /api/v1/signin');
@@ -125,14 +127,15 @@ describe('OpenAPI document and API reference', () => {
       const statuses = Object.keys(op.responses ?? {});
       const [method = '', path = ''] = key.split(' ');
       const expected = ['400', '401', '429', '503'];
-      if (!/signin|createasync/.test(path)) expected.push('403');
+      // The user present acts on their own wallet: nothing to be forbidden but what the project's policy denies (rpc).
+      if (!/signin|createasync|wallets\/membership\/check/.test(path)) expected.push('403');
       if (path.includes('{')) expected.push('404');
       if (['POST', 'PUT', 'DELETE'].includes(method)) expected.push('413');
       const idempotent = (op.parameters ?? []).some((p) => (p as OpenAPIV3_1.ParameterObject).name === 'Idempotency-Key');
       if (idempotent) expected.push('409', '422');
       expect(statuses, key).to.include.members(expected);
       // Every management POST but the read-only ones (the issuer check, the policy dry run) takes an Idempotency-Key (section 2b).
-      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check|policy\/evaluate/.test(path));
+      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check|policy\/evaluate|membership\/check/.test(path));
       for (const s of statuses.filter((x) => Number(x) >= 400)) {
         const r = op.responses?.[s] as OpenAPIV3_1.ResponseObject;
         expect(r.content, `${key} ${s}`).to.have.key('application/problem+json');
