@@ -9,7 +9,7 @@ import { createLogger } from '../src/platform/logging/logger.js';
  */
 const db = createDb({ url: process.argv[2] ?? '', poolMax: 2 });
 const scheduler = new Scheduler(
-  [{ name: 'audit-seal', role: 'worker', everyMs: Number(process.argv[3] ?? 200), atStart: true, run: () => sealAuditLog(db) }],
+  [{ name: 'audit-seal', role: 'worker', everyMs: Number(process.argv[3] ?? 500), atStart: true, run: () => sealAuditLog(db) }],
   createLogger('warn'),
 );
 scheduler.start();

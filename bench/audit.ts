@@ -30,7 +30,7 @@ const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 4);
 const RATE = Number(process.env['BENCH_RATE'] ?? 500);
 const LAG_SECONDS = Number(process.env['BENCH_LAG_SECONDS'] ?? 10);
 const ROWS = Number(process.env['BENCH_ROWS'] ?? 1_000_000);
-const SEAL_INTERVAL_MS = Number(process.env['AUDIT_SEAL_INTERVAL_MS'] ?? 200);
+const SEAL_INTERVAL_MS = Number(process.env['AUDIT_SEAL_INTERVAL_MS'] ?? 500);
 
 const name = `custody_bench_audit_${Date.now()}`;
 await adminQuery(`CREATE DATABASE ${name}`);
@@ -120,7 +120,12 @@ try {
   //    write there is (the change and its audit row in one transaction, no HTTP), the worst case.
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
   async function compare(label: string, write: (org: number, i: number) => Promise<unknown>) {
-    await saturate(orgs, 2, write);
+    // Warm-up, untimed: a round each way, so that both the writers and a sealer run compiled code.
+    await saturate(orgs, SECONDS, write);
+    await sealAuditLog(db);
+    const warm = await startSealer();
+    await saturate(orgs, SECONDS, write);
+    await stopSealer(warm);
     await sealAuditLog(db);
     const bare: number[] = [];
     const chained: number[] = [];

@@ -321,7 +321,7 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl,
     attestationTtlS: int('ATTESTATION_TTL_S', 300, 10, 86_400),
     serviceKeysCacheMs: int('SERVICE_KEYS_CACHE_MS', 10_000, 0, 3_600_000),
-    auditSealIntervalMs: int('AUDIT_SEAL_INTERVAL_MS', 200, 10, 60_000),
+    auditSealIntervalMs: int('AUDIT_SEAL_INTERVAL_MS', 500, 10, 60_000),
     auditCheckpointIntervalMs: int('AUDIT_CHECKPOINT_INTERVAL_MS', 60_000, 100, 86_400_000),
     host: plain('HOST') ?? '0.0.0.0',
     port,
