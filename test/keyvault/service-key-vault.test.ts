@@ -1,6 +1,9 @@
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { compactVerify, createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet } from 'jose';
+import { ChainVerifier } from '../../src/domains/audit/chain.js';
+import { SignerClient } from '../../src/platform/signer/client.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { createTenant } from '../support/factories.js';
 import { spawnService } from '../support/process.js';
@@ -101,7 +104,7 @@ describe('keyvault: the service key in Vault transit (server -dev, the shipped s
     }
   });
 
-  it('rotation shows in the JWKS without a restart; earlier attestations verify until their version is retired', async () => {
+  it('rotation shows in the JWKS without a restart; earlier attestations and checkpoints verify until their version is retired', async () => {
     const t = await createTenant(app.client);
     const issued = await t.projectAdmin.post(`/api/v1/membership/issue?projectId=${t.project.id}`, [{ walletAddress: WALLET, membershipType: 'gym:gold' }]);
     expect(issued.status, issued.text).to.equal(201);
@@ -110,6 +113,12 @@ describe('keyvault: the service key in Vault transit (server -dev, the shipped s
     expect(first.status, first.text).to.equal(200);
     const before = await jwks();
     expect(before.keys).to.have.length(1);
+    // A checkpoint of the audit chain signed before the rotation, as the worker signs it.
+    const client = new SignerClient(signer.url, signer.token, 10_000, randomUUID());
+    const time = new Date().toISOString();
+    const checkpoint = { size: 3, head: 'cd'.repeat(32), time, jws: await client.serviceSign('audit-checkpoint', { size: 3, head: 'cd'.repeat(32), time }) };
+    const checkpointVerifies = async (set: JSONWebKeySet) => new ChainVerifier(true).checkpoints([checkpoint], set);
+    expect(await checkpointVerifies(before)).to.equal(true);
     expect(await verifies(attestationOf(first.body), before)).to.equal(true);
     expect(decodeProtectedHeader(attestationOf(first.body)).kid).to.equal(before.keys[0]?.kid);
 
@@ -127,6 +136,7 @@ describe('keyvault: the service key in Vault transit (server -dev, the shipped s
     expect(decodeProtectedHeader(second).kid).to.equal(after.keys[0]?.kid);
     expect(await verifies(second, after)).to.equal(true);
     expect(await verifies(attestationOf(first.body), after), 'the earlier attestation, before its version is retired').to.equal(true);
+    expect(await checkpointVerifies(after), 'the earlier checkpoint, before its version is retired').to.equal(true);
 
     // Retiring version 1: it leaves the JWKS, and what it signed no longer verifies against it.
     vault.cli(['write', 'custody-transit/keys/custody-service/config', 'min_decryption_version=2']);
@@ -136,6 +146,7 @@ describe('keyvault: the service key in Vault transit (server -dev, the shipped s
     });
     expect(retired.keys[0]?.kid).to.equal(after.keys[0]?.kid);
     expect(await verifies(attestationOf(first.body), retired)).to.equal(false);
+    expect(await checkpointVerifies(retired)).to.equal(false);
     expect(await verifies(second, retired)).to.equal(true);
   });
 });

@@ -23,6 +23,10 @@ export async function sealAuditLog(db: Knex, batch = SEAL_BATCH, onSealed?: (ids
       const { rows } = await tx.raw<{ rows: Array<{ locked: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS locked', [SEALER_LOCK]);
       // Another process is sealing: its pass takes these rows.
       if (!rows[0]?.locked) return undefined;
+      // A plain index scan of the unsealed rows marks the entries of rows sealed earlier dead in the
+      // index as it passes them, so later passes skip them; a bitmap scan would visit every one of
+      // them again until VACUUM (measured: 2.7 ms, then 0.3 ms, for 60,000 sealed rows).
+      await tx.raw('SET LOCAL enable_bitmapscan = off');
       const pending = await unsealedRows(tx, batch);
       if (pending.length === 0) return [];
       const head = await chainHead(tx);
