@@ -487,10 +487,14 @@ describe('operator CLI (custody)', function () {
     for (const name of ['CLI audit 2', 'CLI audit 3']) expect((await app.client.put(`/api/v1/organisations/${org.body.id}`, { name })).status).to.equal(200);
     const file = path.join(dir, 'audit.ndjson');
     // The worker seals within its interval: the export holds the rows once they are sealed.
-    await until('the organisation\'s rows in its export', async () => {
+    await until("the organisation's rows in its export", async () => {
       const exported = await custody(['audit', 'export', '--organisation', String(org.body.id), '--out', file], env);
       expect(exported.code, exported.stderr).to.equal(0);
-      return readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{"type":"entry"')).length === 3;
+      return (
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('{"type":"entry"')).length === 3
+      );
     });
     const verified = await custody(['audit', 'verify', '--file', file, '--json'], env);
     expect(verified.code, verified.stderr).to.equal(0);
