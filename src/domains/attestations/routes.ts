@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { atProject, declare, type Declaration } from '../../access/endpoints/declare.js';
+import { atProject, declare, declarePlain, type Declaration } from '../../access/endpoints/declare.js';
 import type { EndpointDeps } from '../domain.js';
 import { Id, strictObject } from '../../platform/http/schemas.js';
 import * as ex from '../../platform/openapi/examples.js';
@@ -32,19 +32,18 @@ const ATTESTATION =
 export function attestationEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declaration[] {
   const signing = { db: deps.db, signer: deps.signer, issuer: deps.config.publicBaseUrl, ttlS: deps.config.attestationTtlS };
   return [
-    declare(
-      { method: 'GET', path: '/.well-known/jwks.json', auth: 'none' },
+    // Plain, as the OpenAPI document is: public, outside /api/, nothing to authenticate or validate.
+    declarePlain(
+      { method: 'GET', path: '/.well-known/jwks.json' },
       {
-        query: strictObject({}),
-        doc: {
-          operationId: 'getServiceJwks',
-          summary: "The service key's public keys",
-          description:
-            'Every version of the service key not yet retired (newest first), each with its `kid`: what membership attestations and audit checkpoints are verified against. A rotation in Vault shows here within SERVICE_KEYS_CACHE_MS.',
-          tag: 'Operations',
-          errors: { 503: 'dependency_unavailable: the signer cannot answer now (Retry-After).' },
-          responses: { 200: { description: 'A JSON Web Key Set.', schema: ServiceJwks, example: { keys: [exampleJwk] } } },
-        },
+        operationId: 'getServiceJwks',
+        summary: "The service key's public keys",
+        description:
+          'Every version of the service key not yet retired (newest first), each with its `kid`: what membership attestations and audit checkpoints are verified against. A rotation in Vault shows here within SERVICE_KEYS_CACHE_MS.',
+        tag: 'Operations',
+        plain: true,
+        errors: { 503: 'dependency_unavailable: the signer cannot answer now (Retry-After).' },
+        responses: { 200: { description: 'A JSON Web Key Set.', schema: ServiceJwks, example: { keys: [exampleJwk] } } },
       },
       async (ctx) => {
         ctx.body = { keys: await keys.keys() };

@@ -174,7 +174,8 @@ export class CustodyClient {
     const qs = search.toString();
     const headers: Record<string, string> = { accept: 'application/x-ndjson' };
     if (this.#token !== undefined) headers['authorization'] = `Bearer ${this.#token}`;
-    const res = await this.#fetch(`${this.#base}${OPERATIONS.exportAudit[1].replace('{id}', encodeURIComponent(String(id)))}${qs ? `?${qs}` : ''}`, {
+    // NDJSON, not JSON: outside the operation table, which lists the JSON operations.
+    const res = await this.#fetch(`${this.#base}/api/v1/organisations/${encodeURIComponent(String(id))}/audit/export${qs ? `?${qs}` : ''}`, {
       headers,
       signal: AbortSignal.timeout(this.#timeoutMs),
     });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { compactVerify, createLocalJWKSet, type JSONWebKeySet } from 'jose';
+import { expireMemberships } from '../../../src/domains/memberships/expiry.js';
 import { startApp, startAppWithIdp, type TestApp } from '../../support/app.js';
 import { createOrganisation, createProject, createToken } from '../../support/factories.js';
 import type { Client } from '../../support/http.js';
@@ -102,6 +103,8 @@ describe('membership attestations signed by the service key, verified offline ag
     });
     expect(Date.now() / 1000).to.be.at.least(nowS + 3);
     expect(expired.body).to.deep.equal({ active: false, membership: null, attestation: null });
+    // The worker's expiry pass, as it would run: nothing of this test is left for another suite's expiry checks.
+    await expireMemberships(env.app.db, Date.now);
   });
 
   it('the user present checks their own wallet (JWT and project key); another wallet cannot be named', async () => {
@@ -141,7 +144,6 @@ describe('membership attestations signed by the service key, verified offline ag
     }
     const mixed = await read.get(`/api/v1/membership/check?walletAddress=0x52908400098527886e0F7030069857D2E4169EE7&membershipType=gym:gold`);
     expect(mixed.status).to.equal(400);
-    expect((await fetch(`${env.app.url}/.well-known/jwks.json?x=1`)).status).to.equal(400);
   });
 
   it('answers 503 with Retry-After when the signer cannot sign or list its keys', async () => {
