@@ -100,6 +100,14 @@ const stopSealer = (child: ChildProcess) =>
     child.kill('SIGTERM');
   });
 
+/** How often autovacuum and autoanalyze have processed audit_log so far (they show up in a round's figure). */
+async function vacuums(): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
+    "SELECT (autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_user_tables WHERE relname = 'audit_log'",
+  );
+  return rows[0]?.n ?? 0;
+}
+
 const unsealed = async (k: Knex) => Number((await k('audit_log').whereNull('seq').count<Array<{ count: number }>>('* as count'))[0]?.count);
 
 try {
@@ -131,16 +139,22 @@ try {
     const chained: number[] = [];
     const bareCpu: number[] = [];
     const chainedCpu: number[] = [];
+    const bareVacuums: number[] = [];
+    const chainedVacuums: number[] = [];
     const chainedRound = async () => {
       const sealer = await startSealer();
+      const v = await vacuums();
       const r = await saturate(orgs, SECONDS, write);
+      chainedVacuums.push((await vacuums()) - v);
       await stopSealer(sealer);
       chained.push(r.perSecond);
       chainedCpu.push(r.cpuMsPerWrite);
       await sealAuditLog(db);
     };
     const bareRound = async () => {
+      const v = await vacuums();
       const r = await saturate(orgs, SECONDS, write);
+      bareVacuums.push((await vacuums()) - v);
       bare.push(r.perSecond);
       bareCpu.push(r.cpuMsPerWrite);
       await sealAuditLog(db);
@@ -154,13 +168,20 @@ try {
         await bareRound();
       }
       process.stdout.write(
-        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)})\n`,
+        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each, ${bareVacuums.at(-1)} autovacuum/analyze), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)}, ${chainedVacuums.at(-1)})\n`,
       );
     }
     const result = {
       withoutChainPerSecond: sum(bare) / ROUNDS,
       withChainPerSecond: sum(chained) / ROUNDS,
-      rounds: bare.map((b, i) => ({ without: b, with: chained[i], cpuMsWithout: bareCpu[i], cpuMsWith: chainedCpu[i] })),
+      rounds: bare.map((b, i) => ({
+        without: b,
+        with: chained[i],
+        cpuMsWithout: bareCpu[i],
+        cpuMsWith: chainedCpu[i],
+        autovacuumsWithout: bareVacuums[i],
+        autovacuumsWith: chainedVacuums[i],
+      })),
       cost: sum(bare) / sum(chained) - 1,
       // Robust to one disturbed round: the median of the rounds' own costs.
       medianRoundCost: percentile(
