@@ -9,4 +9,5 @@ export * from './json-names.js';
 export * from './messages.js';
 export * from './policy.js';
 export * from './routes.js';
+export * from './service.js';
 export * from './signing.js';

@@ -20,6 +20,9 @@ export const SIGNER_ROUTES = [
   { name: 'getOwners', method: 'GET', path: '/v1/projects/{projectId}/owners', auth: true },
   { name: 'carryDocuments', method: 'POST', path: '/v1/projects/{projectId}/carry-over/documents', auth: true },
   { name: 'carryKeys', method: 'POST', path: '/v1/projects/{projectId}/carry-over/keys', auth: true },
+  // The service key (contract/service.ts): signs the fixed purposes only; its public keys for the JWKS.
+  { name: 'serviceSign', method: 'POST', path: '/v1/service/sign', auth: true },
+  { name: 'serviceKeys', method: 'GET', path: '/v1/service/keys', auth: true },
   { name: 'health', method: 'GET', path: '/v1/health', auth: true },
 ] as const;
 

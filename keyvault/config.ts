@@ -125,6 +125,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
           transitKey: plain('VAULT_TRANSIT_KEY') ?? 'custody-wallets',
           kvMount: plain('VAULT_KV_MOUNT') ?? 'custody-kv',
           kvPrefix: plain('VAULT_KV_PREFIX') ?? 'custody/keys',
+          serviceKey: plain('VAULT_SERVICE_KEY') ?? 'custody-service',
         },
       };
     }

@@ -11,6 +11,7 @@ import { signDigest } from './sign/ecdsa.js';
 import { SignerError } from './errors.js';
 import { createSignerLog } from './log.js';
 import { createSignerServer } from './server.js';
+import { ServiceKey } from './service-key.js';
 import { LocalKeyStore } from './stores/local.js';
 import type { KeyStore } from './stores/types.js';
 import { VaultKeyStore } from './stores/vault.js';
@@ -42,6 +43,8 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   try {
     await store.check();
     if (config.deploymentId !== undefined) await creator.bind(config.deploymentId);
+    // The service key's versions read once: a key that is not P-256 stops the start here.
+    await new ServiceKey(store).keys();
   } catch (err) {
     const message = err instanceof SignerError ? err.message : String(err);
     process.stderr.write(`keyvault: refusing to start: ${message}\n`);
@@ -58,6 +61,7 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
     token: config.token,
     creator,
     store,
+    serviceKey: new ServiceKey(store),
     signer,
     policies,
     owners,

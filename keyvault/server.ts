@@ -16,6 +16,8 @@ import {
   type PolicyVersionAnswer,
   type PolicyVersionList,
   type SignAnswer,
+  type ServiceKeys,
+  type ServiceSignAnswer,
   type SignerProblem,
   type SignerRouteName,
   type RouteParams,
@@ -38,6 +40,7 @@ import type { ReadPool } from './read-pool.js';
 import { PolicyDenied, type Signer } from './signing.js';
 import { NonceConflict } from './sign/nonce-guard.js';
 import type { KeyStore } from './stores/types.js';
+import type { ServiceKey } from './service-key.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const CARRY_PARALLEL = 16;
@@ -167,6 +170,8 @@ export function createSignerServer(deps: {
   token: string;
   creator: KeyCreator;
   store: KeyStore;
+  /** Service signatures (contract/service.ts). */
+  serviceKey: ServiceKey;
   signer: Signer;
   policies: PolicyStore;
   owners: OwnerStore;
@@ -275,6 +280,8 @@ export function createSignerServer(deps: {
       }
       send(res, 200, { keys } satisfies CarriedKeys);
     },
+    serviceSign: async ({ req, res }) => send(res, 200, (await deps.serviceKey.sign(await readJson(req))) satisfies ServiceSignAnswer),
+    serviceKeys: async ({ res }) => send(res, 200, { keys: await deps.serviceKey.keys() } satisfies ServiceKeys),
     health: async ({ res }) => {
       const health = await deps.store.health();
       send(res, health.ok ? 200 : 503, health satisfies Health, health.ok ? {} : { 'retry-after': '2' });

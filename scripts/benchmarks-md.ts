@@ -148,6 +148,27 @@ add('signing', (r) => [
   ...signing(r, 'vault', 'a bare client (transit decrypt, noble sign)'),
 ]);
 
+add('audit', (r) => [
+  {
+    what: "audited writes at saturation (PUT /api/v1/organisations/:id through the API) with the audit chain's sealer running, vs without it, in alternating rounds",
+    figure: `${n(num(r, 'saturation.withoutChainPerSecond'))} → ${n(num(r, 'saturation.withChainPerSecond'))} writes/s: +${n(num(r, 'saturation.cost') * 100, 1)}% (median round +${n(num(r, 'saturation.medianRoundCost') * 100, 1)}%; bare transactions +${n(num(r, 'leanSaturation.cost') * 100, 1)}%)`,
+    goal: '≤ 10%',
+    met: num(r, 'saturation.cost') <= 0.1,
+  },
+  {
+    what: 'sealer lag (commit → sealed in the chain) at a steady 500 audited writes/s',
+    figure: `p50 ${n(num(r, 'lag.p50Ms'))} ms, p99 ${n(num(r, 'lag.p99Ms'))} ms, max ${n(num(r, 'lag.maxMs'))} ms`,
+    goal: '< 1,000 ms',
+    met: num(r, 'lag.maxMs') < 1000,
+  },
+  {
+    what: `verifying a chain of ${n(num(r, 'verify.rows'))} rows from the database (custody audit verify), vs reading them bare`,
+    figure: `${n(num(r, 'verify.seconds'), 1)} s (bare read ${n(num(r, 'verify.bareReadSeconds'), 1)} s, ${n(num(r, 'verify.ratio'), 2)}×)`,
+    goal: '< 60 s',
+    met: num(r, 'verify.seconds') < 60 && num(r, 'verify.rows') >= 1_000_000,
+  },
+]);
+
 add('hostile', (r) => {
   const signer = Math.max(num(r, 'worstSignerThroughApi.ms'), num(r, 'worstSignerDirect.ms'));
   return [

@@ -11,6 +11,7 @@
 #   NAMESPACE: custody        the release's namespace
 #   SERVICE_ACCOUNT           the signer's ServiceAccount; default: the name the chart gives it
 #   TRANSIT_MOUNT: custody-transit   KV_MOUNT: custody-kv   TRANSIT_KEY: custody-wallets
+#   SERVICE_KEY: custody-service      the service key (ecdsa-p256): attestations and audit checkpoints
 #   KV_PREFIX: custody/<RELEASE>/keys   POLICY: custody-keyvault-<RELEASE>   ROLE: custody-keyvault
 #   K8S_MOUNT: custody-kubernetes    K8S_AUDIENCE: vault
 #   K8S_HOST: https://kubernetes.default.svc   (in-cluster Vault: nothing else needed)
@@ -28,6 +29,7 @@ RELEASE=${RELEASE:-custody}
 NAMESPACE=${NAMESPACE:-custody}
 TRANSIT_MOUNT=${TRANSIT_MOUNT:-custody-transit}
 TRANSIT_KEY=${TRANSIT_KEY:-custody-wallets}
+SERVICE_KEY=${SERVICE_KEY:-custody-service}
 KV_MOUNT=${KV_MOUNT:-custody-kv}
 KV_PREFIX=${KV_PREFIX:-custody/$RELEASE/keys}
 POLICY=${POLICY:-custody-keyvault-$RELEASE}
@@ -93,6 +95,10 @@ own_mount secrets "$TRANSIT_MOUNT" transit
 v read "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" >/dev/null 2>&1 ||
   v write -f "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" type=aes256-gcm96 derived=true exportable=false allow_plaintext_backup=false >&2
 v write "$TRANSIT_MOUNT/keys/$TRANSIT_KEY/config" deletion_allowed=false >&2
+#    The service key: P-256, never exportable, never deletable; rotated by an admin, never by the signer.
+v read "$TRANSIT_MOUNT/keys/$SERVICE_KEY" >/dev/null 2>&1 ||
+  v write -f "$TRANSIT_MOUNT/keys/$SERVICE_KEY" type=ecdsa-p256 exportable=false allow_plaintext_backup=false >&2
+v write "$TRANSIT_MOUNT/keys/$SERVICE_KEY/config" deletion_allowed=false >&2
 v write "$TRANSIT_MOUNT/config/keys" disable_upsert=true >&2
 
 # 2. KV version 2 on its own mount, keeping every version of every record for ever.
@@ -100,11 +106,14 @@ own_mount secrets "$KV_MOUNT" kv -version=2
 v write "$KV_MOUNT/config" max_versions=0 delete_version_after=0s >&2
 
 # 3. The signer's policy: encrypt/decrypt with its one key, read the key's settings and the KV
-#    mount's retention, create + read (never update or delete) its records.
+#    mount's retention, create + read (never update or delete) its records; sign with the service
+#    key and read its public keys (never export, rotate, configure or delete it: no path grants that).
 v policy write "$POLICY" - >&2 <<POLICY
 path "$TRANSIT_MOUNT/encrypt/$TRANSIT_KEY" { capabilities = ["update"] }
 path "$TRANSIT_MOUNT/decrypt/$TRANSIT_KEY" { capabilities = ["update"] }
 path "$TRANSIT_MOUNT/keys/$TRANSIT_KEY" { capabilities = ["read"] }
+path "$TRANSIT_MOUNT/sign/$SERVICE_KEY" { capabilities = ["update"] }
+path "$TRANSIT_MOUNT/keys/$SERVICE_KEY" { capabilities = ["read"] }
 path "$KV_MOUNT/data/$KV_PREFIX/*" { capabilities = ["create", "read"] }
 path "$KV_MOUNT/config" { capabilities = ["read"] }
 path "sys/internal/ui/mounts/$KV_MOUNT" { capabilities = ["read"] }
@@ -151,4 +160,4 @@ if [ "$AUTH" != kubernetes ]; then
     echo "VAULT_SECRET_ID=$secret_id"
   fi
 fi
-say "done: transit $TRANSIT_MOUNT/keys/$TRANSIT_KEY, records in $KV_MOUNT/$KV_PREFIX, policy $POLICY"
+say "done: transit $TRANSIT_MOUNT/keys/$TRANSIT_KEY, service key $TRANSIT_MOUNT/keys/$SERVICE_KEY, records in $KV_MOUNT/$KV_PREFIX, policy $POLICY"

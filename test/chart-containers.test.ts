@@ -251,6 +251,7 @@ describe('every container the chart renders starts with what the chart gives it'
         SERVICE_ACCOUNT: signer.spec.template.spec.serviceAccountName,
         TRANSIT_MOUNT: env['VAULT_TRANSIT_MOUNT'] ?? '',
         TRANSIT_KEY: env['VAULT_TRANSIT_KEY'] ?? '',
+        SERVICE_KEY: env['VAULT_SERVICE_KEY'] ?? '',
         KV_MOUNT: env['VAULT_KV_MOUNT'] ?? '',
         KV_PREFIX: env['VAULT_KV_PREFIX'] ?? '',
         ...(env['VAULT_K8S_ROLE']

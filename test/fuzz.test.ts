@@ -39,6 +39,10 @@ const ROUTES: Route[] = [
   { method: 'DELETE', path: '/api/v1/organisations/:org' },
   { method: 'POST', path: '/api/v1/organisations/:org/undelete' },
   { method: 'GET', path: '/api/v1/organisations/:org/audit' },
+  { method: 'GET', path: '/api/v1/organisations/:org/audit/export' },
+  { method: 'GET', path: '/api/v1/membership/check' },
+  { method: 'POST', path: '/api/v1/wallets/membership/check' },
+  { method: 'GET', path: '/.well-known/jwks.json' },
   { method: 'GET', path: '/api/v1/organisations/:org/projects' },
   { method: 'POST', path: '/api/v1/organisations/:org/projects' },
   { method: 'GET', path: '/api/v1/project/:project' },
@@ -146,6 +150,7 @@ const QUERY = [
   'walletId',
   'chainId',
   'status',
+  'after',
 ];
 const CONTENT_TYPES = [
   'application/json',

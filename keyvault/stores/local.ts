@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SignerError } from '../errors.js';
@@ -7,6 +7,7 @@ import { checkDocumentPath } from './documents.js';
 import { RecordLog } from './local-log.js';
 import type { StoreHealth } from '../../contract/index.js';
 import type { KeyRecord, KeyStore, StoredDocument } from './types.js';
+import type { ServiceKeyVersion } from '../service-key.js';
 
 /** Makes a new directory entry durable. */
 function fsyncDir(dir: string): void {
@@ -31,6 +32,8 @@ export class LocalKeyStore implements KeyStore {
   /** Write-once documents beside the keys (bindings, policy versions), under the keys' lock. */
   readonly #documents: RecordLog<StoredDocument>;
   readonly #ownerFile: string;
+  /** The service key: P-256, a PKCS#8 file (0600) beside the master key, made once; one version. */
+  readonly #serviceKey: KeyObject;
 
   /** `lockWaitMs`: how long to wait for a previous signer on this directory to exit (a restart). */
   constructor(
@@ -54,6 +57,28 @@ export class LocalKeyStore implements KeyStore {
     }
     this.#master = Buffer.from(readFileSync(masterFile, 'utf8').trim(), 'base64');
     if (this.#master.length !== 32) throw new SignerError('misconfigured', `${masterFile} does not hold a 32-byte base64 key`);
+    const serviceFile = path.join(dir, 'service-key.pem');
+    if (!existsSync(serviceFile)) {
+      const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' });
+      try {
+        writeFileSync(serviceFile, pem, { mode: 0o600, flag: 'wx' });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+    }
+    this.#serviceKey = createPrivateKey(readFileSync(serviceFile, 'utf8'));
+    if (this.#serviceKey.asymmetricKeyType !== 'ec' || this.#serviceKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
+      throw new SignerError('misconfigured', `${serviceFile} does not hold a P-256 key`);
+  }
+
+  serviceVersions(): Promise<{ latest: number; versions: ServiceKeyVersion[] }> {
+    const pem = createPublicKey(this.#serviceKey).export({ format: 'pem', type: 'spki' }).toString();
+    return Promise.resolve({ latest: 1, versions: [{ version: 1, publicKey: { pem } }] });
+  }
+
+  serviceSignRaw(version: number, signingInput: Buffer): Promise<Buffer> {
+    if (version !== 1) return Promise.reject(new SignerError('invalid_request', 'the local service key has one version'));
+    return Promise.resolve(sign('sha256', signingInput, { key: this.#serviceKey, dsaEncoding: 'ieee-p1363' }));
   }
 
   /** Takes the store's lock (one signer per directory) and loads its records. */

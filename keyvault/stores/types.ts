@@ -1,4 +1,5 @@
 import type { StoreHealth } from '../../contract/index.js';
+import type { ServiceKeyBackend } from '../service-key.js';
 
 /** What is stored for each key: only ciphertext, never the secret. */
 export interface KeyRecord {
@@ -31,8 +32,8 @@ export interface StoredDocument {
   createdAt: string;
 }
 
-/** A key-encryption backend plus a write-once record store. */
-export interface KeyStore {
+/** A key-encryption backend plus a write-once record store, and the service key (keyvault/service-key.ts). */
+export interface KeyStore extends ServiceKeyBackend {
   readonly backend: 'vault' | 'local';
   readonly transitKeyName: string;
   /** Startup checks: throws a SignerError('misconfigured') that says what to fix. */

@@ -6,6 +6,7 @@ import type { KeyRecord, KeyStore, StoredDocument } from './types.js';
 import { checkDocumentPath } from './documents.js';
 import { Batcher } from '../batcher.js';
 import { encryptRequestBody, takePlaintexts } from '../vault/transit-bytes.js';
+import type { ServiceKeyVersion } from '../service-key.js';
 
 /** One answer per batch item: the named field, or an Error for an item Vault refused. */
 function batchResults(body: VaultBody, count: number, field: 'ciphertext' | 'plaintext'): Array<string | Error> {
@@ -24,10 +25,14 @@ export interface VaultPaths {
   transitKey: string;
   kvMount: string;
   kvPrefix: string;
+  /** The service key (ecdsa-p256, not exportable): signs attestations and audit checkpoints only. */
+  serviceKey: string;
 }
 
 /** What the transit key must read back as (keyvault/README.md startup checks). */
 const REQUIRED_KEY = { type: 'aes256-gcm96', derived: true, exportable: false, allow_plaintext_backup: false, deletion_allowed: false };
+/** What the service key must read back as: a P-256 signing key that can never leave Vault. */
+const REQUIRED_SERVICE_KEY = { type: 'ecdsa-p256', exportable: false, allow_plaintext_backup: false, deletion_allowed: false };
 
 /**
  * Transit is the key-encryption key; KV v2 holds the ciphertext, written once (`cas: 0`) under
@@ -116,6 +121,8 @@ export class VaultKeyStore implements KeyStore {
       );
     }
 
+    await this.#checkServiceKey();
+
     let mount: VaultBody;
     try {
       mount = await this.vault.read(`sys/internal/ui/mounts/${kvMount}`);
@@ -137,6 +144,64 @@ export class VaultKeyStore implements KeyStore {
       );
     }
     await this.#checkKvRetention(kvMount);
+  }
+
+  /** The service key exists, signs ES256, and can never be exported, backed up in plain or deleted. */
+  async #checkServiceKey(): Promise<void> {
+    const { transitMount, serviceKey } = this.paths;
+    let key: VaultBody;
+    try {
+      key = await this.vault.read(`${transitMount}/keys/${serviceKey}`);
+    } catch (err) {
+      if ((err as SignerError).code === 'not_found' || (err as SignerError).code === 'invalid_request') {
+        throw new SignerError(
+          'misconfigured',
+          `service key "${serviceKey}" not found on mount "${transitMount}": run \`vault write ${transitMount}/keys/${serviceKey} type=ecdsa-p256 exportable=false\` (scripts/vault-setup.sh does this)`,
+        );
+      }
+      throw err;
+    }
+    const data = key.data ?? {};
+    const wrong = Object.entries(REQUIRED_SERVICE_KEY)
+      .filter(([name, want]) => data[name] !== want)
+      .map(([name, want]) => `${name} is ${JSON.stringify(data[name])}, must be ${JSON.stringify(want)}`);
+    if (wrong.length > 0) {
+      throw new SignerError(
+        'misconfigured',
+        `service key "${transitMount}/keys/${serviceKey}" is configured wrongly: ${wrong.join('; ')}. ` +
+          'An exportable key cannot be made non-exportable again: create a new one with scripts/vault-setup.sh and set VAULT_SERVICE_KEY.',
+      );
+    }
+  }
+
+  /** Versions below `min_decryption_version` are retired (transit verifies none of them either); those below `min_available_version` are gone. */
+  async serviceVersions(): Promise<{ latest: number; versions: ServiceKeyVersion[] }> {
+    const key = await this.vault.read(`${this.paths.transitMount}/keys/${this.paths.serviceKey}`);
+    const data = key.data ?? {};
+    const latest = Number(data['latest_version'] ?? 0);
+    const retiredBelow = Math.max(1, Number(data['min_decryption_version'] ?? 1));
+    const keys = (data['keys'] ?? {}) as Record<string, { public_key?: unknown } | undefined>;
+    const versions: ServiceKeyVersion[] = [];
+    for (const [n, v] of Object.entries(keys)) {
+      const version = Number(n);
+      if (Number.isSafeInteger(version) && version >= retiredBelow && typeof v?.public_key === 'string')
+        versions.push({ version, publicKey: { pem: v.public_key } });
+    }
+    return { latest, versions };
+  }
+
+  /** `marshaling_algorithm=jws`: transit answers r‖s base64url-encoded, as JWS wants it. */
+  async serviceSignRaw(version: number, signingInput: Buffer): Promise<Buffer> {
+    const answer = await this.vault.write(`${this.paths.transitMount}/sign/${this.paths.serviceKey}`, {
+      input: signingInput.toString('base64'),
+      hash_algorithm: 'sha2-256',
+      marshaling_algorithm: 'jws',
+      key_version: version,
+    });
+    const signature = answer.data?.['signature'];
+    const m = typeof signature === 'string' ? /^vault:v(\d+):([A-Za-z0-9_-]+)$/.exec(signature) : null;
+    if (!m || Number(m[1]) !== version) throw new SignerError('vault_unavailable', 'transit answered no signature of the asked version');
+    return Buffer.from(m[2] ?? '', 'base64url');
   }
 
   /** A key record is the only copy of its key: no setting of the mount may ever delete or destroy one of its versions. */

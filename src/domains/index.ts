@@ -1,3 +1,4 @@
+import { attestationsDomain } from './attestations/index.js';
 import { auditDomain } from './audit/index.js';
 import { membershipsDomain } from './memberships/index.js';
 import { organisationsDomain } from './organisations/index.js';
@@ -23,4 +24,5 @@ export const DOMAINS: readonly Domain[] = [
   auditDomain,
   signingDomain,
   transactionsDomain,
+  attestationsDomain,
 ];

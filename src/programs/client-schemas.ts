@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
+import { ServiceJwks, MembershipCheck } from '../domains/attestations/schemas.js';
 import { AuditEntryOut, AuditList } from '../domains/audit/routes.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, RevokeBody, TransferBody, ViewQuery } from '../domains/memberships/schemas.js';
 import { ListOrganisationsQuery, OrganisationList, OrganisationOut } from '../domains/organisations/schemas.js';
@@ -66,6 +67,8 @@ export const CLIENT_SCHEMAS = {
   CreateTokenBody,
   AuditEntryOut,
   AuditList,
+  ServiceJwks,
+  MembershipCheck,
   // Wallets and signing
   SignInOut,
   Accepted,

@@ -43,8 +43,12 @@ describe('domains: one manifest each, one list', () => {
   it('mounts exactly the endpoints the manifests declare, and the relay runs exactly their job kinds', () => {
     // The factories only declare: any deps will do to read what they declare.
     const anything: unknown = new Proxy(function () {}, { get: () => anything, apply: () => anything, construct: () => anything as object });
-    const fromManifests = DOMAINS.flatMap((d) => d.endpoints?.(anything as never) ?? []).map((d) => `${d.route.method} ${d.route.path}`);
+    const declared = DOMAINS.flatMap((d) => d.endpoints?.(anything as never) ?? []);
+    const fromManifests = declared.filter((d) => !d.plain).map((d) => `${d.route.method} ${d.route.path}`);
     expect(app.endpoints.map((d) => `${d.route.method} ${d.route.path}`)).to.deep.equal(fromManifests);
+    // A domain's plain endpoints (the service key's JWKS) are mounted beside the probes and the reference.
+    const mounted = app.mounted.map((d) => `${d.route.method} ${d.route.path}`);
+    for (const d of declared.filter((x) => x.plain)) expect(mounted).to.include(`${d.route.method} ${d.route.path}`);
     const registry = outboxRegistry(work());
     const kinds = DOMAINS.flatMap((d) => d.jobs?.(work()).kinds ?? []);
     expect(kinds.length).to.be.greaterThan(0);
@@ -55,7 +59,7 @@ describe('domains: one manifest each, one list', () => {
   it('runs each periodic task in the roles it names, each name once', () => {
     const api = periodicTasks(['api'], work()).map((t) => t.name);
     const worker = periodicTasks(['worker'], work()).map((t) => t.name);
-    expect(worker).to.include.members(['membership-expiry', 'signature-prune', 'outbox-prune']);
+    expect(worker).to.include.members(['membership-expiry', 'signature-prune', 'outbox-prune', 'audit-seal', 'audit-checkpoint']);
     expect(api).to.include.members(['idempotency-cleanup']);
     expect(api.filter((n) => worker.includes(n))).to.deep.equal([]);
     const all = [...api, ...worker];

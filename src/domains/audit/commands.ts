@@ -1,9 +1,58 @@
 import type { Executor } from '../../platform/db/knex.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { OrganisationScope } from '../../access/tenancy/scope.js';
-import { listAudit, type AuditRow } from './repository.js';
+import { listAudit, listCheckpoints, sealedRows, type AuditRow } from './repository.js';
+import type { JSONWebKeySet } from 'jose';
+import { ChainVerifier, type VerifyReport } from './chain.js';
 
 /** The organisation's audit log, oldest first. */
 export async function auditOf(db: Executor, scope: OrganisationScope, page: Page): Promise<AuditRow[]> {
   return listAudit(db, scope.organisationId, page);
+}
+
+/** Rows per read of an export: one query each, in chain order. */
+const EXPORT_BATCH = 1_000;
+
+/** An export's first line: what it holds, so a verifier knows whether the rows are the whole chain. */
+export interface ExportHeader {
+  type: 'export';
+  organisationId: number | null;
+  after: number;
+}
+
+/**
+ * An export in NDJSON lines (docs/audit.md): a header, the sealed rows after `after` in chain order
+ * (one organisation's, or with `organisationId` null every row), the checkpoints past `after`, and
+ * an end line with the last sequence number and whether `limit` cut it short (resume from there).
+ */
+export async function* exportLines(db: Executor, organisationId: number | null, after: number, limit: number): AsyncGenerator<string> {
+  yield `${JSON.stringify({ type: 'export', organisationId, after } satisfies ExportHeader)}\n`;
+  let last = after;
+  let sent = 0;
+  let more = false;
+  while (sent < limit) {
+    const rows = await sealedRows(db, { organisationId: organisationId ?? undefined, after: last, limit: Math.min(EXPORT_BATCH, limit - sent) });
+    yield rows.map((r) => `${JSON.stringify({ type: 'entry', ...r })}\n`).join('');
+    sent += rows.length;
+    if (rows.length > 0) last = rows[rows.length - 1]?.seq ?? last;
+    if (rows.length < EXPORT_BATCH) break;
+  }
+  if (sent >= limit) more = (await sealedRows(db, { organisationId: organisationId ?? undefined, after: last, limit: 1 })).length > 0;
+  // Checkpoints up to the last row sent: the ones a verifier can hold those rows against.
+  for (const c of await listCheckpoints(db, after)) if (c.size <= last || !more) yield `${JSON.stringify({ type: 'checkpoint', ...c })}\n`;
+  yield `${JSON.stringify({ type: 'end', lastSeq: last, more })}\n`;
+}
+
+/** Recomputes the whole chain in the database and checks every checkpoint against `jwks` (custody audit verify). */
+export async function readChain(db: Executor, jwks: JSONWebKeySet, batch = 10_000): Promise<VerifyReport> {
+  const verifier = new ChainVerifier(true);
+  if (await verifier.checkpoints(await listCheckpoints(db), jwks)) {
+    for (let after = 0; ;) {
+      const rows = await sealedRows(db, { after, limit: batch });
+      for (const r of rows) if (!verifier.push(r)) return verifier.finish();
+      if (rows.length < batch) break;
+      after = rows[rows.length - 1]?.seq ?? after;
+    }
+  }
+  return verifier.finish();
 }

@@ -301,3 +301,16 @@ export async function viewProjectMemberships(db: Executor, project: ProjectRow, 
     page,
   );
 }
+
+/** The one active membership of (wallet, type) in the project now, if any (the attestations domain's check). */
+export async function activeMembership(
+  db: Executor,
+  projectId: number,
+  walletAddress: string,
+  membershipType: string,
+  nowS: number,
+): Promise<MembershipRow | undefined> {
+  const filter = { walletLower: walletAddress.toLowerCase(), membershipType, includeRevoked: false, includeExpired: false };
+  const [m] = await viewMemberships(db, projectId, filter, nowS, { afterId: 0, limit: 1 });
+  return m;
+}

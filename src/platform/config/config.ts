@@ -52,6 +52,16 @@ export interface Config {
   readonly dataDir: string;
   readonly embeddedPgPort: number;
   readonly serviceAudience: string;
+  /** The deployment's public base URL (PUBLIC_BASE_URL): the `iss` of its attestations, where its JWKS is found. */
+  readonly publicBaseUrl: string;
+  /** How long a membership attestation is valid (ATTESTATION_TTL_S, default 5 minutes). */
+  readonly attestationTtlS: number;
+  /** How long the API keeps the signer's service keys before asking again (a rotation shows within this). */
+  readonly serviceKeysCacheMs: number;
+  /** How often the worker seals new audit rows into the chain (docs/audit.md). */
+  readonly auditSealIntervalMs: number;
+  /** How often the worker signs a checkpoint of the chain, when it grew. */
+  readonly auditCheckpointIntervalMs: number;
   /**
    * The development identity provider (testnet only): projects whose issuer is DEV_ISSUER accept
    * tokens it signs, which `POST /api/v1/project/{projectId}/dev/token` (and `custody dev token`) mint.
@@ -162,7 +172,7 @@ type Env = Readonly<Record<string, string | undefined>>;
  * nobody thought of never reaches it.
  */
 export const SIGNER_ENV =
-  /^(APP_ENV|LOG_LEVEL|DATA_DIR|VAULT_(ADDR|NAMESPACE|CACERT|TIMEOUT_MS|ATTEMPTS|TOKEN|TOKEN_FILE|ROLE_ID|ROLE_ID_FILE|SECRET_ID|SECRET_ID_FILE|APPROLE_MOUNT|K8S_ROLE|K8S_MOUNT|K8S_TOKEN_FILE|TRANSIT_MOUNT|TRANSIT_KEY|KV_MOUNT|KV_PREFIX)|KEYVAULT_(KEYGEN_THREADS|READ_THREADS|LOCAL_LOCK_WAIT_MS|DATA_DIR|DEPLOYMENT_ID|RECOVERY_KEYS_FILE)|PATH|HOME|TZ|LANG|LC_ALL|TMPDIR)$/;
+  /^(APP_ENV|LOG_LEVEL|DATA_DIR|VAULT_(ADDR|NAMESPACE|CACERT|TIMEOUT_MS|ATTEMPTS|TOKEN|TOKEN_FILE|ROLE_ID|ROLE_ID_FILE|SECRET_ID|SECRET_ID_FILE|APPROLE_MOUNT|K8S_ROLE|K8S_MOUNT|K8S_TOKEN_FILE|TRANSIT_MOUNT|TRANSIT_KEY|SERVICE_KEY|KV_MOUNT|KV_PREFIX)|KEYVAULT_(KEYGEN_THREADS|READ_THREADS|LOCAL_LOCK_WAIT_MS|DATA_DIR|DEPLOYMENT_ID|RECOVERY_KEYS_FILE)|PATH|HOME|TZ|LANG|LC_ALL|TMPDIR)$/;
 
 /**
  * Reads the environment once. Every problem is collected, so an operator fixes all of them in
@@ -312,8 +322,16 @@ export function loadConfig(env: Env = process.env): Config {
   if (redisUrl !== undefined && !/^rediss?:\/\/.+/.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
   const keyvaultTimeoutMs = int('KEYVAULT_TIMEOUT_MS', 10_000, 100, 120_000);
 
+  const publicBaseUrl = (plain('PUBLIC_BASE_URL') ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(publicBaseUrl)) problems.push('PUBLIC_BASE_URL must be an http(s) URL without query or fragment');
+
   const config: Config = {
     role,
+    publicBaseUrl,
+    attestationTtlS: int('ATTESTATION_TTL_S', 300, 10, 86_400),
+    serviceKeysCacheMs: int('SERVICE_KEYS_CACHE_MS', 10_000, 0, 3_600_000),
+    auditSealIntervalMs: int('AUDIT_SEAL_INTERVAL_MS', 500, 10, 60_000),
+    auditCheckpointIntervalMs: int('AUDIT_CHECKPOINT_INTERVAL_MS', 60_000, 100, 86_400_000),
     host: plain('HOST') ?? '0.0.0.0',
     port,
     appEnv,

@@ -16,6 +16,7 @@ export const TABLE_OWNERS = {
   webhook_subscriptions: 'domains/webhooks',
   webhook_stream_cursors: 'domains/webhooks',
   audit_log: 'domains/audit',
+  audit_checkpoints: 'domains/audit',
   outbox: 'platform/outbox',
   wallet_signatures: 'domains/signing',
   transactions: 'domains/transactions',

@@ -31,6 +31,9 @@ import {
   type PutPolicyRequest,
   type SignerProblem,
   type StoreUnavailableCode,
+  type ServiceJwk,
+  type ServicePurpose,
+  type ServiceSignRequest,
 } from '../../../contract/index.js';
 
 declare const projectUidBrand: unique symbol;
@@ -492,6 +495,32 @@ export class SignerClient {
     if (reply.status >= 400 && reply.status < 500 && reply.status !== 429)
       return new Error(`the signer refused the carry-over (${reply.status} ${String(b.code)}: ${String(b.message)})`);
     return this.#unavailable(reply);
+  }
+
+  /** A compact JWS by the service key over `payload` for `purpose` (contract/service.ts); the signer builds what it signs. */
+  async serviceSign(purpose: ServicePurpose, payload: ServiceSignRequest['payload']): Promise<string> {
+    const reply = await this.#send('serviceSign', {}, { purpose, payload } satisfies ServiceSignRequest);
+    if (reply.status === 400) throw new Error('signer refused the service signature request as invalid');
+    if (reply.status !== 200) throw this.#unavailable(reply);
+    const jws = (reply.body as { jws?: unknown } | undefined)?.jws;
+    if (typeof jws !== 'string' || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{86}$/.test(jws))
+      throw new Error('the signer answered with an unexpected body');
+    return jws;
+  }
+
+  /** The service key's public keys (every version not retired), newest first, checked field by field. */
+  async serviceKeys(): Promise<ServiceJwk[]> {
+    const reply = await this.#send('serviceKeys', {});
+    if (reply.status !== 200) throw this.#unavailable(reply);
+    const keys = (reply.body as { keys?: unknown } | undefined)?.keys;
+    if (!Array.isArray(keys)) throw new Error('the signer answered with an unexpected body');
+    const b64u = /^[A-Za-z0-9_-]{1,100}$/;
+    return keys.map((k: unknown) => {
+      const j = (k ?? {}) as Partial<Record<keyof ServiceJwk, unknown>>;
+      if (j.kty !== 'EC' || j.crv !== 'P-256' || j.alg !== 'ES256' || j.use !== 'sig') throw new Error('the signer answered with an unexpected key');
+      for (const v of [j.x, j.y, j.kid]) if (typeof v !== 'string' || !b64u.test(v)) throw new Error('the signer answered with an unexpected key');
+      return { kty: 'EC', crv: 'P-256', x: j.x as string, y: j.y as string, kid: j.kid as string, alg: 'ES256', use: 'sig' };
+    });
   }
 
   /** Reachable, authenticated and its backend usable (Vault unsealed). Never throws. */

@@ -5,6 +5,7 @@ import { createDb } from '../../platform/db/knex.js';
 import { pendingMigrations, runNextMigration } from '../../platform/db/migrate.js';
 import type { Output } from './output.js';
 import { isSigningMethod, SIGNING_METHODS } from '../../../contract/index.js';
+import { AUDIT_COMMANDS } from './audit.js';
 
 /** A mistake in how the CLI was called: exit 2 with the usage line. */
 export class UsageError extends Error {}
@@ -32,6 +33,8 @@ export interface Invocation {
   out: Output;
   client: () => CustodyClient;
   env: CliEnv;
+  /** The service's URL (--url, CUSTODY_URL or the default). */
+  baseUrl: string;
 }
 
 const str = (flags: Flags, name: string): string | undefined => (typeof flags[name] === 'string' ? flags[name] : undefined);
@@ -812,6 +815,7 @@ export const COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
+  ...AUDIT_COMMANDS,
 
   migrate: {
     usage: 'migrate   (uses DATABASE_URL)',

@@ -4,7 +4,7 @@ export interface CliEnv {
   readonly url: string | undefined;
   /** CUSTODY_TOKEN: the API token (else --token or --token-file). */
   readonly token: string | undefined;
-  /** DATABASE_URL: for `custody migrate` only. */
+  /** DATABASE_URL: for `custody migrate` and the audit commands that read the database. */
   readonly databaseUrl: string | undefined;
 }
 

@@ -151,6 +151,7 @@ export async function run(argv: string[], env: CliEnv = loadCliEnv()): Promise<n
       flags,
       out,
       env,
+      baseUrl,
       client: () => {
         const t = token(flags, env);
         if (t === undefined) throw new UsageError('no API token: give --token, --token-file or CUSTODY_TOKEN');

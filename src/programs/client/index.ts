@@ -167,6 +167,38 @@ export class CustodyClient {
   listAudit(id: Id, query: { limit?: number; cursor?: string } = {}) {
     return this.call<T.AuditList>('listAudit', { params: { id }, query });
   }
+  /** One page of the organisation's audit export: NDJSON text, its last line `{type:'end', lastSeq, more}` (docs/audit.md). */
+  async exportAudit(id: Id, query: { after?: number; limit?: number } = {}): Promise<string> {
+    const search = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) search.set(k, String(v));
+    const qs = search.toString();
+    const headers: Record<string, string> = { accept: 'application/x-ndjson' };
+    if (this.#token !== undefined) headers['authorization'] = `Bearer ${this.#token}`;
+    // NDJSON, not JSON: outside the operation table, which lists the JSON operations.
+    const res = await this.#fetch(`${this.#base}/api/v1/organisations/${encodeURIComponent(String(id))}/audit/export${qs ? `?${qs}` : ''}`, {
+      headers,
+      signal: AbortSignal.timeout(this.#timeoutMs),
+    });
+    const text = await res.text();
+    if (res.status >= 400) {
+      const retry = Number(res.headers.get('retry-after'));
+      const problem = /json/.test(res.headers.get('content-type') ?? '') ? (JSON.parse(text) as T.Problem) : undefined;
+      throw new CustodyApiError(res.status, problem, Number.isFinite(retry) && retry > 0 ? retry : undefined);
+    }
+    return text;
+  }
+  /** The service key's public keys (verifies attestations and audit checkpoints). */
+  getServiceJwks() {
+    return this.call<T.ServiceJwks>('getServiceJwks');
+  }
+  /** Whether a wallet holds an active membership of the type, with an attestation when it does. */
+  checkMembership(query: { walletAddress: string; membershipType: string; projectId?: Id }) {
+    return this.call<T.MembershipCheck>('checkMembership', { query });
+  }
+  /** The user present checks their own wallet (project key and their JWT). */
+  checkOwnMembership(projectKey: string, userJwt: string, membershipType: string) {
+    return this.call<T.MembershipCheck>('checkOwnMembership', { body: { key: projectKey, membershipType }, bearer: userJwt });
+  }
   createProject(organisationId: Id, body: T.CreateProjectBody, options: WriteOptions = {}) {
     return this.call<T.ProjectCreated>('createProject', { params: { id: organisationId }, body, ...options });
   }

@@ -55,5 +55,8 @@ export const OPERATIONS = {
   getTransaction: ['GET', '/api/v1/project/{projectId}/transactions/{transactionId}'],
   cancelTransaction: ['POST', '/api/v1/project/{projectId}/transactions/{transactionId}/cancel'],
   speedUpTransaction: ['POST', '/api/v1/project/{projectId}/transactions/{transactionId}/speed-up'],
+  getServiceJwks: ['GET', '/.well-known/jwks.json'],
+  checkMembership: ['GET', '/api/v1/membership/check'],
+  checkOwnMembership: ['POST', '/api/v1/wallets/membership/check'],
   getIndex: ['GET', '/'],
 } as const satisfies Record<string, readonly ['GET' | 'POST' | 'PUT' | 'DELETE', string]>;

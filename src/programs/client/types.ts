@@ -205,6 +205,26 @@ export type AuditList = {
   nextCursor: string | null;
 };
 
+export type ServiceJwks = {
+  keys: {
+    kty: 'EC';
+    crv: 'P-256';
+    x: string;
+    y: string;
+    /** the RFC 7638 thumbprint of the key */
+    kid: string;
+    alg: 'ES256';
+    use: 'sig';
+  }[];
+};
+
+export type MembershipCheck = {
+  active: boolean;
+  /** the active membership, or null */
+  membership: MembershipOut | null;
+  attestation: string | null;
+};
+
 export type SignInOut = {
   walletId: number;
   /** EIP-55 checksummed */

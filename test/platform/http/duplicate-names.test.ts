@@ -11,12 +11,17 @@ import { Receiver } from '../../support/receiver.js';
 import { fixtures, writeTenant, type Call, type Tenant } from '../../support/write-fixtures.js';
 
 /** The endpoints that take a body without writing: how to call each. */
-const reads: Record<string, (t: Tenant) => Call> = {
+const reads: Record<string, (t: Tenant) => Call | Promise<Call>> = {
   'POST /api/v1/project/:projectId/issuer/check': (t) => ({ client: t.admin, path: `/api/v1/project/${t.projectId}/issuer/check`, body: { token: 'x.y.z' } }),
   'POST /api/v1/project/:projectId/policy/evaluate': (t) => ({
     client: t.admin,
     path: `/api/v1/project/${t.projectId}/policy/evaluate`,
     body: { walletId: t.walletId, operation: { method: 'personal_sign', params: { message: 'hello' } } },
+  }),
+  'POST /api/v1/wallets/membership/check': async (t) => ({
+    client: await t.user('ada@example.com'),
+    path: '/api/v1/wallets/membership/check',
+    body: { key: t.projectKey, membershipType: 'gym:gold' },
   }),
 };
 
@@ -76,7 +81,7 @@ describe('http: a body that repeats a member name is refused by every endpoint t
     const problems: string[] = [];
     for (const { route } of withBody) {
       const name = `${route.method} ${route.path}`;
-      const call = reads[name]?.(t) ?? (await fixtures[name]?.call(t, 0));
+      const call = (await reads[name]?.(t)) ?? (await fixtures[name]?.call(t, 0));
       if (!call) throw new Error(`no call for ${name}`);
       const before = await app.db('audit_log').count<Array<{ count: string }>>('* as count');
       const res = await call.client.request(route.method, call.path, { raw: withDuplicate(call.body) });

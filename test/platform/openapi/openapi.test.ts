@@ -26,6 +26,10 @@ const EXPECTED = [
   'DELETE /api/v1/organisations/{id}',
   'POST /api/v1/organisations/{id}/undelete',
   'GET /api/v1/organisations/{id}/audit',
+  'GET /api/v1/organisations/{id}/audit/export',
+  'GET /api/v1/membership/check',
+  'POST /api/v1/wallets/membership/check',
+  'GET /.well-known/jwks.json',
   'POST /api/v1/organisations/{id}/projects',
   'GET /api/v1/organisations/{id}/projects',
   'POST /api/v1/organisations/{id}/tokens',
@@ -111,10 +115,11 @@ describe('OpenAPI document and API reference', () => {
     expect(byKey.get('POST /api/v1/wallets/createasync')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/rpc')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/wallets/transactions')?.security).to.deep.equal([{ userJwt: [] }]);
+    expect(byKey.get('POST /api/v1/wallets/membership/check')?.security).to.deep.equal([{ userJwt: [] }]);
     expect(byKey.get('POST /api/v1/membership/issue')?.security).to.deep.equal([{ apiToken: [] }]);
     expect(byKey.get('GET /healthz')?.security).to.deep.equal([]);
     for (const [key, op] of operations(doc)) {
-      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/(rpc|transactions)$/.test(key))
+      if (key.includes(' /api/v1/') && !/signin|createasync| \/api\/v1\/wallets\/(rpc|transactions|membership\/check)$/.test(key))
         expect(op.security, key).to.deep.equal([{ apiToken: [] }]);
     }
     // The project key is the body field `key`, and the request schema says so.
@@ -129,15 +134,16 @@ describe('OpenAPI document and API reference', () => {
       const statuses = Object.keys(op.responses ?? {});
       const [method = '', path = ''] = key.split(' ');
       const expected = ['400', '401', '429', '503'];
-      // 403 is a token's role or scope, or a policy's refusal; a user's send the policy refuses is a 202 with a failed transaction.
-      if (!/signin|createasync|^\/api\/v1\/wallets\/transactions$/.test(path)) expected.push('403');
+      // 403 is a token's role or scope, or a policy's refusal; a user's send the policy refuses is a 202 with a failed transaction,
+      // and the user's own membership check has nothing to forbid.
+      if (!/signin|createasync|^\/api\/v1\/wallets\/transactions$|wallets\/membership\/check/.test(path)) expected.push('403');
       if (path.includes('{')) expected.push('404');
       if (['POST', 'PUT', 'DELETE'].includes(method)) expected.push('413');
       const idempotent = (op.parameters ?? []).some((p) => (p as OpenAPIV3_1.ParameterObject).name === 'Idempotency-Key');
       if (idempotent) expected.push('409', '422');
       expect(statuses, key).to.include.members(expected);
       // Every management POST but the read-only ones (the issuer check, the policy dry run) takes an Idempotency-Key (section 2b).
-      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check|policy\/evaluate/.test(path));
+      expect(idempotent, key).to.equal(method === 'POST' && !/signin|createasync|issuer\/check|policy\/evaluate|membership\/check/.test(path));
       for (const s of statuses.filter((x) => Number(x) >= 400)) {
         const r = op.responses?.[s] as OpenAPIV3_1.ResponseObject;
         expect(r.content, `${key} ${s}`).to.have.key('application/problem+json');

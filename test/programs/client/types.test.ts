@@ -34,6 +34,8 @@ interface Written {
   CreateTokenBody: Types.CreateTokenBody;
   AuditEntryOut: Types.AuditEntryOut;
   AuditList: Types.AuditList;
+  ServiceJwks: Types.ServiceJwks;
+  MembershipCheck: Types.MembershipCheck;
   SignInOut: Types.SignInOut;
   Accepted: Types.Accepted;
   IssuerCheckOut: Types.IssuerCheckOut;

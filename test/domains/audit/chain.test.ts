@@ -1,0 +1,453 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { compactVerify, createLocalJWKSet, type JSONWebKeySet } from 'jose';
+import type { Knex } from 'knex';
+import { rowHash, type ChainEntry, type SealedEntry, type VerifyReport } from '../../../src/domains/audit/chain.js';
+import { readChain } from '../../../src/domains/audit/commands.js';
+import { recordAudit } from '../../../src/domains/audit/record.js';
+import { checkpointAuditLog, sealAuditLog } from '../../../src/domains/audit/seal.js';
+import { readDeploymentId } from '../../../src/platform/db/deployment.js';
+import { migrateLatest } from '../../../src/platform/db/migrate.js';
+import { SignerClient } from '../../../src/platform/signer/client.js';
+import { startApp, type TestApp } from '../../support/app.js';
+import { ownDatabase, shareRunDeployment } from '../../support/db.js';
+import { createTenant } from '../../support/factories.js';
+import { sharedSigner } from '../../support/signer.js';
+import { until } from '../../support/wait.js';
+
+const CLI = path.resolve('dist/src/programs/cli/main.js');
+
+function custody(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 120_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The canonical row written out by hand, keys in alphabetical order: what the chain's hash covers. */
+function byHand(r: {
+  seq: number;
+  id: number;
+  at: string;
+  organisation_id: number | null;
+  project_id: number | null;
+  actor: string;
+  action: string;
+  target: string | null;
+  status: number | null;
+  request_id: string | null;
+  details: Record<string, unknown>;
+}): string {
+  const sorted = (v: unknown): unknown =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, sorted((v as Record<string, unknown>)[k])]),
+        )
+      : v;
+  return JSON.stringify({
+    action: r.action,
+    actor: r.actor,
+    at: r.at,
+    details: sorted(r.details),
+    id: r.id,
+    organisationId: r.organisation_id,
+    projectId: r.project_id,
+    requestId: r.request_id,
+    seq: r.seq,
+    status: r.status,
+    target: r.target,
+  });
+}
+
+const AT = `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+
+describe('audit log as a hash chain: sealing, signed checkpoints, verification, export', function () {
+  this.timeout(120_000);
+  let own: Awaited<ReturnType<typeof ownDatabase>>;
+  let app: TestApp;
+  let signer: SignerClient;
+  let jwks: JSONWebKeySet;
+  let dir: string;
+  let cliEnv: Record<string, string>;
+  /** Two signed checkpoints: of `early` rows, and of the whole chain (`size`). */
+  const chain = { early: 0, size: 0 };
+
+  const direct = (db: Knex, n: number, organisationId: number | null = null) =>
+    Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        recordAudit(db, {
+          organisation_id: organisationId,
+          project_id: null,
+          actor: 'operator',
+          action: 'test.direct',
+          target: `t${i}`,
+          status: 200,
+          request_id: `r${i}`,
+          details: { i, nested: { b: 1, a: [2, 'x'] } },
+        }),
+      ),
+    );
+
+  before(async () => {
+    own = await ownDatabase(`custody_chain_${Date.now()}_${process.pid}`);
+    await migrateLatest(own.db);
+    await shareRunDeployment(own.db);
+    app = await startApp({}, own.db);
+    const s = sharedSigner();
+    signer = new SignerClient(s.url, s.token, 10_000, await readDeploymentId(own.db));
+    jwks = (await (await fetch(`${app.url}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
+    dir = mkdtempSync(path.join(tmpdir(), 'custody-chain-'));
+    writeFileSync(path.join(dir, 'jwks.json'), JSON.stringify(jwks));
+    cliEnv = { CUSTODY_URL: app.url, CUSTODY_TOKEN: app.operatorToken, DATABASE_URL: own.url };
+  });
+  after(async () => {
+    await app?.close();
+    await own?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('seals every committed row once, in the order the sealer sees them committed, hash = SHA-256(previous hash ‖ canonical row); writers are not held', async () => {
+    // Audited management writes, concurrently, through the API.
+    const created = await Promise.all(Array.from({ length: 8 }, (_, i) => app.client.post('/api/v1/organisations', { name: `chain ${i}` })));
+    for (const r of created) expect(r.status, r.text).to.equal(201);
+    // A transaction that inserted its row first and commits last: its id is lower than the rows after it.
+    const late = await own.db.transaction();
+    await recordAudit(late, {
+      organisation_id: null,
+      project_id: null,
+      actor: 'operator',
+      action: 'test.late',
+      target: null,
+      status: 200,
+      request_id: 'late',
+      details: {},
+    });
+    const lateId = (await late<{ id: number }>('audit_log').where('request_id', 'late').first('id'))?.id ?? 0;
+    // Other writers commit meanwhile: nothing waits for the open transaction or for the chain.
+    const started = Date.now();
+    await direct(own.db, 5);
+    expect(Date.now() - started).to.be.below(2_000);
+    expect(await sealAuditLog(own.db)).to.be.at.least(13);
+    expect(await own.db('audit_log').where('id', lateId).first('seq')).to.equal(undefined, 'not visible to the sealer yet');
+    await late.commit();
+    expect(await sealAuditLog(own.db)).to.equal(1);
+    const rows = (
+      await own.db.raw(
+        `SELECT seq, id, prev_hash, hash, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details FROM audit_log ORDER BY seq`,
+      )
+    ).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer; hash: Buffer }>;
+    expect(rows.map((r) => r.seq)).to.deep.equal(rows.map((_, i) => i + 1));
+    const lastRow = rows[rows.length - 1];
+    expect(lastRow?.id, 'the late row is sealed after rows with higher ids').to.equal(lateId);
+    expect(rows.filter((r) => r.id > lateId)).to.have.length.at.least(5);
+    let prev: Buffer = Buffer.alloc(32);
+    for (const r of rows) {
+      expect(r.prev_hash.equals(prev), `row ${r.seq}'s previous hash`).to.equal(true);
+      expect(r.hash.equals(createHash('sha256').update(prev).update(byHand(r)).digest()), `row ${r.seq}'s hash`).to.equal(true);
+      prev = r.hash;
+    }
+    expect(await sealAuditLog(own.db)).to.equal(0);
+    expect(await readChain(own.db, jwks)).to.deep.include({ ok: true, rows: rows.length });
+  });
+
+  it('the worker seals within its interval; at its interval it signs a checkpoint { size, head, time } with the service key', async () => {
+    const worker = await startApp({ AUDIT_SEAL_INTERVAL_MS: '50', AUDIT_CHECKPOINT_INTERVAL_MS: '200' }, own.db, { relay: true });
+    try {
+      await direct(own.db, 3);
+      await until(
+        'the worker to seal the rows',
+        async () => Number((await own.db('audit_log').whereNull('seq').count<Array<{ count: number }>>('* as count'))[0]?.count) === 0,
+        5_000,
+      );
+      const checkpoint = await until('a checkpoint of the whole chain', async () => {
+        const head = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max;
+        return (await own
+          .db('audit_checkpoints')
+          .where('size', head ?? -1)
+          .first()) as { size: number; head: Buffer; at: Date; jws: string; kid: string } | undefined;
+      });
+      const { payload, protectedHeader } = await compactVerify(checkpoint.jws, createLocalJWKSet(jwks), { algorithms: ['ES256'] });
+      expect(protectedHeader).to.deep.include({ typ: 'custody-audit-checkpoint+jwt', kid: checkpoint.kid });
+      const headRow = (await own.db<{ hash: Buffer }>('audit_log').where('seq', checkpoint.size).first('hash')) ?? { hash: Buffer.alloc(0) };
+      expect(JSON.parse(Buffer.from(payload).toString('utf8'))).to.deep.equal({
+        size: checkpoint.size,
+        head: headRow.hash.toString('hex'),
+        time: checkpoint.at.toISOString(),
+      });
+    } finally {
+      await worker.close();
+    }
+    // Nothing new: no new checkpoint.
+    expect(await checkpointAuditLog(own.db, signer, Date.now)).to.equal(0);
+  });
+
+  describe('tampering in SQL is detected and located', () => {
+    before(async () => {
+      chain.early = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max ?? 0;
+      await direct(own.db, 12);
+      await sealAuditLog(own.db);
+      chain.size = await checkpointAuditLog(own.db, signer, Date.now);
+      expect(chain.size).to.equal(chain.early + 12);
+      expect(await own.db('audit_checkpoints').where('size', chain.early).first()).to.not.equal(undefined);
+    });
+
+    /** Runs `tamper` in a transaction, verifies the chain as that transaction sees it, and rolls it back. */
+    async function tampered(tamper: (tx: Knex.Transaction) => Promise<unknown>): Promise<VerifyReport> {
+      const tx = await own.db.transaction();
+      try {
+        await tamper(tx);
+        return await readChain(tx, jwks);
+      } finally {
+        await tx.rollback();
+      }
+    }
+    const k = () => chain.early + 4;
+
+    it('verifies the untouched chain and its checkpoints', async () => {
+      const checkpoints = Number((await own.db('audit_checkpoints').count<Array<{ count: number }>>('* as count'))[0]?.count);
+      expect(checkpoints).to.be.at.least(2);
+      expect(await readChain(own.db, jwks)).to.deep.equal({ ok: true, rows: chain.size, checkpoints, lastSeq: chain.size });
+    });
+
+    it('a changed row', async () => {
+      const report = await tampered((tx) => tx.raw('UPDATE audit_log SET actor = ? WHERE seq = ?', ['token:1', k()]));
+      expect(report.problem).to.deep.include({ seq: k(), kind: 'changed' });
+      const at = await tampered((tx) => tx.raw("UPDATE audit_log SET at = at + interval '1 microsecond' WHERE seq = ?", [k() + 1]));
+      expect(at.problem).to.deep.include({ seq: k() + 1, kind: 'changed' });
+    });
+
+    it('a deleted row', async () => {
+      const report = await tampered((tx) => tx.raw('DELETE FROM audit_log WHERE seq = ?', [k()]));
+      expect(report.problem).to.deep.include({ seq: k(), kind: 'missing' });
+    });
+
+    it('an inserted row, even one hashed correctly onto the row before it', async () => {
+      const insert = async (tx: Knex.Transaction, rehash: boolean) => {
+        await tx.raw('UPDATE audit_log SET seq = -seq WHERE seq >= ?', [k()]);
+        await tx.raw('UPDATE audit_log SET seq = 1 - seq WHERE seq < 0');
+        const prev =
+          (
+            await tx<{ hash: Buffer }>('audit_log')
+              .where('seq', k() - 1)
+              .first('hash')
+          )?.hash ?? Buffer.alloc(32);
+        const {
+          rows: [row],
+        } = await tx.raw<{ rows: Array<{ id: number }> }>(
+          'INSERT INTO audit_log (actor, action, target, status, details, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id',
+          ['operator', 'DELETE /api/v1/organisations/:id', '1', 204, '{}', k(), prev, Buffer.alloc(32)],
+        );
+        if (!rehash) return;
+        const entry = (await tx.raw(`SELECT ${AT} FROM audit_log WHERE id = ?`, [row?.id ?? 0])).rows[0] as { at: string };
+        const e: ChainEntry = {
+          seq: k(),
+          id: row?.id ?? 0,
+          at: entry.at,
+          organisationId: null,
+          projectId: null,
+          actor: 'operator',
+          action: 'DELETE /api/v1/organisations/:id',
+          target: '1',
+          status: 204,
+          requestId: null,
+          details: {},
+        };
+        await tx('audit_log')
+          .where('id', row?.id)
+          .update({ hash: rowHash(prev, e) });
+      };
+      expect((await tampered((tx) => insert(tx, false))).problem).to.deep.include({ seq: k(), kind: 'changed' });
+      // Hashed onto the row before it: the row after it no longer follows.
+      expect((await tampered((tx) => insert(tx, true))).problem).to.deep.include({ seq: k() + 1, kind: 'broken_link' });
+    });
+
+    it('two rows swapped', async () => {
+      const report = await tampered(async (tx) => {
+        await tx.raw('UPDATE audit_log SET seq = -1 WHERE seq = ?', [k()]);
+        await tx.raw('UPDATE audit_log SET seq = ? WHERE seq = ?', [k(), k() + 1]);
+        await tx.raw('UPDATE audit_log SET seq = ? WHERE seq = -1', [k() + 1]);
+      });
+      expect(report.problem).to.deep.include({ seq: k(), kind: 'broken_link' });
+    });
+
+    it('the tail cut off (a signed checkpoint covers it)', async () => {
+      const report = await tampered((tx) => tx.raw('DELETE FROM audit_log WHERE seq > ?', [k()]));
+      expect(report.problem).to.deep.include({ seq: k() + 1, kind: 'truncated' });
+      expect(report.problem?.message).to.include(`rows ${k() + 1} to ${chain.size} are missing`);
+    });
+
+    it('a row changed and every hash after it recomputed: the signed checkpoint no longer matches (located between two checkpoints)', async () => {
+      const report = await tampered(async (tx) => {
+        await tx.raw('UPDATE audit_log SET actor = ? WHERE seq = ?', ['token:1', k()]);
+        const rows = (
+          await tx.raw(
+            `SELECT seq, id, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details, prev_hash FROM audit_log WHERE seq >= ? ORDER BY seq`,
+            [k()],
+          )
+        ).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer }>;
+        let prev: Buffer = rows[0]?.prev_hash ?? Buffer.alloc(32);
+        for (const r of rows) {
+          const e: ChainEntry = {
+            seq: r.seq,
+            id: r.id,
+            at: r.at,
+            organisationId: r.organisation_id,
+            projectId: r.project_id,
+            actor: r.actor,
+            action: r.action,
+            target: r.target,
+            status: r.status,
+            requestId: r.request_id,
+            details: r.details,
+          };
+          const hash = rowHash(prev, e);
+          await tx('audit_log').where('seq', r.seq).update({ prev_hash: prev, hash });
+          prev = hash;
+        }
+      });
+      expect(report.problem).to.deep.include({ seq: chain.size, kind: 'checkpoint_mismatch' });
+      expect(report.problem?.message).to.include(`after the checkpoint of size ${chain.early}`);
+    });
+
+    it('a checkpoint rewritten without the service key', async () => {
+      const report = await tampered((tx) =>
+        tx('audit_checkpoints')
+          .where('size', chain.size)
+          .update({ head: Buffer.alloc(32, 1) }),
+      );
+      expect(report.problem).to.deep.include({ seq: chain.size, kind: 'checkpoint_signature' });
+    });
+
+    it('`custody audit verify` against the database names the first row that does not match (exit 1), and passes the untouched chain (exit 0)', async () => {
+      const jwksArg = ['--jwks', `${app.url}/.well-known/jwks.json`];
+      const clean = await custody(['audit', 'verify', ...jwksArg, '--json'], cliEnv);
+      expect(clean.code, clean.stderr).to.equal(0);
+      expect(JSON.parse(clean.stdout)).to.deep.include({ ok: true, rows: chain.size, lastSeq: chain.size });
+      const original = (await own.db<{ details: unknown }>('audit_log').where('seq', k()).first('details')) ?? { details: {} };
+      await own
+        .db('audit_log')
+        .where('seq', k())
+        .update({ details: JSON.stringify({ params: { id: '999' } }) });
+      try {
+        const bad = await custody(['audit', 'verify', ...jwksArg], cliEnv);
+        expect(bad.code).to.equal(1);
+        expect(bad.stdout).to.match(new RegExp(`firstMismatch\\s+${k()}`));
+        expect(bad.stderr).to.include(`row ${k()}`);
+      } finally {
+        await own
+          .db('audit_log')
+          .where('seq', k())
+          .update({ details: JSON.stringify(original.details) });
+      }
+      expect((await custody(['audit', 'verify', ...jwksArg], cliEnv)).code).to.equal(0);
+    });
+  });
+
+  describe('export', () => {
+    let tenants: Array<Awaited<ReturnType<typeof createTenant>>>;
+    before(async () => {
+      tenants = [await createTenant(app.client), await createTenant(app.client)];
+      for (const t of tenants)
+        for (let i = 0; i < 3; i++) expect((await t.orgAdmin.put(`/api/v1/organisations/${t.org.id}`, { name: `renamed ${i}` })).status).to.equal(200);
+      await sealAuditLog(own.db);
+      await checkpointAuditLog(own.db, signer, Date.now);
+    });
+
+    const lines = (text: string) =>
+      text
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { type: string } & Record<string, unknown>);
+    const exportOf = (id: number, token: string, query = '') =>
+      fetch(`${app.url}/api/v1/organisations/${id}/audit/export${query}`, { headers: { authorization: `Bearer ${token}` } });
+
+    it("streams one organisation's sealed rows in chain order as NDJSON with their chain fields and the checkpoints; resumable from a sequence number", async () => {
+      const [a] = tenants;
+      if (!a) throw new Error('no tenant');
+      const res = await exportOf(a.org.id, a.tokens.orgAdmin.token);
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('content-type')).to.match(/^application\/x-ndjson/);
+      const all = lines(await res.text());
+      expect(all[0]).to.deep.equal({ type: 'export', organisationId: a.org.id, after: 0 });
+      const entries = all.filter((l) => l.type === 'entry') as unknown as Array<SealedEntry & { type: string }>;
+      const inDb = await own
+        .db<{ seq: number; organisation_id: number }>('audit_log')
+        .where('organisation_id', a.org.id)
+        .whereNotNull('seq')
+        .orderBy('seq')
+        .select('seq');
+      expect(entries.map((e) => e.seq)).to.deep.equal(inDb.map((r) => r.seq));
+      expect(entries.length).to.be.at.least(4);
+      for (const e of entries) {
+        expect(e.organisationId).to.equal(a.org.id);
+        const { prevHash, hash, ...rest } = e;
+        const entry: ChainEntry = rest;
+        expect(rowHash(Buffer.from(prevHash, 'hex'), entry).toString('hex')).to.equal(hash);
+      }
+      expect(all.filter((l) => l.type === 'checkpoint').length).to.be.at.least(1);
+      expect(all[all.length - 1]).to.deep.equal({ type: 'end', lastSeq: entries[entries.length - 1]?.seq, more: false });
+
+      const page = lines(await (await exportOf(a.org.id, a.tokens.orgAdmin.token, '?limit=2')).text());
+      const end = page[page.length - 1] as unknown as { lastSeq: number; more: boolean };
+      expect(page.filter((l) => l.type === 'entry').map((l) => l['seq'])).to.deep.equal(entries.slice(0, 2).map((e) => e.seq));
+      expect(end).to.deep.include({ more: true, lastSeq: entries[1]?.seq });
+      const rest = lines(await (await exportOf(a.org.id, a.tokens.orgAdmin.token, `?after=${end.lastSeq}`)).text());
+      expect(rest.filter((l) => l.type === 'entry').map((l) => l['seq'])).to.deep.equal(entries.slice(2).map((e) => e.seq));
+    });
+
+    it('is refused to another tenant (404), to a read token (403), and for a bad sequence number (400) without a 500', async () => {
+      const [a, b] = tenants;
+      if (!a || !b) throw new Error('no tenants');
+      expect((await exportOf(a.org.id, b.tokens.orgAdmin.token)).status).to.equal(404);
+      expect((await exportOf(a.org.id, a.tokens.orgRead.token)).status).to.equal(403);
+      for (const q of ['?after=x', '?after=-1', '?limit=0', '?limit=99999999', '?other=1']) {
+        const res = await exportOf(a.org.id, a.tokens.orgAdmin.token, q);
+        expect(res.status, q).to.equal(400);
+        expect(res.headers.get('content-type')).to.match(/problem\+json/);
+      }
+    });
+
+    it('`custody audit export` writes it; `custody audit verify --file` checks it, and names the row an edited file changed', async () => {
+      const [a] = tenants;
+      if (!a) throw new Error('no tenant');
+      const file = path.join(dir, 'org.ndjson');
+      const exported = await custody(['audit', 'export', '--organisation', String(a.org.id), '--limit', '2', '--out', file], cliEnv);
+      expect(exported.code, exported.stderr).to.equal(0);
+      const jwksFile = ['--jwks', path.join(dir, 'jwks.json'), '--json'];
+      const ok = await custody(['audit', 'verify', '--file', file, ...jwksFile], cliEnv);
+      expect(ok.code, ok.stderr).to.equal(0);
+      const entries = readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('{"type":"entry"'));
+      expect(JSON.parse(ok.stdout)).to.deep.include({ ok: true, rows: entries.length, organisationId: a.org.id });
+      const second = JSON.parse(entries[1] ?? '{}') as SealedEntry;
+      writeFileSync(file, readFileSync(file, 'utf8').replace(entries[1] ?? '', JSON.stringify({ type: 'entry', ...second, target: 'someone else' })));
+      const bad = await custody(['audit', 'verify', '--file', file, ...jwksFile], cliEnv);
+      expect(bad.code).to.equal(1);
+      expect(JSON.parse(bad.stdout)).to.deep.include({ ok: false, firstMismatch: second.seq, kind: 'changed' });
+
+      // The whole chain, from the database: verified as one contiguous chain; a line taken out is found.
+      const full = path.join(dir, 'full.ndjson');
+      expect((await custody(['audit', 'export', '--database', '--out', full], cliEnv)).code).to.equal(0);
+      const size = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max ?? 0;
+      expect(JSON.parse((await custody(['audit', 'verify', '--file', full, ...jwksFile], cliEnv)).stdout)).to.deep.include({
+        ok: true,
+        rows: size,
+        organisationId: null,
+      });
+      const text = readFileSync(full, 'utf8').split('\n');
+      const cut = text.findIndex((l) => l.startsWith('{"type":"entry","seq":5,'));
+      writeFileSync(full, [...text.slice(0, cut), ...text.slice(cut + 1)].join('\n'));
+      const missing = await custody(['audit', 'verify', '--file', full, ...jwksFile], cliEnv);
+      expect(missing.code).to.equal(1);
+      expect(JSON.parse(missing.stdout)).to.deep.include({ firstMismatch: 5, kind: 'missing' });
+    });
+  });
+});
