@@ -39,8 +39,22 @@ const chain = {
   confirmations: 1,
   maxFeePerGas: String(100n * GWEI),
   maxPriorityFeePerGas: String(5n * GWEI),
-  blockTimeMs: 250,
+  blockTimeMs: 1000,
 };
+
+/**
+ * anvil's automine mines one block per transaction it receives: transactions that arrive while it
+ * mines wait in its pool until another arrives. Between the runs (and while waiting for the last
+ * sends), blocks are mined until the pool is empty, for the bare sender's transactions and the
+ * service's alike.
+ */
+async function minePool(): Promise<void> {
+  for (;;) {
+    const status = (await rpc('txpool_status', [])) as { pending: string; queued: string };
+    if (BigInt(status.pending) === 0n) return;
+    await rpc('anvil_mine', ['0x1']);
+  }
+}
 
 // ---- The bare sender: noble signatures, its own nonce counters, eth_sendRawTransaction ---------
 
@@ -129,7 +143,9 @@ await closedLoop(200, CONCURRENCY, sendOne);
 const rounds: Array<{ bare: number; service: number; ratio: number }> = [];
 for (let r = 0; r < 3; r++) {
   const b = await bare(SENDS);
+  await minePool();
   const s = await closedLoop(SENDS, CONCURRENCY, sendOne);
+  await minePool();
   rounds.push({ bare: b.perSecond, service: s.perSecond, ratio: s.perSecond / b.perSecond });
   console.log(
     `round ${r + 1}: bare ${b.perSecond.toFixed(0)}/s, service ${s.perSecond.toFixed(0)} accepted/s, ratio ${(s.perSecond / b.perSecond).toFixed(2)}`,
@@ -143,6 +159,7 @@ for (;;) {
   const open = await db('transactions').whereNot('status', 'confirmed').count<Array<{ count: string }>>('id as count');
   if (Number(open[0]?.count) === 0) break;
   if (Date.now() > deadline) throw new Error(`${open[0]?.count} sends not confirmed`);
+  await minePool();
   await new Promise((r) => setTimeout(r, 250));
 }
 for (const w of wallets) {

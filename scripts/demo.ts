@@ -3,7 +3,9 @@
  * PostgreSQL, the local signer), a local HTTPS identity provider with a CA made now, and a
  * webhook receiver; then signs a user in, shows the wallet and the verified wallet-created
  * webhook, issues and views a membership, sets a signing policy and has the user sign a
- * sign-in-with-Ethereum message under it (verified with viem). Every step is printed.
+ * sign-in-with-Ethereum message under it (verified with viem); when anvil is installed (the
+ * dev dependency `@foundry-rs/anvil`), the user also sends one transaction on a local anvil and the
+ * demo follows it to confirmed. Every step is printed.
  *
  * DEMO_DATA_DIR (default .data/demo) holds the demo's database and keys; `--keep` leaves the
  * service running afterwards so you can try the API yourself (Ctrl-C stops everything).
@@ -16,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { CustodyApiError, CustodyClient } from '../src/programs/client/index.js';
 import { TestIdp } from '../test/support/idp.js';
+import { startAnvil, type Anvil } from '../test/support/anvil.js';
 import { Receiver } from '../test/support/receiver.js';
 import { freePort, until } from '../test/support/wait.js';
 
@@ -43,6 +46,28 @@ async function main(): Promise<number> {
   out(`    identity provider: ${issuer.issuer}`);
   out(`    webhook receiver:  ${receiver.url}`);
 
+  // A local EVM node, when anvil is installed (a dev dependency): the service sends on it.
+  let anvil: Anvil | undefined;
+  try {
+    anvil = await startAnvil();
+    out(`    local EVM node:    anvil on ${anvil.url} (chain ${anvil.chainId})`);
+  } catch {
+    out('    (anvil is not installed: the demo sends no transaction)');
+  }
+  const chains = anvil
+    ? JSON.stringify([
+        {
+          chainId: anvil.chainId,
+          name: 'anvil',
+          rpcUrls: [anvil.url],
+          confirmations: 1,
+          maxFeePerGas: '50000000000',
+          maxPriorityFeePerGas: '2000000000',
+          blockTimeMs: 250,
+        },
+      ])
+    : undefined;
+
   step('Starting the service (ROLE=all: embedded PostgreSQL, local signer, API, relay)');
   const port = Number(process.env['DEMO_PORT'] ?? (await freePort()));
   const operatorToken = `sk_test_${randomBytes(24).toString('base64url')}`;
@@ -59,6 +84,7 @@ async function main(): Promise<number> {
       OIDC_CA_FILE: caFile,
       RELAY_POLL_MS: '200',
       LOG_LEVEL: 'info',
+      ...(chains ? { CHAINS: chains } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -73,6 +99,7 @@ async function main(): Promise<number> {
     }
     await receiver.close();
     await idp.close();
+    await anvil?.stop();
   };
 
   try {
@@ -127,6 +154,14 @@ async function main(): Promise<number> {
           caller: ['user'],
           conditions: [{ field: 'message', op: 'prefix', value: siwePrefix }],
         },
+        // Small sends by the user present (the demo's last step, on a local anvil).
+        {
+          name: 'small sends',
+          action: 'allow',
+          method: 'eth_sendTransaction',
+          caller: ['user'],
+          conditions: [{ field: 'value', op: 'lte', value: '1000000000000000' }],
+        },
       ],
     });
     out(`    policy version ${policy.version}: default deny, one allow rule`);
@@ -158,6 +193,26 @@ async function main(): Promise<number> {
     } catch (err) {
       if (!(err instanceof CustodyApiError) || err.problem?.code !== 'policy_denied') throw err;
       out(`    anything else is refused: ${err.status} ${err.problem.code} (${err.problem.detail})`);
+    }
+
+    if (anvil) {
+      step('The user sends 0.001 ether on the local anvil (POST /api/v1/wallets/transactions); the service follows it to confirmed');
+      await anvil.fund(wallet.walletAddress, 10n ** 18n);
+      const sent = await operator.transactions.sendAsUser(
+        { projectKey: project.projectKey, userJwt: jwt },
+        { chainId: anvil.chainId, to: '0x000000000000000000000000000000000000dEaD', value: '1000000000000000' },
+        { idempotencyKey: `demo-send-${randomBytes(4).toString('hex')}` },
+      );
+      const done = await until(
+        'the transaction to be confirmed',
+        async () => {
+          const t = await client.transactions.get(project.id, sent.id);
+          return t.status === 'confirmed' || t.status === 'failed' ? t : undefined;
+        },
+        60_000,
+      );
+      out(`    transaction ${done.id}: ${done.status} at nonce ${String(done.nonce)}, hash ${String(done.hash)}, block ${String(done.blockNumber)}`);
+      if (done.status !== 'confirmed') throw new Error(`the transaction ${done.status}: ${JSON.stringify(done.error)}`);
     }
 
     out(`\nDone. The API reference of this service: ${url}/docs`);

@@ -40,6 +40,8 @@ describe('npm run demo (embedded defaults, local HTTPS IdP, webhook receiver)', 
       // A sign-in-with-Ethereum message signed under the policy the demo set, checked with viem; anything else refused.
       expect(r.stdout).to.match(new RegExp(`verified with viem for ${address}: valid`));
       expect(r.stdout).to.match(/anything else is refused: 403 policy_denied/);
+      // anvil is a dev dependency here: the user's send on it is followed to confirmed.
+      expect(r.stdout).to.match(/transaction \d+: confirmed at nonce \d+, hash 0x[0-9a-f]{64}/);
       expect(r.stdout).to.match(/API reference of this service: http:\/\/127\.0\.0\.1:\d+\/docs/);
     }
   });

@@ -47,6 +47,9 @@ export async function startAnvil(options: { chainId?: number; blockTime?: number
   const port = await freePort();
   args[3] = String(port);
   const proc: ChildProcess = spawn(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // A node left behind by a run that crashed keeps gigabytes and a core: it goes with this process.
+  const reap = () => proc.kill('SIGKILL');
+  process.once('exit', reap);
   let out = '';
   proc.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   proc.stderr?.on('data', (c: Buffer) => (out += c.toString()));
@@ -80,6 +83,7 @@ export async function startAnvil(options: { chainId?: number; blockTime?: number
       await rpc('anvil_setBalance', [address, `0x${wei.toString(16)}`]);
     },
     stop: async () => {
+      process.removeListener('exit', reap);
       if (proc.exitCode !== null) return;
       const exited = new Promise((r) => proc.once('exit', r));
       proc.kill('SIGKILL');
