@@ -43,7 +43,9 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
 
   before(async () => {
     stack = await startStack('tx-crash');
-    anvil = await startAnvil();
+    // Automine, and a block every second besides: anvil's automine leaves transactions that arrive
+    // while it mines in its pool until another arrives (a real chain mines its pool).
+    anvil = await startAnvil({ blockTime: 1, args: ['--mixed-mining'] });
     const migrate = spawnService({ ROLE: 'migrate', DATABASE_URL: stack.db.url });
     expect(await migrate.exited, migrate.output()).to.equal(0);
     signer = await startSigner();
@@ -178,6 +180,10 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
 
     const db = createDb({ url: stack.db.url, poolMax: 2 });
     try {
+      const open = async () =>
+        JSON.stringify(
+          await db('transactions').whereNotIn('status', ['confirmed']).groupBy('status', 'waiting').select('status', 'waiting', db.raw('count(*)::int AS n')),
+        );
       await until(
         'every send settled',
         async () => {
@@ -187,7 +193,9 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
           return Number(open[0]?.count) === 0 ? true : undefined;
         },
         30_000,
-      );
+      ).catch(async (err: unknown) => {
+        throw new Error(`${err instanceof Error ? err.message : String(err)}: still open ${await open()}`);
+      });
       const recoveredMs = Date.now() - lastKill;
       expect(recoveredMs, 'recovered within 30 s of the last kill').to.be.at.most(30_000);
       const rows = await db('transactions').select<

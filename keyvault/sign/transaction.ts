@@ -107,8 +107,14 @@ export function parseTransactionRequest(params: unknown, send: boolean, meter?: 
   return { tx: parseTransaction({ transaction: p['transaction'] }, meter), intent };
 }
 
-/** gas × (maxFeePerGas or gasPrice) + value: the most a transaction can take from its sender. */
-export const maxCost = (tx: Transaction): bigint => tx.gas * (tx.maxFeePerGas ?? tx.gasPrice ?? 0n) + tx.value;
+/**
+ * gas × (maxFeePerGas or gasPrice) + value: the most a transaction can take from its sender, cut
+ * at 2^256 − 1 (what a policy can name: "at least that much").
+ */
+export const maxCost = (tx: Transaction): bigint => {
+  const cost = tx.gas * (tx.maxFeePerGas ?? tx.gasPrice ?? 0n) + tx.value;
+  return cost > UINT256_MAX ? UINT256_MAX : cost;
+};
 
 /** `{ transaction }`: type 2 unless `type` says 0 or 1; `chainId` ≥ 1, the nonce, gas and fees required. */
 export function parseTransaction(params: unknown, meter?: Meter): Transaction {

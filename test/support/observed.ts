@@ -13,6 +13,7 @@ export function observe(o: Observation): void {
 /** Records a fetch answer whose body was read as `text`. */
 export function observeResponse(method: string, url: string, res: Response, text: string): void {
   const type = res.headers.get('content-type') ?? '';
-  const body: unknown = /json/.test(type) && text !== '' ? JSON.parse(text) : text === '' ? undefined : text;
+  // JSON and problem+json are parsed; NDJSON (the audit export) is lines of text.
+  const body: unknown = /^application\/([a-z.+-]+\+)?json\b/.test(type) && text !== '' ? JSON.parse(text) : text === '' ? undefined : text;
   observe({ method, path: new URL(url).pathname, status: res.status, contentType: type, headers: res.headers, body });
 }

@@ -53,7 +53,7 @@ export interface EngineDeps {
   log: Logger;
   chains: Chains;
   sign: SignDeps;
-  /** How long a process holds a queue's lease. */
+  /** How long a process holds a queue's lease: renewed with each send it takes. */
   leaseMs: number;
 }
 
@@ -276,7 +276,8 @@ export class TransactionEngine {
       return 'stop';
     }
     const attempt = await this.deps.db.transaction(async (tx) => {
-      const nonce = row.kind === 'gapFill' && row.nonce !== null ? BigInt(row.nonce) : await takeNonce(tx, row.chain_id, row.from_address, owner);
+      const nonce =
+        row.kind === 'gapFill' && row.nonce !== null ? BigInt(row.nonce) : await takeNonce(tx, row.chain_id, row.from_address, owner, this.deps.leaseMs);
       if (nonce === undefined) return undefined;
       await updateTransaction(tx, row.id, { nonce: nonce.toString(), waiting: null });
       return insertAttempt(tx, {

@@ -224,11 +224,16 @@ export async function releaseQueue(db: Executor, chainId: number, address: strin
   await db('send_queues').where({ chain_id: chainId, address, lease_owner: owner }).update({ lease_owner: null, lease_until: null });
 }
 
-/** Takes the queue's next nonce, only while `owner` holds the lease (a lapsed holder takes nothing). */
-export async function takeNonce(db: Executor, chainId: number, address: string, owner: string): Promise<bigint | undefined> {
+/**
+ * Takes the queue's next nonce, only while `owner` holds the lease (a lapsed holder takes
+ * nothing), and renews the lease for the send it takes: a lease covers one send, so a holder that
+ * died frees its queue one lease after its last send.
+ */
+export async function takeNonce(db: Executor, chainId: number, address: string, owner: string, leaseMs: number): Promise<bigint | undefined> {
   const { rows } = await db.raw<{ rows: Array<{ nonce: string }> }>(
-    `UPDATE send_queues SET next_nonce = next_nonce + 1 WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - 1)::text AS nonce`,
-    [chainId, address, owner],
+    `UPDATE send_queues SET next_nonce = next_nonce + 1, lease_until = now() + make_interval(secs => ?)
+      WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - 1)::text AS nonce`,
+    [leaseMs / 1000, chainId, address, owner],
   );
   return rows[0] ? BigInt(rows[0].nonce) : undefined;
 }

@@ -150,7 +150,7 @@ export interface Config {
   readonly transactionsTickMs: number;
   /** How long `eth_sendTransaction` waits for its transaction to be signed before answering without a hash. */
   readonly sendWaitMs: number;
-  /** How long a process holds a wallet's send queue on a chain (signing, recording, broadcasting) before another may take it over. */
+  /** How long a process holds a wallet's send queue for one send (signing, recording, broadcasting) before another may take it over. */
   readonly sendLeaseMs: number;
   /** ROLE=all: the variables of ours its signer child may see (SIGNER_ENV). */
   readonly signerChildEnv: Readonly<Record<string, string>>;
@@ -389,7 +389,8 @@ export function loadConfig(env: Env = process.env): Config {
     chains: readChains(secret('CHAINS'), problems),
     transactionsTickMs: int('TRANSACTIONS_TICK_MS', 250, 10, 60_000),
     sendWaitMs: int('SEND_WAIT_MS', 15_000, 0, 120_000),
-    sendLeaseMs: int('SEND_LEASE_MS', Math.max(30_000, 2 * keyvaultTimeoutMs + 10_000), 1_000, 600_000),
+    // One send's steps: the signer's time limit and an RPC call's.
+    sendLeaseMs: int('SEND_LEASE_MS', keyvaultTimeoutMs + 5_000, 1_000, 600_000),
     signerChildEnv: Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => SIGNER_ENV.test(e[0]) && e[1] !== undefined)),
   };
   if (problems.length > 0) throw new ConfigError(problems);

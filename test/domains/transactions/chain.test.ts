@@ -52,7 +52,8 @@ describe('transactions: many wallets at once, contiguous nonces, nothing twice',
   this.timeout(300_000);
   let env: ChainEnv;
   before(async () => {
-    env = await startChainEnv({ chain: { confirmations: 1 } });
+    // Automine and a block a second: anvil's automine alone leaves concurrent arrivals in its pool.
+    env = await startChainEnv({ chain: { confirmations: 1 }, anvil: { blockTime: 1, args: ['--mixed-mining'] } });
   });
   after(() => env.close());
 

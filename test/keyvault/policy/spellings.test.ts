@@ -485,6 +485,8 @@ function dirtyCalls(signature: string, args: Array<bigint | string | boolean>, d
   return out;
 }
 
+const UINT256 = (1n << 256n) - 1n;
+
 /** A transaction of either method: a send also says why it is signed, and reads `purpose`. */
 const transactionCaseOf = (method: 'eth_signTransaction' | 'eth_sendTransaction'): fc.Arbitrary<Case> =>
   fc
@@ -557,7 +559,8 @@ const transactionCaseOf = (method: 'eth_signTransaction' | 'eth_sendTransaction'
         { field: 'to', kind: 'address', value: t.to.toLowerCase() },
         { field: 'value', kind: 'quantity', value: t.value },
         { field: 'data.selector', kind: 'hex', value: data.slice(0, 10) },
-        { field: 'maxCost', kind: 'quantity', value: t.gas * (t.type === 2 ? t.fee + t.tip : t.fee) + t.value },
+        // Cut at 2^256 − 1, as the signer reads it.
+        { field: 'maxCost', kind: 'quantity', value: [t.gas * (t.type === 2 ? t.fee + t.tip : t.fee) + t.value].map((c) => (c > UINT256 ? UINT256 : c))[0]! },
         ...(method === 'eth_sendTransaction' ? [{ field: 'purpose', kind: 'string', value: 'send' } satisfies Reading] : []),
       ];
       const args = t.args.map((v, i): Reading => {
