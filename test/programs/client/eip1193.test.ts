@@ -112,6 +112,8 @@ describe('client: a custody wallet as an EIP-1193 provider (src/programs/client/
     // The next blocks' base fee well above the cap (50 gwei), from the block mined now on.
     await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(200n * GWEI).toString(16)}`]);
     await env.anvil.rpc('anvil_mine', ['0x1']);
+    // The service shares one fee answer per chain for a quarter of its block time: one from before the spike has gone by then.
+    await new Promise((r) => setTimeout(r, 300));
     try {
       const pending = await provider.request({ method: 'eth_sendTransaction', params: [{ from: w.address, to: TO, value: '0x7' }] }).catch((e: unknown) => e);
       expect(pending).to.be.instanceOf(CustodyTransactionPendingError);
