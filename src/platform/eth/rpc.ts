@@ -145,7 +145,8 @@ export function broadcastFact(err: RpcError): BroadcastFact {
   if (m.includes('nonce too low') || m.includes('nonce has already been used') || m.includes('invalid nonce') || m.includes('old nonce'))
     return 'nonce_too_low';
   // Under the block's base fee is a fact of the market now, not of the transaction: it waits and is re-priced.
-  if (m.includes('underpriced') || m.includes('fee too low') || m.includes('replacement') || m.includes('base fee') || m.includes('basefee')) return 'underpriced';
+  if (m.includes('underpriced') || m.includes('fee too low') || m.includes('replacement') || m.includes('base fee') || m.includes('basefee'))
+    return 'underpriced';
   if (m.includes('insufficient funds') || m.includes('insufficient balance') || m.includes('lack of funds')) return 'insufficient_funds';
   return 'invalid';
 }
