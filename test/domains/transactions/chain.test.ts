@@ -112,13 +112,12 @@ describe('transactions: a reorg sends the same bytes again; nothing is confirmed
         const events = await Promise.all(reorged.map((t) => auditOf(env, s, t.id)));
         return events.every((e) => e.includes('reorged')) ? true : undefined;
       });
-      await env.anvil.rpc('anvil_mine', ['0xa']);
-      const confirmed = await allIn(
-        s,
-        sent.map((t) => t.id),
-        ['confirmed'],
-        'all confirmed after the reorg',
-      );
+      // A chain goes on making blocks: one per look (it also mines what anvil's automine left in its pool).
+      const confirmed = await until('all confirmed after the reorg', async () => {
+        await env.anvil.rpc('anvil_mine', ['0x1']);
+        const txs = await Promise.all(sent.map((t) => get(s, t.id)));
+        return txs.every((t) => t.status === 'confirmed') ? txs : undefined;
+      });
       expect(
         confirmed.map((t) => t.hash),
         'the same bytes were mined again',
