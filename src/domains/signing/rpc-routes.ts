@@ -7,6 +7,7 @@ import { RpcBody, RpcOut, UserRpcBody, WalletParams } from '../wallets/schemas.j
 import { signWithWallet, type SignDeps } from './sign.js';
 import { SIGNING_503 } from '../../platform/signer/carry-over.js';
 import * as ex from '../../platform/openapi/examples.js';
+import type { AppContext } from '../../platform/http/context.js';
 import { requestKeyOf, sendFromRpc, type TransactionDeps } from '../transactions/commands.js';
 
 /** Operations carry calldata up to 128 KiB (hex: twice that) and typed data: the signer's limit, less room for the envelope. */
@@ -35,6 +36,23 @@ const refusals = {
 export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps; transactions: TransactionDeps }): Declaration[] {
   const { wallets, transactions } = deps;
 
+  /** The method's answer: a send goes to the transactions domain (answered with its hash), any other method is signed. */
+  const answer = async (
+    ctx: AppContext,
+    wallet: Parameters<typeof signWithWallet>[1],
+    project: Parameters<typeof signWithWallet>[2],
+    body: { method: string; params: unknown },
+    who: Parameters<typeof signWithWallet>[4] & { requestKey?: string | undefined },
+  ): Promise<void> => {
+    if (body.method === 'eth_sendTransaction') {
+      const sent = await sendFromRpc(transactions, wallet, project, body.params, who);
+      ctx.status = sent.status;
+      ctx.body = sent.body;
+      return;
+    }
+    ctx.body = await signWithWallet(wallets, wallet, project, { method: body.method, params: body.params }, who);
+  };
+
   const user = declare(
     { method: 'POST', path: '/api/v1/wallets/rpc', auth: 'userJwt', user: { verify: 'beforeBody' }, write: { idempotent: true, audit: 'command' } },
     {
@@ -60,14 +78,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps;
     async (ctx, { body, user }) => {
       const wallet = await getUserWallet(ctx.state.db, user);
       const who = { caller: 'user' as const, actor: `project:${user.project.id}`, requestId: ctx.state.requestId, requestKey: requestKeyOf(ctx, '') };
-      if (body.method === 'eth_sendTransaction') {
-        // Sent, not only signed: the transactions domain's send, answered with its hash.
-        const sent = await sendFromRpc(transactions, wallet, user.project, body.params, who);
-        ctx.status = sent.status;
-        ctx.body = sent.body;
-        return;
-      }
-      ctx.body = await signWithWallet(wallets, wallet, user.project, { method: body.method, params: body.params }, who);
+      await answer(ctx, wallet, user.project, body, who);
     },
   );
 
@@ -105,13 +116,7 @@ export function rpcEndpoints(deps: RouteDeps & { wallets: WalletDeps & SignDeps;
           requestId: ctx.state.requestId,
           requestKey: requestKeyOf(ctx, principalKey(scope.principal)),
         };
-        if (body.method === 'eth_sendTransaction') {
-          const sent = await sendFromRpc(transactions, wallet, scope.project, body.params, who);
-          ctx.status = sent.status;
-          ctx.body = sent.body;
-          return;
-        }
-        ctx.body = await signWithWallet(wallets, wallet, scope.project, body, who);
+        await answer(ctx, wallet, scope.project, body, who);
       },
     ),
   ];

@@ -723,12 +723,11 @@ export class TransactionEngine {
   async #now(id: number): Promise<void> {
     const row = await this.#reload(id);
     if (!row) return;
-    const t = row;
-    const chain = this.deps.chains.get(t.chain_id);
-    if (!chain || (t.status !== 'signed' && t.status !== 'submitted')) return;
+    const chain = this.deps.chains.get(row.chain_id);
+    if (!chain || (row.status !== 'signed' && row.status !== 'submitted')) return;
     try {
       const head = BigInt(await chain.rpc.call<string>('eth_blockNumber', []));
-      await this.#settleOne(chain, t, await attemptsOf(this.deps.db, t.id), head, (a) =>
+      await this.#settleOne(chain, row, await attemptsOf(this.deps.db, row.id), head, (a) =>
         chain.rpc.call<string>('eth_getTransactionCount', [a, 'latest']).then(BigInt),
       );
     } catch (err) {

@@ -293,18 +293,6 @@ export async function liveNonces(db: Executor, chainId: number, address: string,
   return new Set(rows.map((r) => BigInt(r.nonce)));
 }
 
-/** The hashes signed at a nonce of an address, newest last: what a gap fill there must name as replaced. */
-export async function hashesAt(db: Executor, chainId: number, address: string, nonce: bigint): Promise<string[]> {
-  const rows = await db('transaction_attempts as a')
-    .join('transactions as t', 't.id', 'a.transaction_id')
-    .where({ 't.chain_id': chainId, 't.from_address': address, 'a.nonce': nonce.toString() })
-    .whereNotNull('a.hash')
-    .orderBy('a.id')
-    .select<Array<{ hash: string }>>('a.hash');
-  return rows.map((r) => r.hash);
-}
-
-/** The newest transaction of a queue: whose wallet and project a gap fill of it belongs to. */
 export async function newestOfQueue(db: Executor, chainId: number, address: string): Promise<TransactionRow | undefined> {
   const row = await db('transactions').where({ chain_id: chainId, from_address: address }).orderBy('id', 'desc').first<TransactionRow | undefined>();
   return row ? numeric(row) : undefined;
