@@ -127,7 +127,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       const body = Buffer.concat(chunks);
       let method: string;
       try {
-        const m = (JSON.parse(body.toString()) as { method?: unknown }).method;
+        const parsed = JSON.parse(body.toString()) as { method?: unknown } | Array<{ method?: unknown }>;
+        // A batch is named by its first call.
+        const m = Array.isArray(parsed) ? parsed[0]?.method : parsed.method;
         method = typeof m === 'string' ? m : '';
       } catch {
         method = '';

@@ -9,8 +9,9 @@ import { isUniqueViolation } from '../../platform/db/pg-errors.js';
 import { NonceConflictError, type ProjectUid } from '../../platform/signer/client.js';
 import { setRecent } from '../../platform/runtime/recent.js';
 import type { ActiveWallet } from '../wallets/activated.js';
-import { recordAudit } from '../audit/record.js';
-import { recordEventIfSubscribed } from '../webhooks/record.js';
+import { auditInsertFrom } from '../audit/record.js';
+import { eventRowOf, subscribedEventsFrom } from '../webhooks/record.js';
+import { EVENT_ROW_COLUMNS, wakeRelaysIfAny } from '../../platform/outbox/repository.js';
 import type { EventType } from '../webhooks/catalogue.js';
 import { projectById } from '../projects/commands.js';
 import { walletById } from '../wallets/commands.js';
@@ -24,20 +25,26 @@ import {
   claimQueue,
   createQueue,
   deleteAttempt,
+  deleteAttempts,
   expiredQueued,
-  giveNonceBack,
+  giveNoncesBack,
   insertAttempt,
+  insertAttempts,
   insertTransaction,
   transactionOfRequest,
   liveNonces,
+  markBroadcast,
+  markSigned,
+  supersede,
   newestOfQueue,
+  queuedOf,
   reloadTransaction,
-  advanceTransaction,
-  nextQueued,
+  reloadTransactions,
   queueOf,
   raiseNonce,
   releaseQueue,
-  takeNonce,
+  setNonces,
+  takeNonces,
   unsettled,
   updateAttempt,
   updateTransaction,
@@ -59,6 +66,8 @@ export interface EngineDeps {
 
 /** Sends of one queue signed in one turn of its lease before others get theirs. */
 const PER_TURN = 200;
+/** Sends of one queue prepared, signed, recorded and broadcast together. */
+const BATCH = 25;
 /** Transactions of a chain looked at per pass. */
 const PER_PASS = 2_000;
 /** Calls to a chain's RPC in flight per pass. */
@@ -71,11 +80,101 @@ const quantityOf = (v: unknown): bigint => (typeof v === 'string' && /^0x[0-9a-f
 const hexQ = (v: bigint): string => `0x${v.toString(16)}`;
 const hexB = (b: Buffer): string => `0x${b.toString('hex')}`;
 
+/** One status change: the transaction as read, the columns that change, the event that says so. */
+export interface Change {
+  row: TransactionRow;
+  patch: Partial<TransactionRow>;
+  event: EventType;
+}
+
+/** The columns a change may set, with their SQL types (the rest never change after a send is accepted). */
+const PATCHABLE = {
+  status: 'text',
+  waiting: 'text',
+  nonce: 'numeric',
+  hash: 'text',
+  block_number: 'bigint',
+  block_hash: 'text',
+  receipt: 'jsonb',
+  error: 'jsonb',
+  submitted_at: 'timestamptz',
+  cancel_requested: 'boolean',
+  speed_up_requested: 'boolean',
+} as const satisfies Partial<Record<keyof TransactionRow, string>>;
+const PATCH_COLUMNS = Object.keys(PATCHABLE) as Array<keyof typeof PATCHABLE>;
+
+const CHANGES_SQL = `
+  WITH v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(id bigint, sequence int, event text, updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')})),
+  up AS (
+    UPDATE transactions t SET ${PATCH_COLUMNS.map((c) => `${c} = CASE WHEN '${c}' = ANY(v.set) THEN v.${c} ELSE t.${c} END`).join(', ')},
+           sequence = t.sequence + 1, events = array_append(t.events, v.event), updated_at = v.updated_at
+      FROM v WHERE t.id = v.id AND t.sequence = v.sequence
+    RETURNING t.id),
+  e AS (SELECT d.* FROM jsonb_to_recordset(?::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN up ON up.id = d.id),
+  ev AS (${subscribedEventsFrom('e')}),
+  wake AS (${wakeRelaysIfAny('ev')}),
+  a AS (SELECT d.* FROM jsonb_to_recordset(?::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN up ON up.id = d.id),
+  au AS (${auditInsertFrom('a')} RETURNING 1)
+  SELECT up.id FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+
 /**
- * One status change of a transaction, in the caller's database transaction: the row (its event
- * count goes up by one), the event (`wallet.transaction.*`, with that count as `sequence`) and an
- * audit entry, committed together or not at all.
+ * Status changes of transactions, in the caller's database transaction and in one statement:
+ * each row (its event count goes up by one), its event (`wallet.transaction.*`, with that count as
+ * `sequence`, written only when a subscription wants it) and an audit entry, committed together
+ * or not at all. A row another process changed since it was read is left alone (that change is
+ * theirs to announce): it is answered as it stands now.
  */
+export async function changeMany(tx: Executor, changes: readonly Change[], at: Date, requestId: string | null = null): Promise<TransactionRow[]> {
+  if (changes.length === 0) return [];
+  const next = changes.map(({ row, patch, event }) => ({ ...row, ...patch, sequence: row.sequence + 1, events: [...row.events, event], updated_at: at }));
+  const values = changes.map(({ row, patch, event }) => ({
+    id: row.id,
+    sequence: row.sequence,
+    event,
+    updated_at: at.toISOString(),
+    set: Object.keys(patch),
+    ...Object.fromEntries(PATCH_COLUMNS.map((c) => [c, c in patch ? (patch[c] ?? null) : null])),
+  }));
+  // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
+  const events = await Promise.all(
+    next.map(async (n, i) => ({
+      id: n.id,
+      ...(await eventRowOf(
+        n.project_id,
+        [
+          {
+            type: changes[i]!.event,
+            data: { ...presentTransaction(n, undefined, false), stream: `transaction:${n.id}`, sequence: n.sequence, events: n.events },
+            walletId: n.wallet_id,
+          },
+        ],
+        at,
+      )),
+    })),
+  );
+  const audits = next.map((n, i) => ({
+    id: n.id,
+    organisation_id: n.organisation_id,
+    project_id: n.project_id,
+    actor: n.actor,
+    action: changes[i]!.event,
+    target: `transaction:${n.id}`,
+    status: n.status === 'failed' ? 422 : 200,
+    request_id: requestId,
+    details: { walletId: n.wallet_id, chainId: n.chain_id, status: n.status, nonce: n.nonce, hash: n.hash, sequence: n.sequence, error: n.error },
+  }));
+  const { rows } = await tx.raw<{ rows: Array<{ id: string | number }> }>(CHANGES_SQL, [
+    JSON.stringify(values),
+    JSON.stringify(events),
+    JSON.stringify(audits),
+  ]);
+  const done = new Set(rows.map((r) => Number(r.id)));
+  const lost = next.filter((n) => !done.has(n.id)).map((n) => n.id);
+  const now = new Map((await reloadTransactions(tx, lost)).map((r) => [r.id, r]));
+  return next.map((n) => (done.has(n.id) ? n : (now.get(n.id) ?? changes.find((c) => c.row.id === n.id)!.row)));
+}
+
+/** One status change (changeMany of one). */
 export async function change(
   tx: Executor,
   row: TransactionRow,
@@ -84,31 +183,8 @@ export async function change(
   at: Date,
   requestId: string | null = null,
 ): Promise<TransactionRow> {
-  const next = await advanceTransaction(tx, row.id, row.sequence, patch, event);
-  // Another process changed it first, and announced its change.
-  if (!next) return (await reloadTransaction(tx, row.id)) ?? row;
-  // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
-  const data = { ...presentTransaction(next, undefined, false), stream: `transaction:${next.id}`, sequence: next.sequence, events: next.events };
-  await recordEventIfSubscribed(tx, next.project_id, { type: event, data, walletId: next.wallet_id }, at);
-  await recordAudit(tx, {
-    organisation_id: next.organisation_id,
-    project_id: next.project_id,
-    actor: next.actor,
-    action: event,
-    target: `transaction:${next.id}`,
-    status: next.status === 'failed' ? 422 : 200,
-    request_id: requestId,
-    details: {
-      walletId: next.wallet_id,
-      chainId: next.chain_id,
-      status: next.status,
-      nonce: next.nonce,
-      hash: next.hash,
-      sequence: next.sequence,
-      error: next.error,
-    },
-  });
-  return next;
+  const [next] = await changeMany(tx, [{ row, patch, event }], at, requestId);
+  return next ?? row;
 }
 
 /** Accepts a send: a `queued` row and its event, in the caller's transaction; the one its request key made already, if any. */
@@ -135,6 +211,26 @@ const EVENT_OF: Partial<Record<Status, EventType>> = {
 
 /** What stopped a queue's turn, or that it goes on. */
 type Step = 'next' | 'stop';
+
+/** A signature of an attempt, not recorded yet. */
+interface Signed {
+  row: TransactionRow;
+  attempt: AttemptRow;
+  raw: Buffer;
+  hash: string;
+  /** The place it took under the policy's limits. */
+  reserved: number | undefined;
+}
+
+/** What the signer made of an attempt. */
+type SignResult =
+  | ({ kind: 'signed' } & Omit<Signed, 'row'>)
+  | { kind: 'refused'; error: { code: string; message: string } }
+  /** The signer holds another transaction at the nonce (`last`: the newest it signed there). */
+  | { kind: 'conflict'; last: string | undefined }
+  | { kind: 'unavailable' }
+  /** The wallet or its project no longer exists. */
+  | { kind: 'gone' };
 
 /** Wallets and projects kept per process (a wallet's key and address, a project's identity never change once set). */
 const KEPT = 10_000;
@@ -181,11 +277,12 @@ export class TransactionEngine {
   // ---- Sending: a queue's transactions signed at their nonces, in order ---------------------
 
   /**
-   * Works a queue (one chain, one address) under its lease: each queued transaction gets the
-   * next nonce, its gas and fees, is signed under the policy and broadcast, oldest first. A
-   * transaction whose fees are above the cap stops the turn: the queue waits (nothing behind it
-   * takes its nonce). Another process holding the lease will see what was queued meanwhile: it
-   * looks again after it lets go.
+   * Works a queue (one chain, one address) under its lease: its queued transactions get the next
+   * nonces, their gas and fees, are signed under the policy and broadcast, oldest first, up to
+   * BATCH at a time (one reservation, one record of their signatures, one broadcast, one record of
+   * it). A transaction whose fees are above the cap stops the turn: the queue waits (nothing
+   * behind it takes its nonce). Another process holding the lease will see what was queued
+   * meanwhile: it looks again after it lets go.
    */
   async drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<void> {
     const chain = this.deps.chains.get(chainId);
@@ -214,10 +311,11 @@ export class TransactionEngine {
       }
       let stopped = false;
       try {
-        for (let i = 0; i < PER_TURN; i++) {
-          const row = await nextQueued(this.deps.db, chainId, address);
-          if (!row) break;
-          if ((await this.#advance(chain, row, owner)) === 'stop') {
+        for (let taken = 0; taken < PER_TURN;) {
+          const rows = await queuedOf(this.deps.db, chainId, address, BATCH);
+          if (rows.length === 0) break;
+          taken += rows.length;
+          if ((await this.#advance(chain, rows, owner)) === 'stop') {
             stopped = true;
             break;
           }
@@ -226,88 +324,170 @@ export class TransactionEngine {
         await releaseQueue(this.deps.db, chainId, address, owner);
       }
       // What was queued after the last look, while the lease was still held, is this holder's to see.
-      if (stopped || round >= 2 || !(await nextQueued(this.deps.db, chainId, address))) return;
+      if (stopped || round >= 2 || (await queuedOf(this.deps.db, chainId, address, 1)).length === 0) return;
     }
-  }
-
-  /** The next queued transaction: its attempt prepared (fields and nonce written first), then signed and sent. */
-  async #advance(chain: Chain, row: TransactionRow, owner: string): Promise<Step> {
-    // An attempt is prepared with its nonce on the row: without one there is none to finish.
-    const prepared = row.nonce === null ? undefined : (await attemptsOf(this.deps.db, row.id)).find((a) => a.status === 'prepared');
-    if (prepared) return this.#signAndSend(chain, row, prepared, owner);
-    let gas: bigint;
-    if (row.gas !== null) gas = BigInt(row.gas);
-    else if (row.kind === 'gapFill') gas = NO_OP_GAS;
-    else {
-      try {
-        const estimate = await chain.rpc.call<string>('eth_estimateGas', [
-          { from: row.from_address, ...(row.to_address ? { to: row.to_address } : {}), value: hexQ(BigInt(row.value)), data: hexB(row.data) },
-        ]);
-        gas = (BigInt(estimate) * BigInt(100 + chain.config.gasMarginPercent)) / 100n;
-      } catch (err) {
-        if (err instanceof RpcError) {
-          await this.#to(row, 'failed', { waiting: null, error: { code: 'estimate_failed', message: `The node's gas estimate failed: ${err.message}` } });
-          return 'next';
-        }
-        if (err instanceof RpcUnavailable) {
-          await this.#wait(row, 'rpc_unavailable');
-          return 'stop';
-        }
-        throw err;
-      }
-    }
-    let fees: Fees | undefined;
-    if (row.max_fee_per_gas !== null && row.max_priority_fee_per_gas !== null)
-      fees = { maxFeePerGas: BigInt(row.max_fee_per_gas), maxPriorityFeePerGas: BigInt(row.max_priority_fee_per_gas) };
-    else {
-      try {
-        fees = feesFor(chain.config, await chain.fees.market());
-      } catch (err) {
-        if (err instanceof RpcUnavailable || err instanceof RpcError) {
-          await this.#wait(row, 'rpc_unavailable');
-          return 'stop';
-        }
-        throw err;
-      }
-    }
-    if (!fees) {
-      // Nothing is signed above the cap: the queue waits, and drains when fees fall.
-      await this.#wait(row, 'fees_above_cap');
-      return 'stop';
-    }
-    const attempt = await this.deps.db.transaction(async (tx) => {
-      const nonce =
-        row.kind === 'gapFill' && row.nonce !== null ? BigInt(row.nonce) : await takeNonce(tx, row.chain_id, row.from_address, owner, this.deps.leaseMs);
-      if (nonce === undefined) return undefined;
-      await updateTransaction(tx, row.id, { nonce: nonce.toString(), waiting: null });
-      return insertAttempt(tx, {
-        transaction_id: row.id,
-        purpose: row.kind === 'gapFill' ? 'gapFill' : 'send',
-        nonce: nonce.toString(),
-        gas: gas.toString(),
-        max_fee_per_gas: fees.maxFeePerGas.toString(),
-        max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-        replaces: null,
-      });
-    });
-    // The lease lapsed: another process works the queue now.
-    if (!attempt) return 'stop';
-    return this.#signAndSend(chain, { ...row, nonce: attempt.nonce }, attempt, owner);
   }
 
   /**
-   * Signs a prepared attempt under the policy (the signer sees `eth_sendTransaction` with its
-   * purpose and final fields), records the signed bytes, then broadcasts them. `owner`: the
-   * queue's lease, for an original send (its nonce is given back when nothing was signed at it).
+   * The next queued transactions of a queue, oldest first: their attempts prepared (fields and
+   * nonces written first), then signed and sent. One with its nonce already (its attempt
+   * prepared before a crash, or a gap fill) goes first and on its own.
    */
-  async #signAndSend(chain: Chain, row: TransactionRow, attempt: AttemptRow, owner?: string): Promise<Step> {
+  async #advance(chain: Chain, rows: readonly TransactionRow[], owner: string): Promise<Step> {
+    const first = rows[0];
+    if (!first) return 'next';
+    if (first.nonce !== null) {
+      const prepared = (await attemptsOf(this.deps.db, first.id)).find((a) => a.status === 'prepared');
+      if (prepared) return this.#signAndSend(chain, [{ row: first, attempt: prepared }], owner);
+    }
+    const cut = rows.findIndex((r) => r.nonce !== null);
+    const fresh = first.nonce !== null ? [first] : cut === -1 ? rows : rows.slice(0, cut);
+    const gas = await this.#gasOf(chain, fresh);
+    if (gas === 'unavailable') {
+      await this.#wait(first, 'rpc_unavailable');
+      return 'stop';
+    }
+    // A failed estimate fails its transaction; the others go on.
+    const failed = fresh.filter((r) => gas.get(r.id) instanceof RpcError);
+    if (failed.length > 0) {
+      const at = new Date(this.deps.now());
+      await this.deps.db.transaction((tx) =>
+        changeMany(
+          tx,
+          failed.map((row) => ({
+            row,
+            patch: {
+              status: 'failed',
+              waiting: null,
+              error: { code: 'estimate_failed', message: `The node's gas estimate failed: ${(gas.get(row.id) as RpcError).message}` },
+            },
+            event: 'wallet.transaction.failed',
+          })),
+          at,
+        ),
+      );
+    }
+    // Fees: the caller's, else the market's within the caps; a send the caps leave no room for stops the queue there.
+    const plan: Array<{ row: TransactionRow; gas: bigint; fees: Fees }> = [];
+    let market: Fees | undefined | 'unavailable' | 'unasked' = 'unasked';
+    let stop: string | undefined;
+    for (const row of fresh) {
+      const g = gas.get(row.id);
+      if (typeof g !== 'bigint') continue;
+      if (row.max_fee_per_gas !== null && row.max_priority_fee_per_gas !== null) {
+        plan.push({ row, gas: g, fees: { maxFeePerGas: BigInt(row.max_fee_per_gas), maxPriorityFeePerGas: BigInt(row.max_priority_fee_per_gas) } });
+        continue;
+      }
+      if (market === 'unasked') market = await this.#marketFees(chain);
+      if (market === undefined || market === 'unavailable') {
+        // Nothing is signed above the cap: the queue waits, and drains when fees fall.
+        stop = market === undefined ? 'fees_above_cap' : 'rpc_unavailable';
+        if (plan.length === 0) await this.#wait(row, stop);
+        break;
+      }
+      plan.push({ row, gas: g, fees: market });
+    }
+    if (plan.length === 0) return stop ? 'stop' : 'next';
+    const attempts = await this.deps.db.transaction(async (tx) => {
+      const gapFill = plan[0]!.row.kind === 'gapFill' && plan[0]!.row.nonce !== null ? BigInt(plan[0]!.row.nonce) : undefined;
+      const from = gapFill ?? (await takeNonces(tx, first.chain_id, first.from_address, owner, this.deps.leaseMs, plan.length));
+      if (from === undefined) return undefined;
+      const nonces = plan.map((_, i) => from + BigInt(i));
+      await setNonces(
+        tx,
+        plan.map((p) => p.row.id),
+        nonces,
+      );
+      return insertAttempts(
+        tx,
+        plan.map((p, i) => ({
+          transaction_id: p.row.id,
+          purpose: p.row.kind === 'gapFill' ? 'gapFill' : 'send',
+          nonce: nonces[i]!.toString(),
+          gas: p.gas.toString(),
+          max_fee_per_gas: p.fees.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: p.fees.maxPriorityFeePerGas.toString(),
+          replaces: null,
+        })),
+      );
+    });
+    // The lease lapsed: another process works the queue now.
+    if (!attempts) return 'stop';
+    const step = await this.#signAndSend(
+      chain,
+      plan.map((p, i) => ({ row: { ...p.row, nonce: attempts[i]!.nonce, waiting: null }, attempt: attempts[i]! })),
+      owner,
+    );
+    return stop ? 'stop' : step;
+  }
+
+  /** Each send's gas: its own, a no-op's, or the node's estimate plus the chain's margin (or the node's refusal), asked in one batch. */
+  async #gasOf(chain: Chain, rows: readonly TransactionRow[]): Promise<Map<number, bigint | RpcError> | 'unavailable'> {
+    const out = new Map<number, bigint | RpcError>();
+    const asked = rows.filter((r) => r.gas === null && r.kind !== 'gapFill');
+    for (const r of rows) if (r.gas !== null) out.set(r.id, BigInt(r.gas));
+    for (const r of rows) if (r.gas === null && r.kind === 'gapFill') out.set(r.id, NO_OP_GAS);
+    let estimates: Array<string | RpcError>;
+    try {
+      estimates = await chain.rpc.callMany<string>(
+        asked.map((r) => ({
+          method: 'eth_estimateGas',
+          params: [{ from: r.from_address, ...(r.to_address ? { to: r.to_address } : {}), value: hexQ(BigInt(r.value)), data: hexB(r.data) }],
+        })),
+      );
+    } catch (err) {
+      if (err instanceof RpcUnavailable) return 'unavailable';
+      throw err;
+    }
+    asked.forEach((r, i) => {
+      const e = estimates[i];
+      out.set(r.id, e instanceof RpcError ? e : (quantityOf(e) * BigInt(100 + chain.config.gasMarginPercent)) / 100n);
+    });
+    return out;
+  }
+
+  /** The market's fees within the chain's caps; undefined when the market is above them. */
+  async #marketFees(chain: Chain): Promise<Fees | undefined | 'unavailable'> {
+    try {
+      return feesFor(chain.config, await chain.fees.market());
+    } catch (err) {
+      if (err instanceof RpcUnavailable || err instanceof RpcError) return 'unavailable';
+      throw err;
+    }
+  }
+
+  /**
+   * Signs prepared attempts in nonce order under the policy (the signer sees
+   * `eth_sendTransaction` with its purpose and final fields), records the signed bytes together,
+   * then broadcasts them. When one is not signed, the ones after it give their nonces back and
+   * are taken again in a later turn. `owner`: the queue's lease, for original sends.
+   */
+  async #signAndSend(chain: Chain, items: ReadonlyArray<{ row: TransactionRow; attempt: AttemptRow }>, owner?: string): Promise<Step> {
+    const signed: Signed[] = [];
+    let step: Step = 'next';
+    for (let i = 0; i < items.length; i++) {
+      const { row, attempt } = items[i]!;
+      const outcome = await this.#sign(row, attempt);
+      if (outcome.kind === 'signed') {
+        signed.push({ row, attempt: outcome.attempt, raw: outcome.raw, hash: outcome.hash, reserved: outcome.reserved });
+        continue;
+      }
+      const rest = items.slice(i + 1);
+      if (rest.length > 0) await this.#giveBack(rest, owner);
+      step = await this.#notSigned(row, attempt, outcome, owner);
+      break;
+    }
+    const recorded = await this.#recordSigned(signed);
+    if (recorded.length === 0) return step;
+    const sent = await this.#broadcast(chain, recorded);
+    return step === 'stop' ? 'stop' : sent;
+  }
+
+  /** One attempt signed, or why not (the nonce conflict of a replacement is asked again once, naming what the signer holds). */
+  async #sign(row: TransactionRow, attempt: AttemptRow, again = true): Promise<SignResult> {
     const { db } = this.deps;
     const parts = await this.#signingParts(row);
-    if (!parts) {
-      await deleteAttempt(db, attempt.id);
-      await this.#to(row, 'failed', { error: { code: 'wallet_gone', message: 'The wallet or its project no longer exists.' } });
-      return 'next';
-    }
+    if (!parts) return { kind: 'gone' };
     const noOp = attempt.purpose === 'cancel' || attempt.purpose === 'gapFill';
     const gas = BigInt(attempt.gas);
     const maxFee = BigInt(attempt.max_fee_per_gas);
@@ -329,67 +509,83 @@ export class TransactionEngine {
       params: { transaction, purpose: attempt.purpose, ...(attempt.replaces ? { replaces: attempt.replaces } : {}) },
     };
     const who = { caller: row.caller, actor: row.actor, requestId: null };
-    const { wallet, project: projectRef } = parts;
     const budget = { cost: gas * maxFee + value, ...(replaced?.signature_id ? { replacing: Number(replaced.signature_id) } : {}) };
-    // The first signature of a transaction (a send or a gap fill); after it, fee bumps and cancels.
-    const original = row.status === 'queued';
     let outcome: Awaited<ReturnType<typeof decideAndSign>>;
     try {
-      outcome = await decideAndSign(this.deps.sign, wallet, projectRef, operation, who, budget);
+      outcome = await decideAndSign(this.deps.sign, parts.wallet, parts.project, operation, who, budget);
     } catch (err) {
-      if (err instanceof NonceConflictError) return this.#nonceTaken(row, attempt, err.signed, owner);
-      if (err instanceof DependencyUnavailableError) return 'stop';
-      if (err instanceof AppError && err.status < 500) {
-        await this.#unsigned(row, attempt, owner, original, { code: err.code, message: err.detail });
-        return 'next';
+      if (err instanceof NonceConflictError) {
+        const last = err.signed[err.signed.length - 1];
+        // A replacement or gap fill names what the signer holds there, and is asked once more.
+        if (attempt.purpose !== 'send' && last !== undefined && attempt.replaces !== last && again) {
+          await updateAttempt(db, attempt.id, { replaces: last });
+          return this.#sign(row, { ...attempt, replaces: last }, false);
+        }
+        return { kind: 'conflict', last };
       }
+      if (err instanceof DependencyUnavailableError) return { kind: 'unavailable' };
+      if (err instanceof AppError && err.status < 500) return { kind: 'refused', error: { code: err.code, message: err.detail } };
       throw err;
     }
-    if (!outcome.allowed) {
-      await this.#unsigned(row, attempt, owner, original, { code: 'policy_denied', message: outcome.message });
-      return 'next';
-    }
-    const raw = Buffer.from(String(outcome.result['signedTransaction']).slice(2), 'hex');
-    const hash = String(outcome.result['hash']);
-    // The signed bytes are written before they leave: after any crash, these same bytes go again.
-    const at = new Date(this.deps.now());
-    let signedRow: TransactionRow;
-    try {
-      signedRow = await db.transaction(async (tx) => {
-        await updateAttempt(tx, attempt.id, { status: 'signed', hash, raw, signature_id: outcome.reserved === undefined ? null : String(outcome.reserved) });
-        if (original) return change(tx, row, { status: 'signed', hash, waiting: null }, 'wallet.transaction.signed', at);
-        // A fee bump or a cancel: the transaction's hash is the newest attempt's.
-        return change(tx, row, { hash, waiting: null, speed_up_requested: false }, 'wallet.transaction.repriced', at);
-      });
-    } catch (err) {
-      // The same replacement, made at once by the worker and a request: one attempt holds those bytes already.
-      if (!isUniqueViolation(err)) throw err;
-      await deleteAttempt(db, attempt.id);
-      return 'next';
-    }
-    return this.#broadcast(chain, signedRow, { ...attempt, status: 'signed', hash, raw });
+    if (!outcome.allowed) return { kind: 'refused', error: { code: 'policy_denied', message: outcome.message } };
+    return {
+      kind: 'signed',
+      attempt,
+      raw: Buffer.from(String(outcome.result['signedTransaction']).slice(2), 'hex'),
+      hash: String(outcome.result['hash']),
+      reserved: outcome.reserved,
+    };
   }
 
-  /** The signer holds another transaction at this nonce that this queue does not know of. */
-  async #nonceTaken(row: TransactionRow, attempt: AttemptRow, signed: string[], owner: string | undefined): Promise<Step> {
-    const last = signed[signed.length - 1];
-    if (attempt.purpose === 'send' || last === undefined) {
-      // The nonce is someone else's (the key signed elsewhere): this send takes the next one; a gap fill covers it if nothing lands there.
-      await this.deps.db.transaction(async (tx) => {
-        await deleteAttempt(tx, attempt.id);
-        await updateTransaction(tx, row.id, { nonce: null });
-      });
-      this.deps.log.warn(
-        { transactionId: row.id, chainId: row.chain_id, nonce: attempt.nonce },
-        'the signer holds another transaction at the nonce: taking the next',
+  /** Sends after one that was not signed: their attempts go, their nonces back to the queue; they are taken again, in order. */
+  async #giveBack(rest: ReadonlyArray<{ row: TransactionRow; attempt: AttemptRow }>, owner: string | undefined): Promise<void> {
+    const first = rest[0];
+    const last = rest[rest.length - 1];
+    if (!first || !last) return;
+    await this.deps.db.transaction(async (tx) => {
+      await deleteAttempts(
+        tx,
+        rest.map((r) => r.attempt.id),
       );
-      return owner ? 'next' : 'stop';
+      await setNonces(
+        tx,
+        rest.map((r) => r.row.id),
+        rest.map(() => null),
+      );
+      if (owner) await giveNoncesBack(tx, first.row.chain_id, first.row.from_address, owner, BigInt(first.attempt.nonce), BigInt(last.attempt.nonce) + 1n);
+    });
+  }
+
+  /** What follows an attempt the signer did not sign. */
+  async #notSigned(row: TransactionRow, attempt: AttemptRow, outcome: Exclude<SignResult, { kind: 'signed' }>, owner: string | undefined): Promise<Step> {
+    // The first signature of a transaction (a send or a gap fill); after it, fee bumps and cancels.
+    const original = row.status === 'queued';
+    switch (outcome.kind) {
+      case 'gone':
+        await deleteAttempt(this.deps.db, attempt.id);
+        await this.#to(row, 'failed', { error: { code: 'wallet_gone', message: 'The wallet or its project no longer exists.' } });
+        return 'next';
+      case 'unavailable':
+        // Prepared, with its nonce: signed by a later turn or pass.
+        return 'stop';
+      case 'refused':
+        await this.#unsigned(row, attempt, owner, original, outcome.error);
+        return 'next';
+      case 'conflict':
+        if (attempt.purpose === 'send' || outcome.last === undefined) {
+          // The nonce is someone else's (the key signed elsewhere): this send takes the next one; a gap fill covers it if nothing lands there.
+          await this.deps.db.transaction(async (tx) => {
+            await deleteAttempt(tx, attempt.id);
+            await updateTransaction(tx, row.id, { nonce: null });
+          });
+          this.deps.log.warn(
+            { transactionId: row.id, chainId: row.chain_id, nonce: attempt.nonce },
+            'the signer holds another transaction at the nonce: taking the next',
+          );
+          return owner ? 'next' : 'stop';
+        }
+        return 'stop';
     }
-    // A replacement or gap fill names what the signer holds there, and is asked once more.
-    if (attempt.replaces === last) return 'stop';
-    await updateAttempt(this.deps.db, attempt.id, { replaces: last });
-    const chain = this.deps.chains.get(row.chain_id);
-    return chain ? this.#signAndSend(chain, row, { ...attempt, replaces: last }, owner) : 'stop';
   }
 
   /** Nothing was signed: the attempt goes; an original send fails and gives its nonce back. */
@@ -408,42 +604,93 @@ export class TransactionEngine {
         await updateTransaction(tx, row.id, { waiting: error.code, speed_up_requested: false });
         return;
       }
-      if (owner && row.kind === 'send') await giveNonceBack(tx, row.chain_id, row.from_address, owner, BigInt(attempt.nonce));
+      const nonce = BigInt(attempt.nonce);
+      if (owner && row.kind === 'send') await giveNoncesBack(tx, row.chain_id, row.from_address, owner, nonce, nonce + 1n);
       await change(tx, row, { status: 'failed', error, waiting: null, ...(row.kind === 'send' ? { nonce: null } : {}) }, 'wallet.transaction.failed', at);
     });
   }
 
-  /** Sends an attempt's recorded bytes; what the node answers is a fact about the transaction, unless no URL answers at all. */
-  async #broadcast(chain: Chain, row: TransactionRow, attempt: AttemptRow): Promise<Step> {
-    if (!attempt.raw) return 'next';
-    let fact: ReturnType<typeof broadcastFact> | 'sent';
+  /** The signed bytes are written before they leave: after any crash, these same bytes go again. */
+  async #recordSigned(signed: readonly Signed[]): Promise<Array<{ row: TransactionRow; attempt: AttemptRow }>> {
+    if (signed.length === 0) return [];
+    const at = new Date(this.deps.now());
     try {
-      await chain.rpc.call('eth_sendRawTransaction', [hexB(attempt.raw)]);
-      fact = 'sent';
+      return await this.deps.db.transaction(async (tx) => {
+        await markSigned(
+          tx,
+          signed.map((s) => ({ id: s.attempt.id, hash: s.hash, raw: s.raw, signature_id: s.reserved === undefined ? null : String(s.reserved) })),
+        );
+        const rows = await changeMany(
+          tx,
+          signed.map(({ row, hash }) =>
+            row.status === 'queued'
+              ? { row, patch: { status: 'signed', hash, waiting: null }, event: 'wallet.transaction.signed' }
+              : // A fee bump or a cancel: the transaction's hash is the newest attempt's.
+                { row, patch: { hash, waiting: null, speed_up_requested: false }, event: 'wallet.transaction.repriced' },
+          ),
+          at,
+        );
+        return rows.map((row, i) => ({ row, attempt: { ...signed[i]!.attempt, status: 'signed' as const, hash: signed[i]!.hash, raw: signed[i]!.raw } }));
+      });
+    } catch (err) {
+      // The same replacement, made at once by the worker and a request: one attempt holds those bytes already.
+      if (!isUniqueViolation(err) || signed.length !== 1) throw err;
+      await deleteAttempt(this.deps.db, signed[0]!.attempt.id);
+      return [];
+    }
+  }
+
+  /**
+   * Sends attempts' recorded bytes, in nonce order, in one batch; what the node answers is a fact
+   * about each transaction, unless no URL answers at all.
+   */
+  async #broadcast(chain: Chain, items: ReadonlyArray<{ row: TransactionRow; attempt: AttemptRow }>): Promise<Step> {
+    const sendable = items.filter((i) => i.attempt.raw);
+    const first = sendable[0];
+    if (!first) return 'next';
+    let answers: unknown[];
+    try {
+      answers = await chain.rpc.callMany(sendable.map((i) => ({ method: 'eth_sendRawTransaction', params: [hexB(i.attempt.raw!)] })));
     } catch (err) {
       if (err instanceof RpcUnavailable) {
-        await this.#wait(row, 'rpc_unavailable');
+        await this.#wait(first.row, 'rpc_unavailable');
         return 'stop';
       }
-      if (!(err instanceof RpcError)) throw err;
-      fact = broadcastFact(err);
-      if (fact === 'invalid') {
-        await this.#to(row, 'failed', { error: { code: 'rejected', message: `The node refused the transaction: ${err.message}` } });
-        return 'next';
-      }
+      throw err;
     }
-    if (fact === 'underpriced' || fact === 'insufficient_funds') {
-      await this.#wait(row, fact);
-      return 'stop';
-    }
-    // Sent, already known, or its nonce already used (the settling pass finds which of ours was mined, or calls it replaced).
     const at = new Date(this.deps.now());
-    await this.deps.db.transaction(async (tx) => {
-      if (attempt.status !== 'broadcast') await updateAttempt(tx, attempt.id, { status: 'broadcast', broadcast_at: at });
-      if (row.status === 'signed') await change(tx, row, { status: 'submitted', submitted_at: at, waiting: null }, 'wallet.transaction.submitted', at);
-      else if (row.waiting !== null) await updateTransaction(tx, row.id, { waiting: null });
+    let step: Step = 'next';
+    const changes: Change[] = [];
+    const broadcast: number[] = [];
+    const waits: Array<{ id: number; waiting: string | null }> = [];
+    sendable.forEach(({ row, attempt }, i) => {
+      const answer = answers[i];
+      const fact = answer instanceof RpcError ? broadcastFact(answer) : 'sent';
+      if (fact === 'invalid') {
+        changes.push({
+          row,
+          patch: { status: 'failed', error: { code: 'rejected', message: `The node refused the transaction: ${(answer as RpcError).message}` } },
+          event: 'wallet.transaction.failed',
+        });
+        return;
+      }
+      if (fact === 'underpriced' || fact === 'insufficient_funds') {
+        if (row.waiting !== fact) waits.push({ id: row.id, waiting: fact });
+        step = 'stop';
+        return;
+      }
+      // Sent, already known, or its nonce already used (the settling pass finds which of ours was mined, or calls it replaced).
+      if (attempt.status !== 'broadcast') broadcast.push(attempt.id);
+      if (row.status === 'signed')
+        changes.push({ row, patch: { status: 'submitted', submitted_at: at, waiting: null }, event: 'wallet.transaction.submitted' });
+      else if (row.waiting !== null) waits.push({ id: row.id, waiting: null });
     });
-    return 'next';
+    await this.deps.db.transaction(async (tx) => {
+      await markBroadcast(tx, broadcast, at);
+      for (const w of waits) await updateTransaction(tx, w.id, { waiting: w.waiting });
+      await changeMany(tx, changes, at);
+    });
+    return step;
   }
 
   // ---- Settling: receipts, depth, reorgs, stuck and dropped transactions, gaps --------------
@@ -470,7 +717,6 @@ export class TransactionEngine {
   }
 
   async #settlePass(chain: Chain): Promise<void> {
-    const chainId = chain.config.chainId;
     await this.#expire();
     let head: bigint;
     try {
@@ -479,28 +725,18 @@ export class TransactionEngine {
       if (err instanceof RpcUnavailable || err instanceof RpcError) return;
       throw err;
     }
-    const rows = await unsettled(this.deps.db, chainId, PER_PASS);
+    const rows = await unsettled(this.deps.db, chain.config.chainId, PER_PASS);
     const attempts = await attemptsOfMany(
       this.deps.db,
       rows.map((r) => r.id),
     );
-    const counts = new Map<string, Promise<bigint>>();
-    const countOf = (address: string): Promise<bigint> => {
-      let c = counts.get(address);
-      if (!c) {
-        c = chain.rpc.call<string>('eth_getTransactionCount', [address, 'latest']).then(BigInt);
-        counts.set(address, c);
-      }
-      return c;
-    };
-    await inParallel(rows, RPC_PARALLEL, async (row) => {
-      try {
-        await this.#settleOne(chain, row, attempts.get(row.id) ?? [], head, countOf);
-      } catch (err) {
-        if (err instanceof RpcUnavailable || err instanceof RpcError) return;
-        throw err;
-      }
-    });
+    const countOf = this.#counts(chain);
+    try {
+      await this.#settleMany(chain, rows, attempts, head, countOf);
+    } catch (err) {
+      if (err instanceof RpcUnavailable) return;
+      throw err;
+    }
     const addresses = [...new Set(rows.filter((r) => r.status !== 'mined').map((r) => r.from_address))];
     await inParallel(addresses, RPC_PARALLEL, async (address) => {
       try {
@@ -512,55 +748,118 @@ export class TransactionEngine {
     });
   }
 
-  async #settleOne(chain: Chain, row: TransactionRow, attempts: AttemptRow[], head: bigint, countOf: (a: string) => Promise<bigint>): Promise<void> {
-    const { rpc, config } = chain;
-    if (row.status === 'mined') {
-      const block = await rpc.call<{ hash?: string } | null>('eth_getBlockByNumber', [hexQ(BigInt(row.block_number ?? '0')), false]);
-      if (block?.hash !== row.block_hash) {
-        // Its block left the canonical chain: submitted again, with the same bytes.
-        const at = new Date(this.deps.now());
-        const back = await this.deps.db.transaction((tx) =>
-          change(tx, row, { status: 'submitted', block_number: null, block_hash: null, receipt: null }, 'wallet.transaction.reorged', at),
-        );
-        const mined = attempts.find((a) => a.hash === row.hash);
-        if (mined) await this.#broadcast(chain, back, mined);
-        return;
+  /** Each address's count of mined transactions, asked once per pass. */
+  #counts(chain: Chain): (address: string) => Promise<bigint> {
+    const counts = new Map<string, Promise<bigint>>();
+    return (address) => {
+      let c = counts.get(address);
+      if (!c) {
+        c = chain.rpc.call<string>('eth_getTransactionCount', [address, 'latest']).then(BigInt);
+        counts.set(address, c);
       }
-      await this.#settleIfDeep(row, attempts, head, config.confirmations);
-      return;
+      return c;
+    };
+  }
+
+  /**
+   * Settles transactions: the receipts of their attempts and the blocks of the mined ones asked in
+   * batches; the newly mined and the deep enough changed together (a transaction mined deep
+   * enough already is `mined` then settled in the same database transaction); a mined one whose
+   * block left the canonical chain goes back; the rest one by one (#settleUnmined).
+   */
+  async #settleMany(chain: Chain, rows: readonly TransactionRow[], attempts: Map<number, AttemptRow[]>, head: bigint, countOf: (a: string) => Promise<bigint>) {
+    const { rpc, config } = chain;
+    const liveOf = (row: TransactionRow) => (attempts.get(row.id) ?? []).filter((a) => a.hash !== null && (a.status === 'signed' || a.status === 'broadcast'));
+    const minedRows = rows.filter((r) => r.status === 'mined');
+    const pending = rows.filter((r) => r.status !== 'mined');
+    const hashes = pending.flatMap((r) => liveOf(r).map((a) => a.hash!));
+    const blocks = [...new Set(minedRows.map((r) => BigInt(r.block_number ?? '0')))];
+    const [receipts, blockAnswers] = await Promise.all([
+      rpc.callMany<Record<string, unknown> | null>(hashes.map((h) => ({ method: 'eth_getTransactionReceipt', params: [h] }))),
+      rpc.callMany<{ hash?: string } | null>(blocks.map((b) => ({ method: 'eth_getBlockByNumber', params: [hexQ(b), false] }))),
+    ]);
+    const receiptOf = new Map(hashes.map((h, i) => [h, receipts[i]]));
+    const blockHash = new Map(blocks.map((b, i) => [b.toString(), blockAnswers[i]]));
+
+    const newlyMined: Change[] = [];
+    const superseded: number[] = [];
+    const deep: Change[] = [];
+    const reorged: TransactionRow[] = [];
+    const rest: TransactionRow[] = [];
+    for (const row of minedRows) {
+      const block = blockHash.get(String(row.block_number ?? '0'));
+      if (block instanceof RpcError) continue;
+      if (block?.hash !== row.block_hash) reorged.push(row);
+      else {
+        const c = this.#depthChange(row, attempts.get(row.id) ?? [], head, config.confirmations);
+        if (c) deep.push(c);
+      }
     }
-    const live = attempts.filter((a) => a.hash !== null && (a.status === 'signed' || a.status === 'broadcast'));
-    const receipts = await Promise.all(live.map((a) => rpc.call<Record<string, unknown> | null>('eth_getTransactionReceipt', [a.hash])));
-    const index = receipts.findIndex((r) => r !== null && typeof r['blockHash'] === 'string');
-    const receipt = receipts[index];
-    const minedAttempt = live[index];
-    if (receipt && minedAttempt) {
-      const at = new Date(this.deps.now());
-      const minedRow = await this.deps.db.transaction(async (tx) => {
-        for (const a of live) if (a.id !== minedAttempt.id) await updateAttempt(tx, a.id, { status: 'superseded' });
-        return change(
-          tx,
-          row,
-          {
-            status: 'mined',
-            hash: minedAttempt.hash,
-            waiting: null,
-            block_number: quantityOf(receipt['blockNumber']).toString(),
-            block_hash: String(receipt['blockHash']),
-            receipt: {
-              status: receipt['status'] === '0x1' ? 'success' : 'reverted',
-              gasUsed: quantityOf(receipt['gasUsed']).toString(),
-              effectiveGasPrice: quantityOf(receipt['effectiveGasPrice']).toString(),
-            },
+    for (const row of pending) {
+      const live = liveOf(row);
+      const answers = live.map((a) => receiptOf.get(a.hash!));
+      if (answers.some((r) => r instanceof RpcError)) continue;
+      const index = answers.findIndex((r) => r !== null && r !== undefined && typeof (r as Record<string, unknown>)['blockHash'] === 'string');
+      const receipt = answers[index] as Record<string, unknown> | undefined;
+      const minedAttempt = live[index];
+      if (!receipt || !minedAttempt) {
+        rest.push(row);
+        continue;
+      }
+      for (const a of live) if (a.id !== minedAttempt.id) superseded.push(a.id);
+      newlyMined.push({
+        row,
+        patch: {
+          status: 'mined',
+          hash: minedAttempt.hash,
+          waiting: null,
+          block_number: quantityOf(receipt['blockNumber']).toString(),
+          block_hash: String(receipt['blockHash']),
+          receipt: {
+            status: receipt['status'] === '0x1' ? 'success' : 'reverted',
+            gasUsed: quantityOf(receipt['gasUsed']).toString(),
+            effectiveGasPrice: quantityOf(receipt['effectiveGasPrice']).toString(),
           },
-          'wallet.transaction.mined',
-          at,
-        );
+        },
+        event: 'wallet.transaction.mined',
       });
-      // Deep enough already (one confirmation, or a pass that came late): settled in this pass.
-      if (minedRow.status === 'mined') await this.#settleIfDeep(minedRow, attempts, head, config.confirmations);
-      return;
     }
+    if (newlyMined.length > 0 || deep.length > 0) {
+      const at = new Date(this.deps.now());
+      await this.deps.db.transaction(async (tx) => {
+        await supersede(tx, superseded);
+        const mined = await changeMany(tx, newlyMined, at);
+        // Deep enough already (one confirmation, or a pass that came late): settled in this pass.
+        for (const row of mined) {
+          if (row.status !== 'mined') continue;
+          const c = this.#depthChange(row, attempts.get(row.id) ?? [], head, config.confirmations);
+          if (c) deep.push(c);
+        }
+        await changeMany(tx, deep, at);
+      });
+    }
+    for (const row of reorged) {
+      // Its block left the canonical chain: submitted again, with the same bytes.
+      const at = new Date(this.deps.now());
+      const back = await this.deps.db.transaction((tx) =>
+        change(tx, row, { status: 'submitted', block_number: null, block_hash: null, receipt: null }, 'wallet.transaction.reorged', at),
+      );
+      const mined = (attempts.get(row.id) ?? []).find((a) => a.hash === row.hash);
+      if (mined) await this.#broadcast(chain, [{ row: back, attempt: mined }]);
+    }
+    await inParallel(rest, RPC_PARALLEL, async (row) => {
+      try {
+        await this.#settleUnmined(chain, row, attempts.get(row.id) ?? [], countOf);
+      } catch (err) {
+        if (err instanceof RpcUnavailable || err instanceof RpcError) return;
+        throw err;
+      }
+    });
+  }
+
+  /** A signed or submitted transaction with no receipt: replaced, re-signed, re-priced, or sent again as it is. */
+  async #settleUnmined(chain: Chain, row: TransactionRow, attempts: AttemptRow[], countOf: (a: string) => Promise<bigint>): Promise<void> {
+    const { config } = chain;
     const nonce = BigInt(row.nonce ?? '0');
     if ((await countOf(row.from_address)) > nonce) {
       // Its nonce is used, by none of its attempts. A receipt can lag a block: decided on the next pass.
@@ -571,7 +870,7 @@ export class TransactionEngine {
     const current = attempts[attempts.length - 1];
     if (!current) return;
     if (current.status === 'prepared') {
-      await this.#signAndSend(chain, row, current);
+      await this.#signAndSend(chain, [{ row, attempt: current }]);
       return;
     }
     const cancel = row.cancel_requested && current.purpose !== 'cancel';
@@ -580,17 +879,21 @@ export class TransactionEngine {
       if (await this.#replace(chain, row, current, cancel ? 'cancel' : current.purpose === 'send' ? 'speedUp' : current.purpose)) return;
     }
     // Sent again as it is: a node that dropped it takes it back, one that has it says so.
-    await this.#broadcast(chain, row, current);
+    await this.#broadcast(chain, [{ row, attempt: current }]);
   }
 
   /** A mined transaction `confirmations` blocks deep: `confirmed`, `failed` (it reverted) or `cancelled` (its cancel was mined). */
-  async #settleIfDeep(row: TransactionRow, attempts: AttemptRow[], head: bigint, confirmations: number): Promise<void> {
-    if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(confirmations)) return;
+  #depthChange(row: TransactionRow, attempts: AttemptRow[], head: bigint, confirmations: number): Change | undefined {
+    if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(confirmations)) return undefined;
     const minedAttempt = attempts.find((a) => a.hash === row.hash);
     if (row.receipt?.['status'] !== 'success')
-      await this.#to(row, 'failed', { error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } });
-    else if (minedAttempt?.purpose === 'cancel') await this.#to(row, 'cancelled');
-    else await this.#to(row, 'confirmed');
+      return {
+        row,
+        patch: { status: 'failed', error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } },
+        event: 'wallet.transaction.failed',
+      };
+    if (minedAttempt?.purpose === 'cancel') return { row, patch: { status: 'cancelled' }, event: 'wallet.transaction.cancelled' };
+    return { row, patch: { status: 'confirmed' }, event: 'wallet.transaction.confirmed' };
   }
 
   /** A replacement at the same nonce with higher fees (a fee bump, a cancel); false when the caps leave no room. */
@@ -621,7 +924,7 @@ export class TransactionEngine {
       max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
       replaces: current.hash,
     });
-    await this.#signAndSend(chain, row, attempt);
+    await this.#signAndSend(chain, [{ row, attempt }]);
     return true;
   }
 
@@ -727,9 +1030,7 @@ export class TransactionEngine {
     if (!chain || (row.status !== 'signed' && row.status !== 'submitted')) return;
     try {
       const head = BigInt(await chain.rpc.call<string>('eth_blockNumber', []));
-      await this.#settleOne(chain, row, await attemptsOf(this.deps.db, row.id), head, (a) =>
-        chain.rpc.call<string>('eth_getTransactionCount', [a, 'latest']).then(BigInt),
-      );
+      await this.#settleMany(chain, [row], new Map([[row.id, await attemptsOf(this.deps.db, row.id)]]), head, this.#counts(chain));
     } catch (err) {
       if (err instanceof RpcUnavailable || err instanceof RpcError) return;
       throw err;

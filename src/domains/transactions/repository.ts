@@ -143,25 +143,6 @@ export async function updateTransaction(db: Executor, id: number, patch: Partial
     .update({ ...patch, updated_at: db.fn.now() });
 }
 
-/**
- * Changes a transaction's columns as its next event, only if nothing else changed it since it was
- * read (its event count is still `sequence`): the changed row, or undefined when another process
- * got there first (the change is then theirs to announce).
- */
-export async function advanceTransaction(
-  db: Executor,
-  id: number,
-  sequence: number,
-  patch: Partial<TransactionRow>,
-  event: string,
-): Promise<TransactionRow | undefined> {
-  const [row] = await db('transactions')
-    .where({ id, sequence })
-    .update({ ...patch, updated_at: db.fn.now(), sequence: sequence + 1, events: db.raw('array_append(events, ?)', [event]) })
-    .returning<TransactionRow[]>('*');
-  return row ? numeric(row) : undefined;
-}
-
 export async function attemptsOf(db: Executor, transactionId: number): Promise<AttemptRow[]> {
   const rows = await db('transaction_attempts').where({ transaction_id: transactionId }).orderBy('id').select<AttemptRow[]>('*');
   return rows.map(numericAttempt);
@@ -187,6 +168,55 @@ export async function insertAttempt(db: Executor, a: NewAttempt): Promise<Attemp
     .returning<AttemptRow[]>('*');
   if (!row) throw new Error('the attempt was not inserted');
   return numericAttempt(row);
+}
+
+/** Attempts of several transactions at once, in the order given. */
+export async function insertAttempts(db: Executor, attempts: readonly NewAttempt[]): Promise<AttemptRow[]> {
+  const rows = await db('transaction_attempts')
+    .insert(attempts.map((a) => ({ ...a, status: 'prepared' })))
+    .returning<AttemptRow[]>('*');
+  const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));
+  return attempts.map((a) => {
+    const row = byTransaction.get(a.transaction_id);
+    if (!row) throw new Error('an attempt was not inserted');
+    return row;
+  });
+}
+
+/** Sets (or clears) transactions' nonces, waiting for nothing any more. */
+export async function setNonces(db: Executor, ids: readonly number[], nonces: ReadonlyArray<bigint | null>): Promise<void> {
+  if (ids.length === 0) return;
+  await db.raw(
+    `UPDATE transactions t SET nonce = v.nonce, waiting = NULL, updated_at = now()
+       FROM unnest(?::bigint[], ?::numeric[]) AS v(id, nonce) WHERE t.id = v.id`,
+    // pg binds an array with nulls as SQL NULLs; knex's types admit no null inside an array.
+    [[...ids], nonces.map((n) => (n === null ? null : n.toString())) as string[]],
+  );
+}
+
+/** Attempts signed: their hashes, signed bytes and places under the limits. */
+export async function markSigned(db: Executor, signed: ReadonlyArray<{ id: number; hash: string; raw: Buffer; signature_id: string | null }>): Promise<void> {
+  if (signed.length === 0) return;
+  await db.raw(
+    `UPDATE transaction_attempts a SET status = 'signed', hash = v.hash, raw = v.raw, signature_id = v.signature_id
+       FROM unnest(?::bigint[], ?::text[], ?::bytea[], ?::bigint[]) AS v(id, hash, raw, signature_id) WHERE a.id = v.id`,
+    [signed.map((s) => s.id), signed.map((s) => s.hash), signed.map((s) => s.raw), signed.map((s) => s.signature_id) as string[]],
+  );
+}
+
+/** Attempts whose bytes went to the node. */
+export async function markBroadcast(db: Executor, ids: readonly number[], at: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await db('transaction_attempts').whereIn('id', ids).update({ status: 'broadcast', broadcast_at: at });
+}
+
+/** Attempts another attempt of their transaction was mined instead of. */
+export async function supersede(db: Executor, ids: readonly number[]): Promise<void> {
+  if (ids.length > 0) await db('transaction_attempts').whereIn('id', ids).update({ status: 'superseded' });
+}
+
+export async function deleteAttempts(db: Executor, ids: readonly number[]): Promise<void> {
+  if (ids.length > 0) await db('transaction_attempts').whereIn('id', ids).delete();
 }
 
 export async function updateAttempt(db: Executor, id: number, patch: Partial<AttemptRow>): Promise<void> {
@@ -225,24 +255,24 @@ export async function releaseQueue(db: Executor, chainId: number, address: strin
 }
 
 /**
- * Takes the queue's next nonce, only while `owner` holds the lease (a lapsed holder takes
- * nothing), and renews the lease for the send it takes: a lease covers one send, so a holder that
- * died frees its queue one lease after its last send.
+ * Takes the queue's next `count` nonces, only while `owner` holds the lease (a lapsed holder takes
+ * nothing), and renews the lease for the sends it takes: a lease covers one batch, so a holder
+ * that died frees its queue one lease after its last batch. Answers the first of them.
  */
-export async function takeNonce(db: Executor, chainId: number, address: string, owner: string, leaseMs: number): Promise<bigint | undefined> {
+export async function takeNonces(db: Executor, chainId: number, address: string, owner: string, leaseMs: number, count: number): Promise<bigint | undefined> {
   const { rows } = await db.raw<{ rows: Array<{ nonce: string }> }>(
-    `UPDATE send_queues SET next_nonce = next_nonce + 1, lease_until = now() + make_interval(secs => ?)
-      WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - 1)::text AS nonce`,
-    [leaseMs / 1000, chainId, address, owner],
+    `UPDATE send_queues SET next_nonce = next_nonce + ?, lease_until = now() + make_interval(secs => ?)
+      WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - ?)::text AS nonce`,
+    [count, leaseMs / 1000, chainId, address, owner, count],
   );
   return rows[0] ? BigInt(rows[0].nonce) : undefined;
 }
 
-/** Gives a nonce back when it is still the last one taken (nothing was signed at it). */
-export async function giveNonceBack(db: Executor, chainId: number, address: string, owner: string, nonce: bigint): Promise<boolean> {
+/** Gives nonces `from` … `upTo − 1` back when they are still the last ones taken (nothing was signed at them). */
+export async function giveNoncesBack(db: Executor, chainId: number, address: string, owner: string, from: bigint, upTo: bigint): Promise<boolean> {
   const n = await db('send_queues')
-    .where({ chain_id: chainId, address, lease_owner: owner, next_nonce: (nonce + 1n).toString() })
-    .update({ next_nonce: nonce.toString() });
+    .where({ chain_id: chainId, address, lease_owner: owner, next_nonce: upTo.toString() })
+    .update({ next_nonce: from.toString() });
   return n === 1;
 }
 
@@ -255,14 +285,15 @@ export async function raiseNonce(db: Executor, chainId: number, address: string,
   await db('send_queues').where({ chain_id: chainId, address }).andWhere('next_nonce', '<', atLeast.toString()).update({ next_nonce: atLeast.toString() });
 }
 
-/** The oldest queued transaction of a queue. */
-export async function nextQueued(db: Executor, chainId: number, address: string): Promise<TransactionRow | undefined> {
-  const row = await db('transactions')
+/** The oldest queued transactions of a queue, up to `limit`. */
+export async function queuedOf(db: Executor, chainId: number, address: string, limit: number): Promise<TransactionRow[]> {
+  const rows = await db('transactions')
     .where({ chain_id: chainId, from_address: address, status: 'queued' })
     // A gap fill (its nonce given) before the sends that wait behind its gap.
     .orderByRaw('(kind = ?) DESC, id', ['gapFill'])
-    .first<TransactionRow | undefined>();
-  return row ? numeric(row) : undefined;
+    .limit(limit)
+    .select<TransactionRow[]>('*');
+  return rows.map(numeric);
 }
 
 /** The queues with a queued transaction: what the worker drives. */
@@ -296,6 +327,12 @@ export async function liveNonces(db: Executor, chainId: number, address: string,
 export async function newestOfQueue(db: Executor, chainId: number, address: string): Promise<TransactionRow | undefined> {
   const row = await db('transactions').where({ chain_id: chainId, from_address: address }).orderBy('id', 'desc').first<TransactionRow | undefined>();
   return row ? numeric(row) : undefined;
+}
+
+export async function reloadTransactions(db: Executor, ids: readonly number[]): Promise<TransactionRow[]> {
+  if (ids.length === 0) return [];
+  const rows = await db('transactions').whereIn('id', ids).select<TransactionRow[]>('*');
+  return rows.map(numeric);
 }
 
 export async function reloadTransaction(db: Executor, id: number): Promise<TransactionRow | undefined> {

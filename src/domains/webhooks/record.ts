@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Executor } from '../../platform/db/knex.js';
-import { EVENT_ROW_COLUMNS, eventRowsFrom, insertEventRow, wakeRelaysIfAny, type NewEventRow } from '../../platform/outbox/repository.js';
+import { eventRowsFrom, insertEventRow, type NewEventRow } from '../../platform/outbox/repository.js';
 import { someSubscriptionNames } from './repository.js';
 import { mapInTurns } from '../../platform/runtime/turns.js';
 import type { EventType } from './catalogue.js';
@@ -47,18 +47,3 @@ export async function eventRowOf(projectId: number, events: readonly NewEvent[],
  * subscribes to nothing costs the relay nothing.
  */
 export const subscribedEventsFrom = (source: string): string => eventRowsFrom(source, someSubscriptionNames);
-
-/**
- * As recordEvents, for one event that only subscriptions may want (a transaction's status
- * changes): the row is written only if a subscription of the project names its type (or `*`),
- * and the relays are woken only then. A busy project without subscribers writes no outbox rows.
- */
-export async function recordEventIfSubscribed(tx: Executor, projectId: number, event: NewEvent, at: Date): Promise<void> {
-  const row = await eventRowOf(projectId, [event], at);
-  await tx.raw(
-    `WITH d AS (SELECT ${EVENT_ROW_COLUMNS.map((c) => `?${c === 'project_id' || c === 'wallet_id' ? '::bigint' : c === 'event_count' ? '::int' : '::text'} AS ${c}`).join(', ')}),
-     event AS (${subscribedEventsFrom('d')})
-     ${wakeRelaysIfAny('event')}`,
-    EVENT_ROW_COLUMNS.map((c) => row[c]),
-  );
-}

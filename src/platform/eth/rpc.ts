@@ -88,13 +88,16 @@ export class ChainRpc {
     }
   }
 
-  /** A call, on the first URL that answers; RpcError when the node refuses it, RpcUnavailable when none answers. */
-  async call<T = unknown>(method: string, params: unknown[]): Promise<T> {
+  /** The URLs to try: those not set aside first, in their order; then the set-aside ones, rather than nothing. */
+  #order(): Endpoint[] {
     const now = this.#now();
     const usable = this.#endpoints.filter((e) => e.checked !== 'wrong');
-    // The ones not set aside first, in their order; then the set-aside ones, rather than nothing.
-    const order = [...usable.filter((e) => e.downUntil <= now), ...usable.filter((e) => e.downUntil > now)];
-    for (const e of order) {
+    return [...usable.filter((e) => e.downUntil <= now), ...usable.filter((e) => e.downUntil > now)];
+  }
+
+  /** A call, on the first URL that answers; RpcError when the node refuses it, RpcUnavailable when none answers. */
+  async call<T = unknown>(method: string, params: unknown[]): Promise<T> {
+    for (const e of this.#order()) {
       if ((await this.#check(e)) !== 'ok') continue;
       try {
         return (await this.#post(e, method, params)) as T;
@@ -107,33 +110,117 @@ export class ChainRpc {
     throw new RpcUnavailable(this.chain.chainId);
   }
 
-  async #post(e: Endpoint, method: string, params: unknown[]): Promise<unknown> {
-    const id = ++this.#id;
+  /**
+   * Calls in one JSON-RPC batch, on the first URL that answers: each call's result or its
+   * RpcError, in the calls' order; RpcUnavailable when no URL answers. A node that refuses batches
+   * (an answer that is not an array) is asked one call at a time.
+   */
+  async callMany<T = unknown>(calls: ReadonlyArray<{ method: string; params: unknown[] }>): Promise<Array<T | RpcError>> {
+    if (calls.length === 0) return [];
+    const out: Array<T | RpcError> = [];
+    for (let i = 0; i < calls.length; i += BATCH_MAX) out.push(...(await this.#batch<T>(calls.slice(i, i + BATCH_MAX))));
+    return out;
+  }
+
+  async #batch<T>(calls: ReadonlyArray<{ method: string; params: unknown[] }>): Promise<Array<T | RpcError>> {
+    for (const e of this.#order()) {
+      if ((await this.#check(e)) !== 'ok') continue;
+      try {
+        const answers = await this.#postMany(e, calls);
+        if (answers) return answers as Array<T | RpcError>;
+        // No batches here: one call at a time on this URL.
+        const one: Array<T | RpcError> = [];
+        for (const c of calls) {
+          try {
+            one.push((await this.#post(e, c.method, c.params)) as T);
+          } catch (err) {
+            if (!(err instanceof RpcError)) throw err;
+            one.push(err);
+          }
+        }
+        return one;
+      } catch (err) {
+        e.downUntil = this.#now() + this.#cooldownMs;
+        this.options.log?.warn(
+          { chainId: this.chain.chainId, rpc: e.place, method: 'batch', reason: (err as Error).message },
+          'RPC URL failed; trying the next',
+        );
+      }
+    }
+    throw new RpcUnavailable(this.chain.chainId);
+  }
+
+  /** A batch's answers in the calls' order, or undefined when the node answered something else than an array (no batches). */
+  async #postMany(e: Endpoint, calls: ReadonlyArray<{ method: string; params: unknown[] }>): Promise<Array<unknown> | undefined> {
+    const first = this.#id + 1;
+    this.#id += calls.length;
+    const text = await this.#send(e, JSON.stringify(calls.map((c, i) => ({ jsonrpc: '2.0', id: first + i, method: c.method, params: c.params }))));
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new Error('not JSON');
+    }
+    if (!Array.isArray(body)) {
+      const error = (body as { error?: { code?: unknown } } | null)?.error;
+      if (error && (error.code === -32005 || error.code === 429)) throw new Error(`rate limited (${String(error.code)})`);
+      return undefined;
+    }
+    const byId = new Map<number, unknown>();
+    for (const item of body as Array<{ id?: unknown }>) if (typeof item?.id === 'number') byId.set(item.id, item);
+    return calls.map((_, i) => {
+      const item = byId.get(first + i);
+      if (item === undefined) throw new Error('a batch answer lacks a call');
+      return resultOf(item);
+    });
+  }
+
+  /** The body of a POST to the URL; a transport fault, a 429 or a 5xx throws (the URL's fault). */
+  async #send(e: Endpoint, body: string): Promise<string> {
     const res = await fetch(e.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+      body,
       signal: AbortSignal.timeout(this.#timeoutMs),
       redirect: 'error',
     });
     const text = await res.text();
     if (res.status === 429 || res.status >= 500) throw new Error(`HTTP ${res.status}`);
-    let body: { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
-    try {
-      body = JSON.parse(text) as typeof body;
-    } catch {
-      throw new Error(`HTTP ${res.status}: not JSON`);
-    }
-    if (typeof body !== 'object' || body === null) throw new Error('not a JSON-RPC answer');
-    if (body.error) {
-      const code = typeof body.error.code === 'number' ? body.error.code : 0;
-      // Providers answer their own limits as JSON-RPC errors too: those are about the provider.
-      if (code === -32005 || code === 429) throw new Error(`rate limited (${code})`);
-      throw new RpcError(code, typeof body.error.message === 'string' ? body.error.message.slice(0, 300) : 'error', body.error.data);
-    }
-    if (!('result' in body)) throw new Error('not a JSON-RPC answer');
-    return body.result;
+    return text;
   }
+
+  async #post(e: Endpoint, method: string, params: unknown[]): Promise<unknown> {
+    const id = ++this.#id;
+    const text = await this.#send(e, JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new Error('not JSON');
+    }
+    const result = resultOf(body);
+    if (result instanceof RpcError) throw result;
+    return result;
+  }
+}
+
+/** Calls per JSON-RPC batch: providers commonly accept 100 or more. */
+const BATCH_MAX = 100;
+
+/**
+ * One JSON-RPC answer: its result, or the node's RpcError; throws when it is no answer or a
+ * provider's own limit (those are about the provider, not the request).
+ */
+function resultOf(answer: unknown): unknown {
+  if (typeof answer !== 'object' || answer === null) throw new Error('not a JSON-RPC answer');
+  const body = answer as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
+  if (body.error) {
+    const code = typeof body.error.code === 'number' ? body.error.code : 0;
+    if (code === -32005 || code === 429) throw new Error(`rate limited (${code})`);
+    return new RpcError(code, typeof body.error.message === 'string' ? body.error.message.slice(0, 300) : 'error', body.error.data);
+  }
+  if (!('result' in body)) throw new Error('not a JSON-RPC answer');
+  return body.result;
 }
 
 /** What a node's refusal of a raw transaction says about it (the texts geth, anvil and others use). */
