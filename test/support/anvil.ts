@@ -22,6 +22,8 @@ export const DEV_ACCOUNT = { address: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb9226
 export interface Anvil {
   url: string;
   chainId: number;
+  /** The node's process (benchmarks count its CPU). */
+  pid: number | undefined;
   /** A JSON-RPC call; throws the node's error message. */
   rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
   /** Sets an address's balance (wei). */
@@ -78,6 +80,7 @@ export async function startAnvil(options: { chainId?: number; blockTime?: number
   return {
     url,
     chainId,
+    pid: proc.pid,
     rpc,
     fund: async (address, wei) => {
       await rpc('anvil_setBalance', [address, `0x${wei.toString(16)}`]);

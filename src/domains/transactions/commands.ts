@@ -123,12 +123,15 @@ export async function sendTransaction(
       who.requestId,
     ),
   );
+  let worked = true;
   try {
-    await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait });
+    worked = await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait });
   } catch (err) {
     // Accepted and written: the worker works the queue if this request could not.
     deps.log.warn({ err: err instanceof Error ? err.message : String(err), transactionId: row.id }, 'a send was accepted but not worked at once');
   }
+  // Another request or process holds its queue: it is answered as accepted, queued.
+  if (!worked && !wait) return row;
   return (await reloadTransaction(deps.db, row.id)) ?? row;
 }
 

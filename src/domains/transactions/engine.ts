@@ -29,13 +29,9 @@ import {
   expiredQueued,
   giveNoncesBack,
   insertAttempt,
-  insertAttempts,
   insertTransaction,
   transactionOfRequest,
   liveNonces,
-  markBroadcast,
-  markSigned,
-  supersede,
   newestOfQueue,
   queuedOf,
   reloadTransaction,
@@ -44,7 +40,7 @@ import {
   raiseNonce,
   releaseQueue,
   setNonces,
-  takeNonces,
+  prepareAttempts,
   unsettled,
   updateAttempt,
   updateTransaction,
@@ -114,18 +110,39 @@ const CHANGES_SQL = `
   ev AS (${subscribedEventsFrom('e')}),
   wake AS (${wakeRelaysIfAny('ev')}),
   a AS (SELECT d.* FROM jsonb_to_recordset(?::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN up ON up.id = d.id),
-  au AS (${auditInsertFrom('a')} RETURNING 1)
+  au AS (${auditInsertFrom('a')} RETURNING 1),
+  att AS (
+    UPDATE transaction_attempts a SET status = coalesce(w.status, a.status), hash = coalesce(w.hash, a.hash), raw = coalesce(decode(w.raw, 'hex'), a.raw),
+           signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
+      FROM jsonb_to_recordset(?::jsonb) AS w(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz)
+     WHERE a.id = w.id RETURNING 1)
   SELECT up.id FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+
+/** What a change does to attempts besides (their signatures recorded, their broadcast, the ones another was mined instead of). */
+export interface AttemptChange {
+  id: number;
+  status?: AttemptRow['status'];
+  hash?: string;
+  raw?: Buffer;
+  signature_id?: string | null;
+  broadcast_at?: Date;
+}
 
 /**
  * Status changes of transactions, in the caller's database transaction and in one statement:
  * each row (its event count goes up by one), its event (`wallet.transaction.*`, with that count as
- * `sequence`, written only when a subscription wants it) and an audit entry, committed together
- * or not at all. A row another process changed since it was read is left alone (that change is
+ * `sequence`, written only when a subscription wants it) and an audit entry, with what the
+ * change does to attempts, committed together or not at all. A row another process changed since it was read is left alone (that change is
  * theirs to announce): it is answered as it stands now.
  */
-export async function changeMany(tx: Executor, changes: readonly Change[], at: Date, requestId: string | null = null): Promise<TransactionRow[]> {
-  if (changes.length === 0) return [];
+export async function changeMany(
+  tx: Executor,
+  changes: readonly Change[],
+  at: Date,
+  requestId: string | null = null,
+  attempts: readonly AttemptChange[] = [],
+): Promise<TransactionRow[]> {
+  if (changes.length === 0 && attempts.length === 0) return [];
   const next = changes.map(({ row, patch, event }) => ({ ...row, ...patch, sequence: row.sequence + 1, events: [...row.events, event], updated_at: at }));
   const values = changes.map(({ row, patch, event }) => ({
     id: row.id,
@@ -167,6 +184,7 @@ export async function changeMany(tx: Executor, changes: readonly Change[], at: D
     JSON.stringify(values),
     JSON.stringify(events),
     JSON.stringify(audits),
+    JSON.stringify(attempts.map((a) => ({ ...a, raw: a.raw?.toString('hex') }))),
   ]);
   const done = new Set(rows.map((r) => Number(r.id)));
   const lost = next.filter((n) => !done.has(n.id)).map((n) => n.id);
@@ -282,11 +300,12 @@ export class TransactionEngine {
    * BATCH at a time (one reservation, one record of their signatures, one broadcast, one record of
    * it). A transaction whose fees are above the cap stops the turn: the queue waits (nothing
    * behind it takes its nonce). Another process holding the lease will see what was queued
-   * meanwhile: it looks again after it lets go.
+   * meanwhile: it looks again after it lets go. Answers whether this call worked the queue.
    */
-  async drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<void> {
+  async drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<boolean> {
     const chain = this.deps.chains.get(chainId);
-    if (!chain) return;
+    if (!chain) return false;
+    let worked = false;
     for (let round = 0; ; round++) {
       const owner = randomUUID();
       let claimed = await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
@@ -295,7 +314,7 @@ export class TransactionEngine {
         try {
           count = await chain.rpc.call<string>('eth_getTransactionCount', [address, 'pending']);
         } catch (err) {
-          if (err instanceof RpcUnavailable || err instanceof RpcError) return;
+          if (err instanceof RpcUnavailable || err instanceof RpcError) return worked;
           throw err;
         }
         await createQueue(this.deps.db, chainId, address, BigInt(count));
@@ -304,12 +323,13 @@ export class TransactionEngine {
       if (claimed === undefined || claimed === 'absent') {
         // Another request or process works the queue, and will reach this send. Only a caller
         // that must answer with its send's hash waits for it (or for its own turn).
-        if (!own?.wait) return;
-        if (this.deps.now() >= own.until || (await reloadTransaction(this.deps.db, own.id))?.status !== 'queued') return;
+        if (!own?.wait) return worked;
+        if (this.deps.now() >= own.until || (await reloadTransaction(this.deps.db, own.id))?.status !== 'queued') return worked;
         await sleep(15 + Math.random() * 10);
         continue;
       }
       let stopped = false;
+      worked = true;
       try {
         for (let taken = 0; taken < PER_TURN;) {
           const rows = await queuedOf(this.deps.db, chainId, address, BATCH);
@@ -324,7 +344,7 @@ export class TransactionEngine {
         await releaseQueue(this.deps.db, chainId, address, owner);
       }
       // What was queued after the last look, while the lease was still held, is this holder's to see.
-      if (stopped || round >= 2 || (await queuedOf(this.deps.db, chainId, address, 1)).length === 0) return;
+      if (stopped || round >= 2 || (await queuedOf(this.deps.db, chainId, address, 1)).length === 0) return worked;
     }
   }
 
@@ -388,29 +408,24 @@ export class TransactionEngine {
       plan.push({ row, gas: g, fees: market });
     }
     if (plan.length === 0) return stop ? 'stop' : 'next';
-    const attempts = await this.deps.db.transaction(async (tx) => {
-      const gapFill = plan[0]!.row.kind === 'gapFill' && plan[0]!.row.nonce !== null ? BigInt(plan[0]!.row.nonce) : undefined;
-      const from = gapFill ?? (await takeNonces(tx, first.chain_id, first.from_address, owner, this.deps.leaseMs, plan.length));
-      if (from === undefined) return undefined;
-      const nonces = plan.map((_, i) => from + BigInt(i));
-      await setNonces(
-        tx,
-        plan.map((p) => p.row.id),
-        nonces,
-      );
-      return insertAttempts(
-        tx,
-        plan.map((p, i) => ({
-          transaction_id: p.row.id,
-          purpose: p.row.kind === 'gapFill' ? 'gapFill' : 'send',
-          nonce: nonces[i]!.toString(),
-          gas: p.gas.toString(),
-          max_fee_per_gas: p.fees.maxFeePerGas.toString(),
-          max_priority_fee_per_gas: p.fees.maxPriorityFeePerGas.toString(),
-          replaces: null,
-        })),
-      );
-    });
+    const head = plan[0]!.row;
+    const attempts = await prepareAttempts(
+      this.deps.db,
+      {
+        chainId: first.chain_id,
+        address: first.from_address,
+        owner,
+        leaseMs: this.deps.leaseMs,
+        nonce: head.kind === 'gapFill' && head.nonce !== null ? BigInt(head.nonce) : undefined,
+      },
+      plan.map((p) => ({
+        transaction_id: p.row.id,
+        purpose: p.row.kind === 'gapFill' ? 'gapFill' : 'send',
+        gas: p.gas.toString(),
+        max_fee_per_gas: p.fees.maxFeePerGas.toString(),
+        max_priority_fee_per_gas: p.fees.maxPriorityFeePerGas.toString(),
+      })),
+    );
     // The lease lapsed: another process works the queue now.
     if (!attempts) return 'stop';
     const step = await this.#signAndSend(
@@ -615,23 +630,25 @@ export class TransactionEngine {
     if (signed.length === 0) return [];
     const at = new Date(this.deps.now());
     try {
-      return await this.deps.db.transaction(async (tx) => {
-        await markSigned(
-          tx,
-          signed.map((s) => ({ id: s.attempt.id, hash: s.hash, raw: s.raw, signature_id: s.reserved === undefined ? null : String(s.reserved) })),
-        );
-        const rows = await changeMany(
-          tx,
-          signed.map(({ row, hash }) =>
-            row.status === 'queued'
-              ? { row, patch: { status: 'signed', hash, waiting: null }, event: 'wallet.transaction.signed' }
-              : // A fee bump or a cancel: the transaction's hash is the newest attempt's.
-                { row, patch: { hash, waiting: null, speed_up_requested: false }, event: 'wallet.transaction.repriced' },
-          ),
-          at,
-        );
-        return rows.map((row, i) => ({ row, attempt: { ...signed[i]!.attempt, status: 'signed' as const, hash: signed[i]!.hash, raw: signed[i]!.raw } }));
-      });
+      const rows = await changeMany(
+        this.deps.db,
+        signed.map(({ row, hash }) =>
+          row.status === 'queued'
+            ? { row, patch: { status: 'signed', hash, waiting: null }, event: 'wallet.transaction.signed' }
+            : // A fee bump or a cancel: the transaction's hash is the newest attempt's.
+              { row, patch: { hash, waiting: null, speed_up_requested: false }, event: 'wallet.transaction.repriced' },
+        ),
+        at,
+        null,
+        signed.map((s) => ({
+          id: s.attempt.id,
+          status: 'signed',
+          hash: s.hash,
+          raw: s.raw,
+          signature_id: s.reserved === undefined ? null : String(s.reserved),
+        })),
+      );
+      return rows.map((row, i) => ({ row, attempt: { ...signed[i]!.attempt, status: 'signed' as const, hash: signed[i]!.hash, raw: signed[i]!.raw } }));
     } catch (err) {
       // The same replacement, made at once by the worker and a request: one attempt holds those bytes already.
       if (!isUniqueViolation(err) || signed.length !== 1) throw err;
@@ -685,11 +702,14 @@ export class TransactionEngine {
         changes.push({ row, patch: { status: 'submitted', submitted_at: at, waiting: null }, event: 'wallet.transaction.submitted' });
       else if (row.waiting !== null) waits.push({ id: row.id, waiting: null });
     });
-    await this.deps.db.transaction(async (tx) => {
-      await markBroadcast(tx, broadcast, at);
-      for (const w of waits) await updateTransaction(tx, w.id, { waiting: w.waiting });
-      await changeMany(tx, changes, at);
-    });
+    for (const w of waits) await updateTransaction(this.deps.db, w.id, { waiting: w.waiting });
+    await changeMany(
+      this.deps.db,
+      changes,
+      at,
+      null,
+      broadcast.map((id) => ({ id, status: 'broadcast', broadcast_at: at })),
+    );
     return step;
   }
 
@@ -827,8 +847,13 @@ export class TransactionEngine {
     if (newlyMined.length > 0 || deep.length > 0) {
       const at = new Date(this.deps.now());
       await this.deps.db.transaction(async (tx) => {
-        await supersede(tx, superseded);
-        const mined = await changeMany(tx, newlyMined, at);
+        const mined = await changeMany(
+          tx,
+          newlyMined,
+          at,
+          null,
+          superseded.map((id) => ({ id, status: 'superseded' })),
+        );
         // Deep enough already (one confirmation, or a pass that came late): settled in this pass.
         for (const row of mined) {
           if (row.status !== 'mined') continue;

@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/knex.js';
+import { pgArray, type Executor } from '../../platform/db/knex.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { SendPurpose } from '../../../contract/index.js';
 
@@ -170,49 +170,14 @@ export async function insertAttempt(db: Executor, a: NewAttempt): Promise<Attemp
   return numericAttempt(row);
 }
 
-/** Attempts of several transactions at once, in the order given. */
-export async function insertAttempts(db: Executor, attempts: readonly NewAttempt[]): Promise<AttemptRow[]> {
-  const rows = await db('transaction_attempts')
-    .insert(attempts.map((a) => ({ ...a, status: 'prepared' })))
-    .returning<AttemptRow[]>('*');
-  const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));
-  return attempts.map((a) => {
-    const row = byTransaction.get(a.transaction_id);
-    if (!row) throw new Error('an attempt was not inserted');
-    return row;
-  });
-}
-
 /** Sets (or clears) transactions' nonces, waiting for nothing any more. */
 export async function setNonces(db: Executor, ids: readonly number[], nonces: ReadonlyArray<bigint | null>): Promise<void> {
   if (ids.length === 0) return;
   await db.raw(
     `UPDATE transactions t SET nonce = v.nonce, waiting = NULL, updated_at = now()
        FROM unnest(?::bigint[], ?::numeric[]) AS v(id, nonce) WHERE t.id = v.id`,
-    // pg binds an array with nulls as SQL NULLs; knex's types admit no null inside an array.
-    [[...ids], nonces.map((n) => (n === null ? null : n.toString())) as string[]],
+    [[...ids], pgArray(nonces.map((n) => (n === null ? null : n.toString())))],
   );
-}
-
-/** Attempts signed: their hashes, signed bytes and places under the limits. */
-export async function markSigned(db: Executor, signed: ReadonlyArray<{ id: number; hash: string; raw: Buffer; signature_id: string | null }>): Promise<void> {
-  if (signed.length === 0) return;
-  await db.raw(
-    `UPDATE transaction_attempts a SET status = 'signed', hash = v.hash, raw = v.raw, signature_id = v.signature_id
-       FROM unnest(?::bigint[], ?::text[], ?::bytea[], ?::bigint[]) AS v(id, hash, raw, signature_id) WHERE a.id = v.id`,
-    [signed.map((s) => s.id), signed.map((s) => s.hash), signed.map((s) => s.raw), signed.map((s) => s.signature_id) as string[]],
-  );
-}
-
-/** Attempts whose bytes went to the node. */
-export async function markBroadcast(db: Executor, ids: readonly number[], at: Date): Promise<void> {
-  if (ids.length === 0) return;
-  await db('transaction_attempts').whereIn('id', ids).update({ status: 'broadcast', broadcast_at: at });
-}
-
-/** Attempts another attempt of their transaction was mined instead of. */
-export async function supersede(db: Executor, ids: readonly number[]): Promise<void> {
-  if (ids.length > 0) await db('transaction_attempts').whereIn('id', ids).update({ status: 'superseded' });
 }
 
 export async function deleteAttempts(db: Executor, ids: readonly number[]): Promise<void> {
@@ -255,17 +220,41 @@ export async function releaseQueue(db: Executor, chainId: number, address: strin
 }
 
 /**
- * Takes the queue's next `count` nonces, only while `owner` holds the lease (a lapsed holder takes
- * nothing), and renews the lease for the sends it takes: a lease covers one batch, so a holder
- * that died frees its queue one lease after its last batch. Answers the first of them.
+ * Prepares an attempt for each planned transaction at the queue's next nonces, in one statement:
+ * the nonces taken (only while `owner` holds the lease; a lapsed holder takes nothing, and the
+ * lease is renewed for the batch: a holder that died frees its queue one lease after its last),
+ * written on the transactions and on their attempts. A gap fill comes with its own nonce.
+ * Answers the attempts in the plan's order, or undefined when the lease was lost.
  */
-export async function takeNonces(db: Executor, chainId: number, address: string, owner: string, leaseMs: number, count: number): Promise<bigint | undefined> {
-  const { rows } = await db.raw<{ rows: Array<{ nonce: string }> }>(
-    `UPDATE send_queues SET next_nonce = next_nonce + ?, lease_until = now() + make_interval(secs => ?)
-      WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING (next_nonce - ?)::text AS nonce`,
-    [count, leaseMs / 1000, chainId, address, owner, count],
+export async function prepareAttempts(
+  db: Executor,
+  queue: { chainId: number; address: string; owner: string; leaseMs: number; nonce?: bigint | undefined },
+  plan: ReadonlyArray<Pick<NewAttempt, 'transaction_id' | 'purpose' | 'gas' | 'max_fee_per_gas' | 'max_priority_fee_per_gas'>>,
+): Promise<AttemptRow[] | undefined> {
+  const q =
+    queue.nonce === undefined
+      ? {
+          sql: `UPDATE send_queues SET next_nonce = next_nonce + ?, lease_until = now() + make_interval(secs => ?)
+                 WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING next_nonce - ? AS first`,
+          bindings: [plan.length, queue.leaseMs / 1000, queue.chainId, queue.address, queue.owner, plan.length],
+        }
+      : { sql: 'SELECT ?::numeric AS first', bindings: [queue.nonce.toString()] };
+  const { rows } = await db.raw<{ rows: AttemptRow[] }>(
+    `WITH q AS (${q.sql}),
+     v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric)),
+     t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
+     a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
+           SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING *)
+     SELECT a.* FROM a LEFT JOIN (SELECT count(*) FROM t) n ON true`,
+    [...q.bindings, JSON.stringify(plan.map((p, ord) => ({ ord, ...p })))],
   );
-  return rows[0] ? BigInt(rows[0].nonce) : undefined;
+  if (rows.length === 0) return undefined;
+  const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));
+  return plan.map((p) => {
+    const row = byTransaction.get(p.transaction_id);
+    if (!row) throw new Error('an attempt was not prepared');
+    return row;
+  });
 }
 
 /** Gives nonces `from` … `upTo − 1` back when they are still the last ones taken (nothing was signed at them). */
