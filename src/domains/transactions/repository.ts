@@ -241,12 +241,13 @@ export async function prepareAttempts(
       : { sql: 'SELECT ?::numeric AS first', bindings: [queue.nonce.toString()] };
   const { rows } = await db.raw<{ rows: AttemptRow[] }>(
     `WITH q AS (${q.sql}),
-     v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric)),
+     -- LIMIT: the planner's guess for a record set is 100 rows, which it joins by a sequential scan.
+     v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT ?),
      t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
      a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
            SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING *)
      SELECT a.* FROM a LEFT JOIN (SELECT count(*) FROM t) n ON true`,
-    [...q.bindings, JSON.stringify(plan.map((p, ord) => ({ ord, ...p })))],
+    [...q.bindings, JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), plan.length],
   );
   if (rows.length === 0) return undefined;
   const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));

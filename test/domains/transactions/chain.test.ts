@@ -157,7 +157,9 @@ describe('transactions: fees above the cap wait instead of jamming', function ()
     await env.anvil.rpc('evm_mine');
     const spiked = await Promise.all(Array.from({ length: 10 }, (_, i) => send(env, s, 0, { value: String(i + 1) })));
     for (const t of spiked) expect(t.status, JSON.stringify(t)).to.equal('queued');
-    await until('the sends say why they wait', async () => ((await get(s, spiked[0]!.id)).waiting === 'fees_above_cap' ? true : undefined));
+    // The queue waits at its oldest send (concurrent requests are not accepted in the order they were made).
+    const oldest = Math.min(...spiked.map((t) => t.id));
+    await until('the queue says why it waits', async () => ((await get(s, oldest)).waiting === 'fees_above_cap' ? true : undefined));
     // Blocks go by at the spiked fee: nothing moves.
     await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(20n * GWEI).toString(16)}`]);
     await new Promise((r) => setTimeout(r, 1500));
