@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Knex } from 'knex';
 import { readChain } from '../src/domains/audit/commands.js';
 import { auditInsert } from '../src/domains/audit/record.js';
-import { sealedRows } from '../src/domains/audit/repository.js';
+import { chainHead, sealedRows, unsealedCount } from '../src/domains/audit/repository.js';
 import { sealAuditLog } from '../src/domains/audit/seal.js';
 import { createDb } from '../src/platform/db/knex.js';
 import { migrateLatest } from '../src/platform/db/migrate.js';
@@ -100,15 +99,13 @@ const stopSealer = (child: ChildProcess) =>
     child.kill('SIGTERM');
   });
 
-/** How often autovacuum and autoanalyze have processed audit_log so far (they show up in a round's figure). */
+/** How often autovacuum and autoanalyze have processed audit_log and audit_chain so far (they show up in a round's figure). */
 async function vacuums(): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
-    "SELECT (autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_user_tables WHERE relname = 'audit_log'",
+    "SELECT sum(autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_user_tables WHERE relname IN ('audit_log', 'audit_chain')",
   );
   return rows[0]?.n ?? 0;
 }
-
-const unsealed = async (k: Knex) => Number((await k('audit_log').whereNull('seq').count<Array<{ count: number }>>('* as count'))[0]?.count);
 
 try {
   await migrateLatest(db);
@@ -259,7 +256,7 @@ try {
   }
   await Promise.all(inFlight);
   const achieved = total / ((performance.now() - started) / 1000);
-  while ((await unsealed(db)) > 0) await new Promise((r) => setTimeout(r, 20));
+  while ((await unsealedCount(db)) > 0) await new Promise((r) => setTimeout(r, 20));
   await new Promise((r) => setTimeout(r, SEAL_INTERVAL_MS * 2));
   sealing = false;
   await sealer;
@@ -280,7 +277,7 @@ try {
   const sealStarted = performance.now();
   const sealedNow = await sealAuditLog(db, 10_000);
   const sealSeconds = (performance.now() - sealStarted) / 1000;
-  const size = Number((await db('audit_log').max<{ max: number }>('seq as max').first())?.max);
+  const size = (await chainHead(db))?.seq ?? 0;
   process.stdout.write(`sealed ${sealedNow} rows in ${sealSeconds.toFixed(1)} s (${(sealedNow / sealSeconds).toFixed(0)} rows/s); chain of ${size}\n`);
   const readStarted = performance.now();
   for (let after = 0; ;) {
