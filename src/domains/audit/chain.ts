@@ -5,7 +5,7 @@ import { SERVICE_PURPOSES } from '../../../contract/index.js';
 /** The hash before the first row. */
 export const GENESIS = Buffer.alloc(32);
 
-/** An audit row as the chain hashes it: every column but the chain's own, `at` to the microsecond in UTC. */
+/** An audit row as the chain hashes it: every column of audit_log but `xid` (how the sealer finds it), `at` to the microsecond in UTC. */
 export interface ChainEntry {
   seq: number;
   id: number;

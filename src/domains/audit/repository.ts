@@ -59,27 +59,35 @@ export async function chainHead(db: Executor): Promise<{ seq: number; hash: Buff
   return rows[0];
 }
 
-/** The sealer's floor: every committed audit row of a transaction with a lower id is sealed (docs/audit.md). */
-export async function chainFloor(db: Executor): Promise<string> {
-  const { rows } = await db.raw<{ rows: Array<{ floor: string }> }>('SELECT xid_floor::text AS floor FROM audit_chain_state');
-  const floor = rows[0]?.floor;
-  if (floor === undefined) throw new Error('audit_chain_state has no row (migrations/20261127010000_audit_chain_insert_only.ts makes it)');
-  return floor;
+/**
+ * The sealer's floor (every committed audit row of a transaction with a lower id is sealed:
+ * docs/audit.md), and an upper bound, the xmax of this statement's snapshot. Both bounds as
+ * constants make the planner read the xid index even before audit_log has statistics (a range
+ * of two constants is estimated at 0.5% of the table; one bound alone at a third, which made it
+ * scan the whole table and hash the whole chain at each pass).
+ */
+export async function sealerBounds(db: Executor): Promise<{ floor: string; upper: string }> {
+  const { rows } = await db.raw<{ rows: Array<{ floor: string; upper: string }> }>(
+    'SELECT xid_floor::text AS floor, pg_snapshot_xmax(pg_current_snapshot())::text AS upper FROM audit_chain_state',
+  );
+  const bounds = rows[0];
+  if (bounds === undefined) throw new Error('audit_chain_state has no row (migrations/20261127010000_audit_chain_insert_only.ts makes it)');
+  return bounds;
 }
 
 /**
  * Up to `limit` committed rows not sealed yet, by id (the sealer numbers them in this order): those
- * of transactions from the floor on, or (to go on through a backlog) those after an id. One
- * statement, so one snapshot: `horizon` is that snapshot's xmin (every transaction below it had
- * ended, so its committed rows are visible to the same snapshot).
+ * of transactions from the floor up to the bound, or (to go on through a backlog) those after an
+ * id. One statement, so one snapshot: `horizon` is that snapshot's xmin (every transaction below it
+ * had ended, so its committed rows are visible to the same snapshot).
  */
 export async function unsealedRows(
   db: Executor,
-  from: { floor: string } | { afterId: number },
+  from: { floor: string; upper: string } | { afterId: number },
   limit: number,
 ): Promise<{ horizon: string; rows: Array<Omit<ChainEntry, 'seq'>> }> {
-  // Each form has one index to read: audit_log_xid from the floor, or the primary key in id order.
-  const [where, value] = 'floor' in from ? ['a.xid >= ?::xid8', from.floor] : ['a.id > ?', from.afterId];
+  // Each form has one index to read: audit_log_xid between the bounds, or the primary key in id order.
+  const [where, values] = 'floor' in from ? ['a.xid >= ?::xid8 AND a.xid < ?::xid8', [from.floor, from.upper]] : ['a.id > ?', [from.afterId]];
   const { rows } = await db.raw<{ rows: Array<{ horizon: string } & ({ id: null } | EntryRow)> }>(
     `SELECT h.horizon::text AS horizon, p.* FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
        LEFT JOIN LATERAL (
@@ -88,7 +96,7 @@ export async function unsealedRows(
           ORDER BY a.id LIMIT ?
        ) p ON true
       ORDER BY p.id`,
-    [value, limit],
+    [...values, limit],
   );
   const horizon = rows[0]?.horizon;
   if (horizon === undefined) throw new Error('no snapshot horizon');
@@ -108,9 +116,12 @@ export async function insertChain(
   );
 }
 
-/** Raises the floor to `horizon` (never lowers it); a pass that finds it there writes nothing. */
-export async function raiseFloor(db: Executor, horizon: string): Promise<void> {
-  await db.raw('UPDATE audit_chain_state SET xid_floor = ?::xid8 WHERE xid_floor < ?::xid8', [horizon, horizon]);
+/**
+ * Raises the floor to the lower of `horizon` and `upper` (a pass looked at no row from `upper` on),
+ * never lowers it; a pass that finds it there writes nothing.
+ */
+export async function raiseFloor(db: Executor, horizon: string, upper: string): Promise<void> {
+  await db.raw('UPDATE audit_chain_state SET xid_floor = LEAST(?::xid8, ?::xid8) WHERE xid_floor < LEAST(?::xid8, ?::xid8)', [horizon, upper, horizon, upper]);
 }
 
 /** Committed rows of audit_log not sealed yet (the benchmark waits for none). */

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { SignerClient } from '../../platform/signer/client.js';
 import { GENESIS, rowHash } from './chain.js';
-import { chainFloor, chainHead, insertChain, insertCheckpoint, lastCheckpointSize, raiseFloor, unsealedRows } from './repository.js';
+import { chainHead, insertChain, insertCheckpoint, lastCheckpointSize, raiseFloor, sealerBounds, unsealedRows } from './repository.js';
 
 /** The advisory lock the sealer holds for a batch: one sealer at a time across every process. */
 const SEALER_LOCK = 0x63_75_73_74_61_75_64; // "custaud"
@@ -29,7 +29,8 @@ export async function sealAuditLog(db: Knex, batch = SEAL_BATCH, onSealed?: (ids
       // Another process is sealing: its pass takes these rows.
       if (!rows[0]?.locked) return undefined;
       // Rows after an id below the floor are sealed already (and skipped by the anti-join): no floor needed there.
-      const { horizon, rows: pending } = await unsealedRows(tx, afterId === 0 ? { floor: await chainFloor(tx) } : { afterId }, batch);
+      const bounds = afterId === 0 ? await sealerBounds(tx) : undefined;
+      const { horizon, rows: pending } = await unsealedRows(tx, bounds ?? { afterId }, batch);
       if (pending.length > 0) {
         const head = await chainHead(tx);
         let prev = head?.hash ?? GENESIS;
@@ -43,9 +44,9 @@ export async function sealAuditLog(db: Knex, batch = SEAL_BATCH, onSealed?: (ids
         });
         await insertChain(tx, out);
       }
-      // This pass saw every committed row from the floor on, and so every row of a transaction
-      // below its snapshot's xmin: those transactions had ended (committed and seen, or aborted).
-      if (afterId === 0 && pending.length < batch) await raiseFloor(tx, horizon);
+      // This pass saw every committed row from the floor up to the bound, and so every row of a
+      // transaction below its snapshot's xmin and the bound: those had ended (committed and seen, or aborted).
+      if (bounds && pending.length < batch) await raiseFloor(tx, horizon, bounds.upper);
       return pending.map((p) => p.id);
     });
     if (sealed === undefined) return total;
