@@ -71,7 +71,7 @@ async function saturate(
   orgs: number[],
   seconds: number,
   write: (org: number, i: number) => Promise<unknown> = auditedWrite,
-): Promise<{ perSecond: number; cpuMsPerWrite: number }> {
+): Promise<{ perSecond: number; cpuMsPerWrite: number; writes: number }> {
   let done = 0;
   const cpu = cpuSpent();
   const until = Date.now() + seconds * 1000;
@@ -80,7 +80,17 @@ async function saturate(
       while (Date.now() < until) await write(org, done++);
     }),
   );
-  return { perSecond: done / seconds, cpuMsPerWrite: ((cpuSpent() - cpu) * 1000) / done };
+  return { perSecond: done / seconds, cpuMsPerWrite: ((cpuSpent() - cpu) * 1000) / done, writes: done };
+}
+
+/** The server's WAL position (every database's writes; the machine's other work shows up in it too). */
+async function walLsn(): Promise<string> {
+  const { rows } = await db.raw<{ rows: Array<{ lsn: string }> }>('SELECT pg_current_wal_lsn()::text AS lsn');
+  return rows[0]?.lsn ?? '0/0';
+}
+async function walSince(lsn: string): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ bytes: string }> }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ?::pg_lsn)::text AS bytes', [lsn]);
+  return Number(rows[0]?.bytes ?? 0);
 }
 
 function startSealer(): Promise<ChildProcess> {
@@ -138,19 +148,26 @@ try {
     const chainedCpu: number[] = [];
     const bareVacuums: number[] = [];
     const chainedVacuums: number[] = [];
+    // WAL bytes per write: the writes alone, and the writes with their sealing (to the last row's).
+    const bareWal: number[] = [];
+    const chainedWal: number[] = [];
     const chainedRound = async () => {
       const sealer = await startSealer();
       const v = await vacuums();
+      const wal = await walLsn();
       const r = await saturate(orgs, SECONDS, write);
       chainedVacuums.push((await vacuums()) - v);
       await stopSealer(sealer);
       chained.push(r.perSecond);
       chainedCpu.push(r.cpuMsPerWrite);
       await sealAuditLog(db);
+      chainedWal.push((await walSince(wal)) / r.writes);
     };
     const bareRound = async () => {
       const v = await vacuums();
+      const wal = await walLsn();
       const r = await saturate(orgs, SECONDS, write);
+      bareWal.push((await walSince(wal)) / r.writes);
       bareVacuums.push((await vacuums()) - v);
       bare.push(r.perSecond);
       bareCpu.push(r.cpuMsPerWrite);
@@ -165,7 +182,7 @@ try {
         await bareRound();
       }
       process.stdout.write(
-        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each, ${bareVacuums.at(-1)} autovacuum/analyze), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)}, ${chainedVacuums.at(-1)})\n`,
+        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each, ${bareVacuums.at(-1)} autovacuum/analyze, ${bareWal.at(-1)?.toFixed(0)} WAL bytes), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)}, ${chainedVacuums.at(-1)}, ${chainedWal.at(-1)?.toFixed(0)})\n`,
       );
     }
     const result = {
@@ -178,6 +195,8 @@ try {
         cpuMsWith: chainedCpu[i],
         autovacuumsWithout: bareVacuums[i],
         autovacuumsWith: chainedVacuums[i],
+        walBytesWithout: bareWal[i],
+        walBytesWith: chainedWal[i],
       })),
       cost: sum(bare) / sum(chained) - 1,
       // Robust to one disturbed round: the median of the rounds' own costs.
@@ -189,9 +208,18 @@ try {
       cpuMsPerWriteWithout: sum(bareCpu) / ROUNDS,
       cpuMsPerWriteWith: sum(chainedCpu) / ROUNDS,
       cpuCost: sum(chainedCpu) / sum(bareCpu) - 1,
+      // WAL per write, the sealing of the round's rows included (the median round each way).
+      walBytesPerWriteWithout: percentile(
+        [...bareWal].sort((x, y) => x - y),
+        50,
+      ),
+      walBytesPerWriteWith: percentile(
+        [...chainedWal].sort((x, y) => x - y),
+        50,
+      ),
     };
     process.stdout.write(
-      `${label} saturation: ${result.withoutChainPerSecond.toFixed(0)} → ${result.withChainPerSecond.toFixed(0)} writes/s, cost ${(result.cost * 100).toFixed(1)}%, median of the rounds ${(result.medianRoundCost * 100).toFixed(1)}%; CPU per write ${result.cpuMsPerWriteWithout.toFixed(3)} → ${result.cpuMsPerWriteWith.toFixed(3)} ms, ${(result.cpuCost * 100).toFixed(1)}%\n`,
+      `${label} saturation: ${result.withoutChainPerSecond.toFixed(0)} → ${result.withChainPerSecond.toFixed(0)} writes/s, cost ${(result.cost * 100).toFixed(1)}%, median of the rounds ${(result.medianRoundCost * 100).toFixed(1)}%; CPU per write ${result.cpuMsPerWriteWithout.toFixed(3)} → ${result.cpuMsPerWriteWith.toFixed(3)} ms, ${(result.cpuCost * 100).toFixed(1)}%; WAL per write ${result.walBytesPerWriteWithout.toFixed(0)} → ${result.walBytesPerWriteWith.toFixed(0)} bytes\n`,
     );
     return result;
   }
