@@ -14,9 +14,9 @@ export const SEAL_BATCH = 2_000;
  * One pass of the sealer (docs/audit.md): takes the committed rows that have no place yet, in id
  * order, and numbers and hashes them after the chain's head into audit_chain (insert only), batch
  * by batch until none is left. It looks only at rows of transactions from the floor on; a pass
- * that saw every such row raises the floor to its snapshot's xmin. A row that commits late with a
- * lower id is simply sealed in a later pass: its place is when the sealer first saw it committed.
- * Writers never wait for this. Returns the rows sealed.
+ * that saw every such row raises the floor to its snapshot's xmin (or the bound it read, if lower).
+ * A row that commits late with a lower id is simply sealed in a later pass: its place is when the
+ * sealer first saw it committed. Writers never wait for this. Returns the rows sealed.
  */
 export async function sealAuditLog(db: Knex, batch = SEAL_BATCH, onSealed?: (ids: readonly number[]) => void): Promise<number> {
   let total = 0;
@@ -28,7 +28,7 @@ export async function sealAuditLog(db: Knex, batch = SEAL_BATCH, onSealed?: (ids
       const { rows } = await tx.raw<{ rows: Array<{ locked: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS locked', [SEALER_LOCK]);
       // Another process is sealing: its pass takes these rows.
       if (!rows[0]?.locked) return undefined;
-      // Rows after an id below the floor are sealed already (and skipped by the anti-join): no floor needed there.
+      // Going on after an id: rows there below the floor are sealed and skipped by the anti-join, so the primary key alone is read.
       const bounds = afterId === 0 ? await sealerBounds(tx) : undefined;
       const { horizon, rows: pending } = await unsealedRows(tx, bounds ?? { afterId }, batch);
       if (pending.length > 0) {
