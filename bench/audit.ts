@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Knex } from 'knex';
 import { readChain } from '../src/domains/audit/commands.js';
 import { auditInsert } from '../src/domains/audit/record.js';
-import { sealedRows } from '../src/domains/audit/repository.js';
+import { chainHead, sealedRows, unsealedCount } from '../src/domains/audit/repository.js';
 import { sealAuditLog } from '../src/domains/audit/seal.js';
 import { createDb } from '../src/platform/db/knex.js';
 import { migrateLatest } from '../src/platform/db/migrate.js';
@@ -72,7 +71,7 @@ async function saturate(
   orgs: number[],
   seconds: number,
   write: (org: number, i: number) => Promise<unknown> = auditedWrite,
-): Promise<{ perSecond: number; cpuMsPerWrite: number }> {
+): Promise<{ perSecond: number; cpuMsPerWrite: number; writes: number }> {
   let done = 0;
   const cpu = cpuSpent();
   const until = Date.now() + seconds * 1000;
@@ -81,7 +80,17 @@ async function saturate(
       while (Date.now() < until) await write(org, done++);
     }),
   );
-  return { perSecond: done / seconds, cpuMsPerWrite: ((cpuSpent() - cpu) * 1000) / done };
+  return { perSecond: done / seconds, cpuMsPerWrite: ((cpuSpent() - cpu) * 1000) / done, writes: done };
+}
+
+/** The server's WAL position (every database's writes; the machine's other work shows up in it too). */
+async function walLsn(): Promise<string> {
+  const { rows } = await db.raw<{ rows: Array<{ lsn: string }> }>('SELECT pg_current_wal_lsn()::text AS lsn');
+  return rows[0]?.lsn ?? '0/0';
+}
+async function walSince(lsn: string): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ bytes: string }> }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ?::pg_lsn)::text AS bytes', [lsn]);
+  return Number(rows[0]?.bytes ?? 0);
 }
 
 function startSealer(): Promise<ChildProcess> {
@@ -100,15 +109,13 @@ const stopSealer = (child: ChildProcess) =>
     child.kill('SIGTERM');
   });
 
-/** How often autovacuum and autoanalyze have processed audit_log so far (they show up in a round's figure). */
+/** How often autovacuum and autoanalyze have processed audit_log and audit_chain so far (they show up in a round's figure). */
 async function vacuums(): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
-    "SELECT (autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_user_tables WHERE relname = 'audit_log'",
+    "SELECT sum(autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_user_tables WHERE relname IN ('audit_log', 'audit_chain')",
   );
   return rows[0]?.n ?? 0;
 }
-
-const unsealed = async (k: Knex) => Number((await k('audit_log').whereNull('seq').count<Array<{ count: number }>>('* as count'))[0]?.count);
 
 try {
   await migrateLatest(db);
@@ -141,19 +148,26 @@ try {
     const chainedCpu: number[] = [];
     const bareVacuums: number[] = [];
     const chainedVacuums: number[] = [];
+    // WAL bytes per write: the writes alone, and the writes with their sealing (to the last row's).
+    const bareWal: number[] = [];
+    const chainedWal: number[] = [];
     const chainedRound = async () => {
       const sealer = await startSealer();
       const v = await vacuums();
+      const wal = await walLsn();
       const r = await saturate(orgs, SECONDS, write);
       chainedVacuums.push((await vacuums()) - v);
       await stopSealer(sealer);
       chained.push(r.perSecond);
       chainedCpu.push(r.cpuMsPerWrite);
       await sealAuditLog(db);
+      chainedWal.push((await walSince(wal)) / r.writes);
     };
     const bareRound = async () => {
       const v = await vacuums();
+      const wal = await walLsn();
       const r = await saturate(orgs, SECONDS, write);
+      bareWal.push((await walSince(wal)) / r.writes);
       bareVacuums.push((await vacuums()) - v);
       bare.push(r.perSecond);
       bareCpu.push(r.cpuMsPerWrite);
@@ -168,7 +182,7 @@ try {
         await bareRound();
       }
       process.stdout.write(
-        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each, ${bareVacuums.at(-1)} autovacuum/analyze), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)}, ${chainedVacuums.at(-1)})\n`,
+        `${label} round ${round + 1}: without the chain ${bare.at(-1)?.toFixed(0)} writes/s (${bareCpu.at(-1)?.toFixed(3)} CPU ms each, ${bareVacuums.at(-1)} autovacuum/analyze, ${bareWal.at(-1)?.toFixed(0)} WAL bytes), with it ${chained.at(-1)?.toFixed(0)} (${chainedCpu.at(-1)?.toFixed(3)}, ${chainedVacuums.at(-1)}, ${chainedWal.at(-1)?.toFixed(0)})\n`,
       );
     }
     const result = {
@@ -181,6 +195,8 @@ try {
         cpuMsWith: chainedCpu[i],
         autovacuumsWithout: bareVacuums[i],
         autovacuumsWith: chainedVacuums[i],
+        walBytesWithout: bareWal[i],
+        walBytesWith: chainedWal[i],
       })),
       cost: sum(bare) / sum(chained) - 1,
       // Robust to one disturbed round: the median of the rounds' own costs.
@@ -192,9 +208,18 @@ try {
       cpuMsPerWriteWithout: sum(bareCpu) / ROUNDS,
       cpuMsPerWriteWith: sum(chainedCpu) / ROUNDS,
       cpuCost: sum(chainedCpu) / sum(bareCpu) - 1,
+      // WAL per write, the sealing of the round's rows included (the median round each way).
+      walBytesPerWriteWithout: percentile(
+        [...bareWal].sort((x, y) => x - y),
+        50,
+      ),
+      walBytesPerWriteWith: percentile(
+        [...chainedWal].sort((x, y) => x - y),
+        50,
+      ),
     };
     process.stdout.write(
-      `${label} saturation: ${result.withoutChainPerSecond.toFixed(0)} → ${result.withChainPerSecond.toFixed(0)} writes/s, cost ${(result.cost * 100).toFixed(1)}%, median of the rounds ${(result.medianRoundCost * 100).toFixed(1)}%; CPU per write ${result.cpuMsPerWriteWithout.toFixed(3)} → ${result.cpuMsPerWriteWith.toFixed(3)} ms, ${(result.cpuCost * 100).toFixed(1)}%\n`,
+      `${label} saturation: ${result.withoutChainPerSecond.toFixed(0)} → ${result.withChainPerSecond.toFixed(0)} writes/s, cost ${(result.cost * 100).toFixed(1)}%, median of the rounds ${(result.medianRoundCost * 100).toFixed(1)}%; CPU per write ${result.cpuMsPerWriteWithout.toFixed(3)} → ${result.cpuMsPerWriteWith.toFixed(3)} ms, ${(result.cpuCost * 100).toFixed(1)}%; WAL per write ${result.walBytesPerWriteWithout.toFixed(0)} → ${result.walBytesPerWriteWith.toFixed(0)} bytes\n`,
     );
     return result;
   }
@@ -259,7 +284,7 @@ try {
   }
   await Promise.all(inFlight);
   const achieved = total / ((performance.now() - started) / 1000);
-  while ((await unsealed(db)) > 0) await new Promise((r) => setTimeout(r, 20));
+  while ((await unsealedCount(db)) > 0) await new Promise((r) => setTimeout(r, 20));
   await new Promise((r) => setTimeout(r, SEAL_INTERVAL_MS * 2));
   sealing = false;
   await sealer;
@@ -280,7 +305,7 @@ try {
   const sealStarted = performance.now();
   const sealedNow = await sealAuditLog(db, 10_000);
   const sealSeconds = (performance.now() - sealStarted) / 1000;
-  const size = Number((await db('audit_log').max<{ max: number }>('seq as max').first())?.max);
+  const size = (await chainHead(db))?.seq ?? 0;
   process.stdout.write(`sealed ${sealedNow} rows in ${sealSeconds.toFixed(1)} s (${(sealedNow / sealSeconds).toFixed(0)} rows/s); chain of ${size}\n`);
   const readStarted = performance.now();
   for (let after = 0; ;) {

@@ -5,7 +5,7 @@ import { SERVICE_PURPOSES } from '../../../contract/index.js';
 /** The hash before the first row. */
 export const GENESIS = Buffer.alloc(32);
 
-/** An audit row as the chain hashes it: every column but the chain's own, `at` to the microsecond in UTC. */
+/** An audit row as the chain hashes it: every column of audit_log but `xid` (how the sealer finds it), `at` to the microsecond in UTC. */
 export interface ChainEntry {
   seq: number;
   id: number;
@@ -69,7 +69,7 @@ export const rowHash = (prev: Buffer, e: ChainEntry): Buffer => createHash('sha2
 export interface ChainProblem {
   /** The first sequence number that does not match (a missing row's own number). */
   seq: number;
-  kind: 'changed' | 'missing' | 'broken_link' | 'out_of_order' | 'truncated' | 'checkpoint_mismatch' | 'checkpoint_signature';
+  kind: 'changed' | 'missing' | 'broken_link' | 'out_of_order' | 'truncated' | 'checkpoint_mismatch' | 'checkpoint_signature' | 'unchained';
   message: string;
 }
 
@@ -135,13 +135,44 @@ export class ChainVerifier {
     return true;
   }
 
-  /** One row, in sequence order; false once a problem is found. */
-  push(row: SealedEntry): boolean {
+  /** Whether `seq` may come next: not before the last row, and in a contiguous chain right after it. */
+  #next(seq: number): boolean {
     if (this.#problem) return false;
     const expected = this.#lastSeq + 1;
-    if (row.seq < expected) return this.#fail({ seq: row.seq, kind: 'out_of_order', message: `row ${row.seq} comes after row ${this.#lastSeq}` });
-    if (this.contiguous && row.seq > expected)
-      return this.#fail({ seq: expected, kind: 'missing', message: `row ${expected} is missing (the next row is ${row.seq})` });
+    if (seq < expected) return this.#fail({ seq, kind: 'out_of_order', message: `row ${seq} comes after row ${this.#lastSeq}` });
+    if (this.contiguous && seq > expected)
+      return this.#fail({ seq: expected, kind: 'missing', message: `row ${expected} is missing (the next row is ${seq})` });
+    return true;
+  }
+
+  /** A chain entry whose audit row is gone (the database's chain): the row is missing at its number. */
+  gone(seq: number, auditId: number): false {
+    if (!this.#next(seq)) return false;
+    return this.#fail({ seq, kind: 'missing', message: `row ${seq} is missing: its chain entry names audit row ${auditId}, which is gone` });
+  }
+
+  /** A chain entry filed under another organisation than its row's (the chain's copy, which finds an organisation's export). */
+  misfiled(seq: number, auditId: number): false {
+    return this.#fail({
+      seq,
+      kind: 'changed',
+      message: `row ${seq} (id ${auditId}) is filed under another organisation in the chain than its row names: the chain was changed after it was sealed`,
+    });
+  }
+
+  /** An audit row the sealer has passed that has no place in the chain (after the last row was pushed). */
+  unchained(auditId: number): false {
+    return this.#fail({
+      seq: this.#lastSeq + 1,
+      kind: 'unchained',
+      message: `audit row ${auditId} has no place in the chain although the sealer has passed it: its chain entry was deleted, or it was written behind the sealer`,
+    });
+  }
+
+  /** One row, in sequence order; false once a problem is found. */
+  push(row: SealedEntry): boolean {
+    if (!this.#next(row.seq)) return false;
+    const expected = this.#lastSeq + 1;
     const stored = Buffer.from(row.prevHash, 'hex');
     const adjacent = row.seq === expected && this.#prev !== undefined;
     if (adjacent && !stored.equals(this.#prev as Buffer))

@@ -1,7 +1,7 @@
 import type { Executor } from '../../platform/db/knex.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { OrganisationScope } from '../../access/tenancy/scope.js';
-import { listAudit, listCheckpoints, sealedRows, type AuditRow } from './repository.js';
+import { chainEntries, listAudit, listCheckpoints, sealedRows, unchainedRow, type AuditRow } from './repository.js';
 import type { JSONWebKeySet } from 'jose';
 import { ChainVerifier, type VerifyReport } from './chain.js';
 
@@ -43,16 +43,27 @@ export async function* exportLines(db: Executor, organisationId: number | null, 
   yield `${JSON.stringify({ type: 'end', lastSeq: last, more })}\n`;
 }
 
-/** Recomputes the whole chain in the database and checks every checkpoint against `jwks` (custody audit verify). */
+/**
+ * Recomputes the whole chain in the database and checks every checkpoint against `jwks` (custody
+ * audit verify): each chain entry with its audit row, then that no audit row the sealer has passed
+ * is left out of the chain.
+ */
 export async function readChain(db: Executor, jwks: JSONWebKeySet, batch = 10_000): Promise<VerifyReport> {
   const verifier = new ChainVerifier(true);
-  if (await verifier.checkpoints(await listCheckpoints(db), jwks)) {
-    for (let after = 0; ;) {
-      const rows = await sealedRows(db, { after, limit: batch });
-      for (const r of rows) if (!verifier.push(r)) return verifier.finish();
-      if (rows.length < batch) break;
-      after = rows[rows.length - 1]?.seq ?? after;
+  if (!(await verifier.checkpoints(await listCheckpoints(db), jwks))) return verifier.finish();
+  for (let after = 0; ;) {
+    const rows = await chainEntries(db, after, batch);
+    for (const r of rows) {
+      const ok = r.entry === undefined ? verifier.gone(r.seq, r.auditId) : verifier.push(r.entry) && (r.filed || verifier.misfiled(r.seq, r.auditId));
+      if (!ok) return verifier.finish();
     }
+    if (rows.length < batch) break;
+    after = rows[rows.length - 1]?.seq ?? after;
   }
+  // A truncation a checkpoint shows is named first (it says which rows).
+  const walked = verifier.finish();
+  if (!walked.ok) return walked;
+  const stray = await unchainedRow(db);
+  if (stray !== undefined) verifier.unchained(stray);
   return verifier.finish();
 }

@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/knex.js';
+import { pgArray, type Executor } from '../../platform/db/knex.js';
 import type { ChainEntry, Checkpoint, SealedEntry } from './chain.js';
 import type { Page } from '../../platform/http/pagination.js';
 
@@ -23,8 +23,8 @@ export async function listAudit(db: Executor, organisationId: number, page: Page
     .limit(page.limit + 1);
 }
 
-/** A row's columns as the chain reads them: `at` as text to the microsecond in UTC (a JavaScript Date keeps milliseconds only). */
-const ENTRY_COLUMNS = `id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, organisation_id, project_id, actor, action, target, status, request_id, details`;
+/** A row's columns as the chain reads them (of `a`, audit_log): `at` as text to the microsecond in UTC (a JavaScript Date keeps milliseconds only). */
+const ENTRY_COLUMNS = `a.id, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, a.organisation_id, a.project_id, a.actor, a.action, a.target, a.status, a.request_id, a.details`;
 
 interface EntryRow {
   id: number;
@@ -53,39 +53,132 @@ const entryOf = (r: EntryRow, seq: number): ChainEntry => ({
   details: r.details,
 });
 
-/** The chain's last sealed row, if any. */
+/** The chain's last entry, if any. */
 export async function chainHead(db: Executor): Promise<{ seq: number; hash: Buffer } | undefined> {
-  const { rows } = await db.raw<{ rows: Array<{ seq: number; hash: Buffer }> }>(
-    'SELECT seq, hash FROM audit_log WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1',
-  );
+  const { rows } = await db.raw<{ rows: Array<{ seq: number; hash: Buffer }> }>('SELECT seq, hash FROM audit_chain ORDER BY seq DESC LIMIT 1');
   return rows[0];
 }
 
-/** Up to `limit` committed rows not sealed yet, by id (the sealer numbers them in this order). */
-export async function unsealedRows(db: Executor, limit: number): Promise<Array<Omit<ChainEntry, 'seq'>>> {
-  const { rows } = await db.raw<{ rows: EntryRow[] }>(`SELECT ${ENTRY_COLUMNS} FROM audit_log WHERE seq IS NULL ORDER BY id LIMIT ?`, [limit]);
-  return rows.map((r) => entryOf(r, 0));
+/**
+ * The sealer's floor (every committed audit row of a transaction with a lower id is sealed:
+ * docs/audit.md), and an upper bound, the xmax of this statement's snapshot. Both bounds as
+ * constants make the planner read the xid index even before audit_log has statistics (a range
+ * of two constants is estimated at 0.5% of the table; one bound alone at a third, which made it
+ * scan the whole table and hash the whole chain at each pass).
+ */
+export async function sealerBounds(db: Executor): Promise<{ floor: string; upper: string }> {
+  const { rows } = await db.raw<{ rows: Array<{ floor: string; upper: string }> }>(
+    'SELECT xid_floor::text AS floor, pg_snapshot_xmax(pg_current_snapshot())::text AS upper FROM audit_chain_state',
+  );
+  const bounds = rows[0];
+  if (bounds === undefined) throw new Error('audit_chain_state has no row (migrations/20261127010000_audit_chain_insert_only.ts makes it)');
+  return bounds;
 }
 
-/** Gives rows their place in the chain, in one statement. */
-export async function sealRows(db: Executor, sealed: ReadonlyArray<{ id: number; seq: number; prevHash: Buffer; hash: Buffer }>): Promise<void> {
+/**
+ * Up to `limit` committed rows not sealed yet, by id (the sealer numbers them in this order): those
+ * of transactions from the floor up to the bound, or (to go on through a backlog) those after an
+ * id. One statement, so one snapshot: `horizon` is that snapshot's xmin (every transaction below it
+ * had ended, so its committed rows are visible to the same snapshot).
+ */
+export async function unsealedRows(
+  db: Executor,
+  from: { floor: string; upper: string } | { afterId: number },
+  limit: number,
+): Promise<{ horizon: string; rows: Array<Omit<ChainEntry, 'seq'>> }> {
+  // Each form has one index to read: audit_log_xid between the bounds, or the primary key in id order.
+  const [where, values] = 'floor' in from ? ['a.xid >= ?::xid8 AND a.xid < ?::xid8', [from.floor, from.upper]] : ['a.id > ?', [from.afterId]];
+  const { rows } = await db.raw<{ rows: Array<{ horizon: string } & ({ id: null } | EntryRow)> }>(
+    `SELECT h.horizon::text AS horizon, p.* FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
+       LEFT JOIN LATERAL (
+         SELECT ${ENTRY_COLUMNS} FROM audit_log a
+          WHERE ${where} AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)
+          ORDER BY a.id LIMIT ?
+       ) p ON true
+      ORDER BY p.id`,
+    [...values, limit],
+  );
+  const horizon = rows[0]?.horizon;
+  if (horizon === undefined) throw new Error('no snapshot horizon');
+  return { horizon, rows: rows.flatMap((r) => (r.id === null ? [] : [entryOf(r, 0)])) };
+}
+
+/** Gives rows their place in the chain, in one statement; nothing is ever updated there. */
+export async function insertChain(
+  db: Executor,
+  sealed: ReadonlyArray<{ id: number; organisationId: number | null; seq: number; prevHash: Buffer; hash: Buffer }>,
+): Promise<void> {
   if (sealed.length === 0) return;
   await db.raw(
-    `UPDATE audit_log a SET seq = v.seq, prev_hash = v.prev, hash = v.hash
-       FROM unnest(?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[]) AS v(id, seq, prev, hash)
-      WHERE a.id = v.id AND a.seq IS NULL`,
-    [sealed.map((s) => s.id), sealed.map((s) => s.seq), sealed.map((s) => s.prevHash), sealed.map((s) => s.hash)],
+    `INSERT INTO audit_chain (seq, audit_id, organisation_id, prev_hash, hash)
+     SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])`,
+    [sealed.map((s) => s.seq), sealed.map((s) => s.id), pgArray(sealed.map((s) => s.organisationId)), sealed.map((s) => s.prevHash), sealed.map((s) => s.hash)],
   );
 }
 
-/** Sealed rows after `after` in chain order: every organisation's, or one's. */
-export async function sealedRows(db: Executor, opts: { organisationId?: number | undefined; after: number; limit: number }): Promise<SealedEntry[]> {
-  const org = opts.organisationId === undefined ? '' : 'AND organisation_id = ?';
-  const { rows } = await db.raw<{ rows: Array<EntryRow & { seq: number; prev_hash: Buffer; hash: Buffer }> }>(
-    `SELECT seq, prev_hash, hash, ${ENTRY_COLUMNS} FROM audit_log WHERE seq > ? ${org} AND seq IS NOT NULL ORDER BY seq LIMIT ?`,
-    opts.organisationId === undefined ? [opts.after, opts.limit] : [opts.after, opts.organisationId, opts.limit],
+/**
+ * Raises the floor to the lower of `horizon` and `upper` (a pass looked at no row from `upper` on),
+ * never lowers it; a pass that finds it there writes nothing.
+ */
+export async function raiseFloor(db: Executor, horizon: string, upper: string): Promise<void> {
+  await db.raw('UPDATE audit_chain_state SET xid_floor = LEAST(?::xid8, ?::xid8) WHERE xid_floor < LEAST(?::xid8, ?::xid8)', [horizon, upper, horizon, upper]);
+}
+
+/** Committed rows of audit_log not sealed yet (the benchmark waits for none). */
+export async function unsealedCount(db: Executor): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
+    `SELECT count(*)::int AS n FROM audit_log a
+      WHERE a.xid >= (SELECT xid_floor FROM audit_chain_state) AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)`,
   );
-  return rows.map((r) => ({ ...entryOf(r, r.seq), prevHash: r.prev_hash.toString('hex'), hash: r.hash.toString('hex') }));
+  return rows[0]?.n ?? 0;
+}
+
+type SealedRow = EntryRow & { seq: number; prev_hash: Buffer; hash: Buffer };
+const sealedOf = (r: SealedRow): SealedEntry => ({ ...entryOf(r, r.seq), prevHash: r.prev_hash.toString('hex'), hash: r.hash.toString('hex') });
+
+/**
+ * Sealed rows after `after` in chain order: every organisation's, or one's (the chain's copy of the
+ * organisation finds them, the row's own must name it too: a changed copy can hide a row, never show another's).
+ */
+export async function sealedRows(db: Executor, opts: { organisationId?: number | undefined; after: number; limit: number }): Promise<SealedEntry[]> {
+  const org = opts.organisationId === undefined ? '' : 'AND c.organisation_id = ? AND a.organisation_id = ?';
+  const { rows } = await db.raw<{ rows: SealedRow[] }>(
+    `SELECT c.seq, c.prev_hash, c.hash, ${ENTRY_COLUMNS} FROM audit_chain c JOIN audit_log a ON a.id = c.audit_id
+      WHERE c.seq > ? ${org} ORDER BY c.seq LIMIT ?`,
+    opts.organisationId === undefined ? [opts.after, opts.limit] : [opts.after, opts.organisationId, opts.organisationId, opts.limit],
+  );
+  return rows.map(sealedOf);
+}
+
+/** A chain entry as verification reads it: its row (none when the audit row is gone), and whether its copy of the organisation is the row's. */
+export interface StoredEntry {
+  seq: number;
+  auditId: number;
+  entry: SealedEntry | undefined;
+  filed: boolean;
+}
+
+/** Chain entries after `after` in order, each with its audit row if there still is one. */
+export async function chainEntries(db: Executor, after: number, limit: number): Promise<StoredEntry[]> {
+  const { rows } = await db.raw<{ rows: Array<SealedRow & { audit_id: number; present: boolean; filed: boolean }> }>(
+    `SELECT c.seq, c.audit_id, c.prev_hash, c.hash, a.id IS NOT NULL AS present, c.organisation_id IS NOT DISTINCT FROM a.organisation_id AS filed, ${ENTRY_COLUMNS}
+       FROM audit_chain c LEFT JOIN audit_log a ON a.id = c.audit_id
+      WHERE c.seq > ? ORDER BY c.seq LIMIT ?`,
+    [after, limit],
+  );
+  return rows.map((r) => ({ seq: r.seq, auditId: r.audit_id, entry: r.present ? sealedOf(r) : undefined, filed: r.filed }));
+}
+
+/**
+ * The lowest id of a committed audit row below the floor that has no place in the chain: there is
+ * none unless its chain entry was deleted or the row was written behind the sealer (its xid set low).
+ */
+export async function unchainedRow(db: Executor): Promise<number | undefined> {
+  const { rows } = await db.raw<{ rows: Array<{ id: number | null }> }>(
+    `SELECT min(a.id) AS id FROM audit_log a
+      WHERE a.xid < (SELECT xid_floor FROM audit_chain_state) AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)`,
+  );
+  return rows[0]?.id ?? undefined;
 }
 
 /** Checkpoints of more than `after` rows, smallest first. */

@@ -17,6 +17,8 @@ export const TABLE_OWNERS = {
   webhook_stream_cursors: 'domains/webhooks',
   audit_log: 'domains/audit',
   audit_checkpoints: 'domains/audit',
+  audit_chain: 'domains/audit',
+  audit_chain_state: 'domains/audit',
   outbox: 'platform/outbox',
   wallet_signatures: 'domains/signing',
   transactions: 'domains/transactions',

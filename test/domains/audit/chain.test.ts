@@ -9,12 +9,14 @@ import type { Knex } from 'knex';
 import { rowHash, type ChainEntry, type SealedEntry, type VerifyReport } from '../../../src/domains/audit/chain.js';
 import { readChain } from '../../../src/domains/audit/commands.js';
 import { recordAudit } from '../../../src/domains/audit/record.js';
+import { sealedRows } from '../../../src/domains/audit/repository.js';
 import { checkpointAuditLog, sealAuditLog } from '../../../src/domains/audit/seal.js';
 import { readDeploymentId } from '../../../src/platform/db/deployment.js';
 import { migrateLatest } from '../../../src/platform/db/migrate.js';
 import { SignerClient } from '../../../src/platform/signer/client.js';
 import { startApp, type TestApp } from '../../support/app.js';
-import { ownDatabase, shareRunDeployment } from '../../support/db.js';
+import { migrateTo, ownDatabase, shareRunDeployment } from '../../support/db.js';
+import * as insertOnly from '../../../migrations/20261127010000_audit_chain_insert_only.js';
 import { createTenant } from '../../support/factories.js';
 import { sharedSigner } from '../../support/signer.js';
 import { until } from '../../support/wait.js';
@@ -67,6 +69,23 @@ function byHand(r: {
 }
 
 const AT = `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+/** Each chain entry with its audit row's columns, as the chain hashes them. */
+const CHAINED = `SELECT c.seq, a.id, c.prev_hash, c.hash, ${AT}, a.organisation_id, a.project_id, a.actor, a.action, a.target, a.status, a.request_id, a.details
+  FROM audit_chain c JOIN audit_log a ON a.id = c.audit_id`;
+/** The audit row at a place of the chain, in a WHERE clause (`?` the seq). */
+const ROW_AT = 'id = (SELECT audit_id FROM audit_chain WHERE seq = ?)';
+/** Committed audit rows with no chain entry. */
+const unsealedCount = async (db: Knex) =>
+  Number(
+    (
+      await db.raw<{ rows: Array<{ n: number }> }>(
+        'SELECT count(*)::int AS n FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)',
+      )
+    ).rows[0]?.n,
+  );
+const chainSize = async (db: Knex) => (await db('audit_chain').max<{ max: number | null }>('seq as max').first())?.max ?? 0;
+const floorOf = async (db: Knex) =>
+  BigInt((await db.raw<{ rows: Array<{ f: string }> }>('SELECT xid_floor::text AS f FROM audit_chain_state')).rows[0]?.f ?? '0');
 
 describe('audit log as a hash chain: sealing, signed checkpoints, verification, export', function () {
   this.timeout(120_000);
@@ -135,14 +154,11 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
     await direct(own.db, 5);
     expect(Date.now() - started).to.be.below(2_000);
     expect(await sealAuditLog(own.db)).to.be.at.least(13);
-    expect(await own.db('audit_log').where('id', lateId).first('seq')).to.equal(undefined, 'not visible to the sealer yet');
+    expect(await own.db('audit_chain').where('audit_id', lateId).first()).to.equal(undefined, 'not visible to the sealer yet');
     await late.commit();
     expect(await sealAuditLog(own.db)).to.equal(1);
-    const rows = (
-      await own.db.raw(
-        `SELECT seq, id, prev_hash, hash, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details FROM audit_log ORDER BY seq`,
-      )
-    ).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer; hash: Buffer }>;
+    expect(await unsealedCount(own.db)).to.equal(0);
+    const rows = (await own.db.raw(`${CHAINED} ORDER BY c.seq`)).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer; hash: Buffer }>;
     expect(rows.map((r) => r.seq)).to.deep.equal(rows.map((_, i) => i + 1));
     const lastRow = rows[rows.length - 1];
     expect(lastRow?.id, 'the late row is sealed after rows with higher ids').to.equal(lateId);
@@ -157,25 +173,87 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
     expect(await readChain(own.db, jwks)).to.deep.include({ ok: true, rows: rows.length });
   });
 
+  describe('finding the rows to seal by transaction id', () => {
+    const entry = (requestId: string) => ({
+      organisation_id: null,
+      project_id: null,
+      actor: 'operator',
+      action: 'test.xid',
+      target: null,
+      status: 200,
+      request_id: requestId,
+      details: {},
+    });
+    const xidOf = async (tx: Knex) => BigInt((await tx.raw<{ rows: Array<{ x: string }> }>('SELECT pg_current_xact_id()::text AS x')).rows[0]?.x ?? '0');
+    const sealedAt = async (requestId: string) =>
+      (
+        await own.db.raw<{ rows: Array<{ seq: number; xid: string }> }>(
+          'SELECT c.seq, a.xid::text AS xid FROM audit_log a JOIN audit_chain c ON c.audit_id = a.id WHERE a.request_id = ?',
+          [requestId],
+        )
+      ).rows[0];
+
+    it('a transaction that took its id before a pass and writes and commits after it: the floor stays at or below it, a later pass seals its row', async () => {
+      const open = await own.db.transaction();
+      const xid = await xidOf(open);
+      await direct(own.db, 3);
+      expect(await sealAuditLog(own.db)).to.equal(3);
+      expect((await floorOf(own.db)) <= xid).to.equal(true, 'the floor is at or below the open transaction');
+      // Its row, written after that pass, carries the transaction's id: at or above the floor.
+      await recordAudit(open, entry('xid-early'));
+      expect(await sealAuditLog(own.db)).to.equal(0);
+      await open.commit();
+      expect(await sealAuditLog(own.db)).to.equal(1);
+      const sealed = await sealedAt('xid-early');
+      expect(sealed?.seq).to.equal(await chainSize(own.db));
+      expect(BigInt(sealed?.xid ?? '0')).to.equal(xid);
+      await until('the floor to pass it', async () => (await sealAuditLog(own.db)) === 0 && (await floorOf(own.db)) > xid, 10_000);
+      expect(await readChain(own.db, jwks)).to.deep.include({ ok: true });
+    });
+
+    it('a rolled-back insert leaves no hole: the floor moves past it and later rows are sealed', async () => {
+      const aborted = await own.db.transaction();
+      await recordAudit(aborted, entry('xid-aborted'));
+      const xid = await xidOf(aborted);
+      await direct(own.db, 2);
+      expect(await sealAuditLog(own.db)).to.equal(2);
+      expect((await floorOf(own.db)) <= xid).to.equal(true, 'the floor is at or below the open transaction');
+      await aborted.rollback();
+      await direct(own.db, 1);
+      expect(await sealAuditLog(own.db)).to.equal(1);
+      await until('the floor to pass the rolled-back transaction', async () => (await sealAuditLog(own.db)) === 0 && (await floorOf(own.db)) > xid, 10_000);
+      expect(await sealedAt('xid-aborted')).to.equal(undefined);
+      expect(await unsealedCount(own.db)).to.equal(0);
+    });
+
+    it('a backlog larger than a batch is sealed batch by batch in id order, and a row committed late below the batches is found', async () => {
+      const late = await own.db.transaction();
+      await recordAudit(late, entry('xid-late'));
+      await direct(own.db, 7);
+      const before = await chainSize(own.db);
+      expect(await sealAuditLog(own.db, 3)).to.equal(7);
+      const ids = (await own.db('audit_chain').where('seq', '>', before).orderBy('seq').select<Array<{ audit_id: number }>>('audit_id')).map((r) => r.audit_id);
+      expect(ids).to.deep.equal([...ids].sort((x, y) => x - y));
+      await late.commit();
+      expect(await sealAuditLog(own.db, 3)).to.equal(1);
+      expect((await sealedAt('xid-late'))?.seq).to.equal(before + 8);
+      expect(await readChain(own.db, jwks)).to.deep.include({ ok: true, rows: before + 8 });
+    });
+  });
+
   it('the worker seals within its interval; at its interval it signs a checkpoint { size, head, time } with the service key', async () => {
     const worker = await startApp({ AUDIT_SEAL_INTERVAL_MS: '50', AUDIT_CHECKPOINT_INTERVAL_MS: '200' }, own.db, { relay: true });
     try {
       await direct(own.db, 3);
-      await until(
-        'the worker to seal the rows',
-        async () => Number((await own.db('audit_log').whereNull('seq').count<Array<{ count: number }>>('* as count'))[0]?.count) === 0,
-        5_000,
-      );
+      await until('the worker to seal the rows', async () => (await unsealedCount(own.db)) === 0, 5_000);
       const checkpoint = await until('a checkpoint of the whole chain', async () => {
-        const head = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max;
-        return (await own
-          .db('audit_checkpoints')
-          .where('size', head ?? -1)
-          .first()) as { size: number; head: Buffer; at: Date; jws: string; kid: string } | undefined;
+        const head = await chainSize(own.db);
+        return (await own.db('audit_checkpoints').where('size', head).first()) as
+          { size: number; head: Buffer; at: Date; jws: string; kid: string } | undefined;
       });
       const { payload, protectedHeader } = await compactVerify(checkpoint.jws, createLocalJWKSet(jwks), { algorithms: ['ES256'] });
       expect(protectedHeader).to.deep.include({ typ: 'custody-audit-checkpoint+jwt', kid: checkpoint.kid });
-      const headRow = (await own.db<{ hash: Buffer }>('audit_log').where('seq', checkpoint.size).first('hash')) ?? { hash: Buffer.alloc(0) };
+      const headRow = (await own.db<{ hash: Buffer }>('audit_chain').where('seq', checkpoint.size).first('hash')) ?? { hash: Buffer.alloc(0) };
       expect(JSON.parse(Buffer.from(payload).toString('utf8'))).to.deep.equal({
         size: checkpoint.size,
         head: headRow.hash.toString('hex'),
@@ -190,11 +268,16 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
 
   describe('tampering in SQL is detected and located', () => {
     before(async () => {
-      chain.early = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max ?? 0;
+      chain.early = await chainSize(own.db);
+      // A checkpoint of the chain as it is (rows were sealed since the worker's, by the suites above).
+      await checkpointAuditLog(own.db, signer, Date.now);
       await direct(own.db, 12);
       await sealAuditLog(own.db);
       chain.size = await checkpointAuditLog(own.db, signer, Date.now);
       expect(chain.size).to.equal(chain.early + 12);
+      // Every sealed row below the floor (the cluster's other transactions may hold it back a moment).
+      const newest = BigInt((await own.db.raw<{ rows: Array<{ x: string }> }>('SELECT max(xid)::text AS x FROM audit_log')).rows[0]?.x ?? '0');
+      await until('the floor to pass every sealed row', async () => (await sealAuditLog(own.db)) === 0 && (await floorOf(own.db)) > newest, 10_000);
       expect(await own.db('audit_checkpoints').where('size', chain.early).first()).to.not.equal(undefined);
     });
 
@@ -217,33 +300,81 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
     });
 
     it('a changed row', async () => {
-      const report = await tampered((tx) => tx.raw('UPDATE audit_log SET actor = ? WHERE seq = ?', ['token:1', k()]));
+      const report = await tampered((tx) => tx.raw(`UPDATE audit_log SET actor = ? WHERE ${ROW_AT}`, ['token:1', k()]));
       expect(report.problem).to.deep.include({ seq: k(), kind: 'changed' });
-      const at = await tampered((tx) => tx.raw("UPDATE audit_log SET at = at + interval '1 microsecond' WHERE seq = ?", [k() + 1]));
+      const at = await tampered((tx) => tx.raw(`UPDATE audit_log SET at = at + interval '1 microsecond' WHERE ${ROW_AT}`, [k() + 1]));
       expect(at.problem).to.deep.include({ seq: k() + 1, kind: 'changed' });
     });
 
+    it("a chain entry changed: its hash, its previous hash, the audit row it names, its organisation's copy", async () => {
+      const hash = await tampered((tx) => tx.raw('UPDATE audit_chain SET hash = ? WHERE seq = ?', [Buffer.alloc(32, 7), k()]));
+      expect(hash.problem).to.deep.include({ seq: k(), kind: 'changed' });
+      const prev = await tampered((tx) => tx.raw('UPDATE audit_chain SET prev_hash = ? WHERE seq = ?', [Buffer.alloc(32, 7), k()]));
+      expect(prev.problem).to.deep.include({ seq: k(), kind: 'broken_link' });
+      // Two entries trade their audit rows: each hash covers its row's id and content.
+      const swapped = await tampered(async (tx) => {
+        const [first = 0, second = 0] = (
+          await tx('audit_chain')
+            .whereIn('seq', [k(), k() + 1])
+            .orderBy('seq')
+            .select<Array<{ audit_id: number }>>('audit_id')
+        ).map((r) => r.audit_id);
+        await tx.raw('UPDATE audit_chain SET audit_id = -audit_id WHERE seq IN (?, ?)', [k(), k() + 1]);
+        await tx.raw('UPDATE audit_chain SET audit_id = ? WHERE seq = ?', [second, k()]);
+        await tx.raw('UPDATE audit_chain SET audit_id = ? WHERE seq = ?', [first, k() + 1]);
+      });
+      expect(swapped.problem).to.deep.include({ seq: k(), kind: 'changed' });
+      // The copy an organisation's export is found by: refiled under another organisation.
+      const filed = await tampered((tx) => tx.raw('UPDATE audit_chain SET organisation_id = 424242 WHERE seq = ?', [k()]));
+      expect(filed.problem).to.deep.include({ seq: k(), kind: 'changed' });
+      expect(filed.problem?.message).to.include('filed under another organisation');
+      // That organisation's export does not show the row: its own organisation is checked too.
+      const tx = await own.db.transaction();
+      try {
+        const seq = k();
+        const organisationId = (await tx.raw<{ rows: Array<{ o: number | null }> }>(`SELECT organisation_id AS o FROM audit_log WHERE ${ROW_AT}`, [seq]))
+          .rows[0]?.o;
+        await tx('audit_chain').where('seq', seq).update({ organisation_id: 424242 });
+        expect(await sealedRows(tx, { organisationId: 424242, after: 0, limit: 10 })).to.deep.equal([]);
+        expect(organisationId).to.not.equal(424242);
+      } finally {
+        await tx.rollback();
+      }
+    });
+
     it('a deleted row', async () => {
-      const report = await tampered((tx) => tx.raw('DELETE FROM audit_log WHERE seq = ?', [k()]));
-      expect(report.problem).to.deep.include({ seq: k(), kind: 'missing' });
+      // The audit row: its chain entry names a row that is gone.
+      const row = await tampered((tx) => tx.raw(`DELETE FROM audit_log WHERE ${ROW_AT}`, [k()]));
+      expect(row.problem).to.deep.include({ seq: k(), kind: 'missing' });
+      expect(row.problem?.message).to.include('which is gone');
+      // The chain entry: a gap in the numbers.
+      const entry = await tampered((tx) => tx.raw('DELETE FROM audit_chain WHERE seq = ?', [k()]));
+      expect(entry.problem).to.deep.include({ seq: k(), kind: 'missing' });
+      // Both.
+      const both = await tampered(async (tx) => {
+        await tx.raw(`DELETE FROM audit_log WHERE ${ROW_AT}`, [k()]);
+        await tx.raw('DELETE FROM audit_chain WHERE seq = ?', [k()]);
+      });
+      expect(both.problem).to.deep.include({ seq: k(), kind: 'missing' });
     });
 
     it('an inserted row, even one hashed correctly onto the row before it', async () => {
       const insert = async (tx: Knex.Transaction, rehash: boolean) => {
-        await tx.raw('UPDATE audit_log SET seq = -seq WHERE seq >= ?', [k()]);
-        await tx.raw('UPDATE audit_log SET seq = 1 - seq WHERE seq < 0');
+        await tx.raw('UPDATE audit_chain SET seq = -seq WHERE seq >= ?', [k()]);
+        await tx.raw('UPDATE audit_chain SET seq = 1 - seq WHERE seq < 0');
         const prev =
           (
-            await tx<{ hash: Buffer }>('audit_log')
+            await tx<{ hash: Buffer }>('audit_chain')
               .where('seq', k() - 1)
               .first('hash')
           )?.hash ?? Buffer.alloc(32);
         const {
           rows: [row],
         } = await tx.raw<{ rows: Array<{ id: number }> }>(
-          'INSERT INTO audit_log (actor, action, target, status, details, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id',
-          ['operator', 'DELETE /api/v1/organisations/:id', '1', 204, '{}', k(), prev, Buffer.alloc(32)],
+          'INSERT INTO audit_log (actor, action, target, status, details) VALUES (?, ?, ?, ?, ?) RETURNING id',
+          ['operator', 'DELETE /api/v1/organisations/:id', '1', 204, '{}'],
         );
+        await tx('audit_chain').insert({ seq: k(), audit_id: row?.id, organisation_id: null, prev_hash: prev, hash: Buffer.alloc(32) });
         if (!rehash) return;
         const entry = (await tx.raw(`SELECT ${AT} FROM audit_log WHERE id = ?`, [row?.id ?? 0])).rows[0] as { at: string };
         const e: ChainEntry = {
@@ -259,8 +390,8 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
           requestId: null,
           details: {},
         };
-        await tx('audit_log')
-          .where('id', row?.id)
+        await tx('audit_chain')
+          .where('audit_id', row?.id)
           .update({ hash: rowHash(prev, e) });
       };
       expect((await tampered((tx) => insert(tx, false))).problem).to.deep.include({ seq: k(), kind: 'changed' });
@@ -268,30 +399,53 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       expect((await tampered((tx) => insert(tx, true))).problem).to.deep.include({ seq: k() + 1, kind: 'broken_link' });
     });
 
+    it('a row written behind the sealer (its transaction id below the floor, so never sealed): unchained', async () => {
+      const report = await tampered(async (tx) => {
+        await tx.raw(
+          "INSERT INTO audit_log (actor, action, target, status, details, xid) VALUES ('operator', 'DELETE /api/v1/organisations/:id', '1', 204, '{}', '1')",
+        );
+        // The sealer passes it by: it looks from the floor on.
+        expect(await sealAuditLog(tx)).to.equal(0);
+      });
+      expect(report.problem).to.deep.include({ seq: chain.size + 1, kind: 'unchained' });
+    });
+
     it('two rows swapped', async () => {
       const report = await tampered(async (tx) => {
-        await tx.raw('UPDATE audit_log SET seq = -1 WHERE seq = ?', [k()]);
-        await tx.raw('UPDATE audit_log SET seq = ? WHERE seq = ?', [k(), k() + 1]);
-        await tx.raw('UPDATE audit_log SET seq = ? WHERE seq = -1', [k() + 1]);
+        await tx.raw('UPDATE audit_chain SET seq = -1 WHERE seq = ?', [k()]);
+        await tx.raw('UPDATE audit_chain SET seq = ? WHERE seq = ?', [k(), k() + 1]);
+        await tx.raw('UPDATE audit_chain SET seq = ? WHERE seq = -1', [k() + 1]);
       });
       expect(report.problem).to.deep.include({ seq: k(), kind: 'broken_link' });
     });
 
     it('the tail cut off (a signed checkpoint covers it)', async () => {
-      const report = await tampered((tx) => tx.raw('DELETE FROM audit_log WHERE seq > ?', [k()]));
+      const report = await tampered(async (tx) => {
+        await tx.raw('DELETE FROM audit_log WHERE id IN (SELECT audit_id FROM audit_chain WHERE seq > ?)', [k()]);
+        await tx.raw('DELETE FROM audit_chain WHERE seq > ?', [k()]);
+      });
       expect(report.problem).to.deep.include({ seq: k() + 1, kind: 'truncated' });
       expect(report.problem?.message).to.include(`rows ${k() + 1} to ${chain.size} are missing`);
+      // The chain entries alone.
+      const entries = await tampered((tx) => tx.raw('DELETE FROM audit_chain WHERE seq > ?', [k()]));
+      expect(entries.problem).to.deep.include({ seq: k() + 1, kind: 'truncated' });
+      // The audit rows alone: their entries name rows that are gone.
+      const rows = await tampered((tx) => tx.raw('DELETE FROM audit_log WHERE id IN (SELECT audit_id FROM audit_chain WHERE seq > ?)', [k()]));
+      expect(rows.problem).to.deep.include({ seq: k() + 1, kind: 'missing' });
+    });
+
+    it('the chain entries of the tail cut off with the checkpoints that cover them: their rows are left unchained', async () => {
+      const report = await tampered(async (tx) => {
+        await tx.raw('DELETE FROM audit_chain WHERE seq > ?', [k()]);
+        await tx.raw('DELETE FROM audit_checkpoints WHERE size > ?', [k()]);
+      });
+      expect(report.problem).to.deep.include({ seq: k() + 1, kind: 'unchained' });
     });
 
     it('a row changed and every hash after it recomputed: the signed checkpoint no longer matches (located between two checkpoints)', async () => {
       const report = await tampered(async (tx) => {
-        await tx.raw('UPDATE audit_log SET actor = ? WHERE seq = ?', ['token:1', k()]);
-        const rows = (
-          await tx.raw(
-            `SELECT seq, id, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details, prev_hash FROM audit_log WHERE seq >= ? ORDER BY seq`,
-            [k()],
-          )
-        ).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer }>;
+        await tx.raw(`UPDATE audit_log SET actor = ? WHERE ${ROW_AT}`, ['token:1', k()]);
+        const rows = (await tx.raw(`${CHAINED} WHERE c.seq >= ? ORDER BY c.seq`, [k()])).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer }>;
         let prev: Buffer = rows[0]?.prev_hash ?? Buffer.alloc(32);
         for (const r of rows) {
           const e: ChainEntry = {
@@ -308,7 +462,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
             details: r.details,
           };
           const hash = rowHash(prev, e);
-          await tx('audit_log').where('seq', r.seq).update({ prev_hash: prev, hash });
+          await tx('audit_chain').where('seq', r.seq).update({ prev_hash: prev, hash });
           prev = hash;
         }
       });
@@ -330,10 +484,11 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       const clean = await custody(['audit', 'verify', ...jwksArg, '--json'], cliEnv);
       expect(clean.code, clean.stderr).to.equal(0);
       expect(JSON.parse(clean.stdout)).to.deep.include({ ok: true, rows: chain.size, lastSeq: chain.size });
-      const original = (await own.db<{ details: unknown }>('audit_log').where('seq', k()).first('details')) ?? { details: {} };
+      const id = (await own.db<{ audit_id: number }>('audit_chain').where('seq', k()).first('audit_id'))?.audit_id ?? 0;
+      const original = (await own.db<{ details: unknown }>('audit_log').where('id', id).first('details')) ?? { details: {} };
       await own
         .db('audit_log')
-        .where('seq', k())
+        .where('id', id)
         .update({ details: JSON.stringify({ params: { id: '999' } }) });
       try {
         const bad = await custody(['audit', 'verify', ...jwksArg], cliEnv);
@@ -343,7 +498,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       } finally {
         await own
           .db('audit_log')
-          .where('seq', k())
+          .where('id', id)
           .update({ details: JSON.stringify(original.details) });
       }
       expect((await custody(['audit', 'verify', ...jwksArg], cliEnv)).code).to.equal(0);
@@ -377,12 +532,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       const all = lines(await res.text());
       expect(all[0]).to.deep.equal({ type: 'export', organisationId: a.org.id, after: 0 });
       const entries = all.filter((l) => l.type === 'entry') as unknown as Array<SealedEntry & { type: string }>;
-      const inDb = await own
-        .db<{ seq: number; organisation_id: number }>('audit_log')
-        .where('organisation_id', a.org.id)
-        .whereNotNull('seq')
-        .orderBy('seq')
-        .select('seq');
+      const inDb = await own.db<{ seq: number; organisation_id: number }>('audit_chain').where('organisation_id', a.org.id).orderBy('seq').select('seq');
       expect(entries.map((e) => e.seq)).to.deep.equal(inDb.map((r) => r.seq));
       expect(entries.length).to.be.at.least(4);
       for (const e of entries) {
@@ -436,7 +586,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       // The whole chain, from the database: verified as one contiguous chain; a line taken out is found.
       const full = path.join(dir, 'full.ndjson');
       expect((await custody(['audit', 'export', '--database', '--out', full], cliEnv)).code).to.equal(0);
-      const size = (await own.db('audit_log').max<{ max: number }>('seq as max').first())?.max ?? 0;
+      const size = await chainSize(own.db);
       expect(JSON.parse((await custody(['audit', 'verify', '--file', full, ...jwksFile], cliEnv)).stdout)).to.deep.include({
         ok: true,
         rows: size,
@@ -449,5 +599,70 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       expect(missing.code).to.equal(1);
       expect(JSON.parse(missing.stdout)).to.deep.include({ firstMismatch: 5, kind: 'missing' });
     });
+  });
+
+  it('the migration to an insert-only chain moves a chain sealed on audit_log into audit_chain unchanged (it verifies the same), seals what was left, and goes back down', async () => {
+    const earlier = await ownDatabase(`custody_chain_mig_${Date.now()}_${process.pid}`);
+    try {
+      await migrateTo(earlier.db, '20261127000000_audit_chain.js');
+      await direct(earlier.db, 5, 7);
+      // Sealed as the earlier release did: the chain fields on the row.
+      let prev: Buffer = Buffer.alloc(32);
+      const rows = (
+        await earlier.db.raw(`SELECT id, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details FROM audit_log ORDER BY id`)
+      ).rows as Array<Omit<Parameters<typeof byHand>[0], 'seq'>>;
+      for (const [i, r] of rows.slice(0, 3).entries()) {
+        const hash = rowHash(prev, {
+          seq: i + 1,
+          id: r.id,
+          at: r.at,
+          organisationId: r.organisation_id,
+          projectId: r.project_id,
+          actor: r.actor,
+          action: r.action,
+          target: r.target,
+          status: r.status,
+          requestId: r.request_id,
+          details: r.details,
+        });
+        await earlier
+          .db('audit_log')
+          .where('id', r.id)
+          .update({ seq: i + 1, prev_hash: prev, hash });
+        prev = hash;
+      }
+      const old = await earlier
+        .db('audit_log')
+        .whereNotNull('seq')
+        .orderBy('seq')
+        .select<Array<{ seq: number; id: number; prev_hash: Buffer; hash: Buffer }>>('seq', 'id', 'prev_hash', 'hash');
+
+      await migrateLatest(earlier.db);
+      const moved = await earlier
+        .db('audit_chain')
+        .orderBy('seq')
+        .select<Array<{ seq: number; audit_id: number; organisation_id: number; prev_hash: Buffer; hash: Buffer }>>('*');
+      expect(moved.map((m) => ({ seq: m.seq, id: m.audit_id, prev_hash: m.prev_hash, hash: m.hash }))).to.deep.equal(old);
+      expect(moved.every((m) => m.organisation_id === 7)).to.equal(true);
+      expect(await readChain(earlier.db, { keys: [] })).to.deep.equal({ ok: true, rows: 3, checkpoints: 0, lastSeq: 3 });
+      // The two rows left unsealed are found from the floor and sealed after the others.
+      expect(await sealAuditLog(earlier.db)).to.equal(2);
+      expect(await readChain(earlier.db, { keys: [] })).to.deep.equal({ ok: true, rows: 5, checkpoints: 0, lastSeq: 5 });
+      const chained = await earlier
+        .db('audit_chain')
+        .orderBy('seq')
+        .select<Array<{ seq: number; audit_id: number; prev_hash: Buffer; hash: Buffer }>>('seq', 'audit_id', 'prev_hash', 'hash');
+
+      await earlier.db.transaction((tx) => insertOnly.down(tx));
+      const back = await earlier
+        .db('audit_log')
+        .orderBy('seq')
+        .select<Array<{ seq: number; id: number; prev_hash: Buffer; hash: Buffer }>>('seq', 'id', 'prev_hash', 'hash');
+      expect(back).to.deep.equal(chained.map((c) => ({ seq: c.seq, id: c.audit_id, prev_hash: c.prev_hash, hash: c.hash })));
+      expect(await earlier.db.schema.hasTable('audit_chain')).to.equal(false);
+      expect(await earlier.db.schema.hasColumn('audit_log', 'xid')).to.equal(false);
+    } finally {
+      await earlier.drop();
+    }
   });
 });
