@@ -41,6 +41,10 @@ const chain = {
   maxPriorityFeePerGas: String(5n * GWEI),
   // A node that mines each transaction as it arrives: its hint is the service's own tick.
   blockTimeMs: 250,
+  // Nothing waits for fees on such a node; anvil's automine leaves a transaction that arrives while
+  // it mines in its pool until the next one arrives. Re-pricing those after 3 × 250 ms (the default)
+  // made thousands of fee bumps a run, after which anvil stopped mining its pool (seen 04:32).
+  stuckAfterMs: 10_000,
 };
 
 /**
@@ -223,6 +227,10 @@ for (const w of wallets) {
 }
 
 // Latency at 50 sends/s: request → broadcast and request → confirmed, from the service's own records.
+// After some thousands of sends anvil's automine stopped mining what arrived (three runs, 04:29–05:05:
+// 150–500 executable transactions in its pool, base fee 7 wei, automine on, no block made): a
+// transaction left in the pool is mined within 100 ms here, as a node producing blocks would.
+const miner = setInterval(() => void minePool().catch(() => undefined), 100);
 const from = new Date();
 await fixedRate(RATE, RATE_SECONDS, sendOne);
 const settleBy = Date.now() + 30_000;
@@ -231,17 +239,21 @@ for (;;) {
   if (Number(open[0]?.count) === 0 || Date.now() > settleBy) break;
   await new Promise((r) => setTimeout(r, 250));
 }
+clearInterval(miner);
 const timings = (
-  await db.raw<{ rows: Array<{ broadcast_ms: number; confirmed_ms: number }> }>(
-    `SELECT extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
+  await db.raw<{ rows: Array<{ status: string; broadcast_ms: number | null; confirmed_ms: number }> }>(
+    `SELECT t.status, extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
           extract(epoch FROM (t.updated_at - t.created_at)) * 1000 AS confirmed_ms
-     FROM transactions t JOIN transaction_attempts a ON a.transaction_id = t.id AND a.purpose = 'send'
-    WHERE t.created_at >= ? AND t.status = 'confirmed'`,
+     FROM transactions t LEFT JOIN transaction_attempts a ON a.transaction_id = t.id AND a.purpose = 'send'
+    WHERE t.created_at >= ?`,
     [from],
   )
 ).rows;
-const broadcast = timings.map((t) => Number(t.broadcast_ms)).sort((a, b) => a - b);
-const confirmed = timings.map((t) => Number(t.confirmed_ms)).sort((a, b) => a - b);
+// Every send of the run counts: one never broadcast or never confirmed is reported, not left out.
+const statuses: Record<string, number> = {};
+for (const t of timings) statuses[t.status] = (statuses[t.status] ?? 0) + 1;
+const broadcast = timings.map((t) => (t.broadcast_ms === null ? Number.POSITIVE_INFINITY : Number(t.broadcast_ms))).sort((a, b) => a - b);
+const confirmed = timings.map((t) => (t.status === 'confirmed' ? Number(t.confirmed_ms) : Number.POSITIVE_INFINITY)).sort((a, b) => a - b);
 await db.destroy();
 
 const ratio = rounds.reduce((a, r) => a + Math.min(r.service, r.serviceBroadcast), 0) / rounds.reduce((a, r) => a + r.bare, 0);
@@ -255,7 +267,8 @@ const result = {
   atRate: {
     rate: RATE,
     seconds: RATE_SECONDS,
-    sends: broadcast.length,
+    sends: timings.length,
+    statuses,
     broadcastP50Ms: percentile(broadcast, 50),
     broadcastP99Ms: percentile(broadcast, 99),
     confirmedP50Ms: percentile(confirmed, 50),

@@ -169,6 +169,27 @@ add('audit', (r) => [
   },
 ]);
 
+add('transactions', (r) => [
+  {
+    what: 'sends/s through the service (accepted and broadcast, contiguous nonces), vs a bare sender (noble, eth_sendRawTransaction) on the same anvil',
+    figure: `${n(num(r, 'ratio'), 2)}×`,
+    goal: '≥ 0.5×',
+    met: num(r, 'ratio') >= 0.5,
+  },
+  {
+    what: 'request → broadcast at 50 sends/s, p50 / p99',
+    figure: `${n(num(r, 'atRate.broadcastP50Ms'), 1)} / ${n(num(r, 'atRate.broadcastP99Ms'), 1)} ms`,
+    goal: '≤ 50 / 250 ms',
+    met: num(r, 'atRate.broadcastP50Ms') <= 50 && num(r, 'atRate.broadcastP99Ms') <= 250,
+  },
+  {
+    what: 'request → confirmed at 50 sends/s on automine, p99',
+    figure: `${n(num(r, 'atRate.confirmedP99Ms'))} ms`,
+    goal: '≤ 1,000 ms',
+    met: num(r, 'atRate.confirmedP99Ms') <= 1000,
+  },
+]);
+
 add('hostile', (r) => {
   const signer = Math.max(num(r, 'worstSignerThroughApi.ms'), num(r, 'worstSignerDirect.ms'));
   return [
