@@ -148,6 +148,7 @@ export async function changeMany(
   attempts: readonly AttemptChange[] = [],
 ): Promise<TransactionRow[]> {
   if (changes.length === 0 && attempts.length === 0) return [];
+  for (const { patch } of changes) for (const key of Object.keys(patch)) if (!(key in PATCHABLE)) throw new Error(`a status change cannot set ${key}`);
   const next = changes.map(({ row, patch, event }) => ({ ...row, ...patch, sequence: row.sequence + 1, events: [...row.events, event], updated_at: at }));
   const values = changes.map(({ row, patch, event }) => ({
     id: row.id,
