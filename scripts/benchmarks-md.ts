@@ -148,10 +148,12 @@ add('signing', (r) => [
   ...signing(r, 'vault', 'a bare client (transit decrypt, noble sign)'),
 ]);
 
+/** A share as a signed percentage: +7.6%, −0.4%. */
+const pct = (share: number): string => `${share < 0 ? '−' : '+'}${n(Math.abs(share) * 100, 1)}%`;
 add('audit', (r) => [
   {
     what: "audited writes at saturation (PUT /api/v1/organisations/:id through the API) with the audit chain's sealer running, vs without it, in alternating rounds",
-    figure: `${n(num(r, 'saturation.withoutChainPerSecond'))} → ${n(num(r, 'saturation.withChainPerSecond'))} writes/s: +${n(num(r, 'saturation.cost') * 100, 1)}% (median round +${n(num(r, 'saturation.medianRoundCost') * 100, 1)}%; bare transactions +${n(num(r, 'leanSaturation.cost') * 100, 1)}%)`,
+    figure: `${n(num(r, 'saturation.withoutChainPerSecond'))} → ${n(num(r, 'saturation.withChainPerSecond'))} writes/s: ${pct(num(r, 'saturation.cost'))} (median round ${pct(num(r, 'saturation.medianRoundCost'))}; bare transactions ${pct(num(r, 'leanSaturation.cost'))})`,
     goal: '≤ 10%',
     met: num(r, 'saturation.cost') <= 0.1,
   },
