@@ -26,7 +26,8 @@ export async function listAudit(db: Executor, organisationId: number, page: Page
 /** A row's columns as the chain reads them (of `a`, audit_log): `at` as text to the microsecond in UTC (a JavaScript Date keeps milliseconds only). */
 const ENTRY_COLUMNS = `a.id, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, a.organisation_id, a.project_id, a.actor, a.action, a.target, a.status, a.request_id, a.details`;
 
-interface EntryRow {
+/** An audit row as ENTRY_COLUMNS read it. */
+export interface EntryRow {
   id: number;
   at: string;
   organisation_id: number | null;
@@ -39,7 +40,8 @@ interface EntryRow {
   details: unknown;
 }
 
-const entryOf = (r: EntryRow, seq: number): ChainEntry => ({
+/** A row read with ENTRY_COLUMNS as the chain entry at `seq`. */
+export const entryOf = (r: EntryRow, seq: number): ChainEntry => ({
   seq,
   id: r.id,
   at: r.at,

@@ -106,12 +106,6 @@ export async function transactionOfRequest(db: Executor, projectId: number, requ
   return row ? numeric(row) : undefined;
 }
 
-export async function findTransaction(db: Executor, id: number, forUpdate = false): Promise<TransactionRow | undefined> {
-  const q = db('transactions').where({ id }).first<TransactionRow | undefined>();
-  const row = await (forUpdate ? q.forUpdate() : q);
-  return row ? numeric(row) : undefined;
-}
-
 export async function findProjectTransaction(db: Executor, projectId: number, id: number): Promise<TransactionRow | undefined> {
   const row = await db('transactions').where({ id, project_id: projectId }).first<TransactionRow | undefined>();
   return row ? numeric(row) : undefined;

@@ -9,7 +9,7 @@ import type { Knex } from 'knex';
 import { rowHash, type ChainEntry, type SealedEntry, type VerifyReport } from '../../../src/domains/audit/chain.js';
 import { readChain } from '../../../src/domains/audit/commands.js';
 import { recordAudit } from '../../../src/domains/audit/record.js';
-import { sealedRows } from '../../../src/domains/audit/repository.js';
+import { entryOf, sealedRows } from '../../../src/domains/audit/repository.js';
 import { checkpointAuditLog, sealAuditLog } from '../../../src/domains/audit/seal.js';
 import { readDeploymentId } from '../../../src/platform/db/deployment.js';
 import { migrateLatest } from '../../../src/platform/db/migrate.js';
@@ -448,20 +448,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
         const rows = (await tx.raw(`${CHAINED} WHERE c.seq >= ? ORDER BY c.seq`, [k()])).rows as Array<Parameters<typeof byHand>[0] & { prev_hash: Buffer }>;
         let prev: Buffer = rows[0]?.prev_hash ?? Buffer.alloc(32);
         for (const r of rows) {
-          const e: ChainEntry = {
-            seq: r.seq,
-            id: r.id,
-            at: r.at,
-            organisationId: r.organisation_id,
-            projectId: r.project_id,
-            actor: r.actor,
-            action: r.action,
-            target: r.target,
-            status: r.status,
-            requestId: r.request_id,
-            details: r.details,
-          };
-          const hash = rowHash(prev, e);
+          const hash = rowHash(prev, entryOf(r, r.seq));
           await tx('audit_chain').where('seq', r.seq).update({ prev_hash: prev, hash });
           prev = hash;
         }
@@ -612,19 +599,7 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
         await earlier.db.raw(`SELECT id, ${AT}, organisation_id, project_id, actor, action, target, status, request_id, details FROM audit_log ORDER BY id`)
       ).rows as Array<Omit<Parameters<typeof byHand>[0], 'seq'>>;
       for (const [i, r] of rows.slice(0, 3).entries()) {
-        const hash = rowHash(prev, {
-          seq: i + 1,
-          id: r.id,
-          at: r.at,
-          organisationId: r.organisation_id,
-          projectId: r.project_id,
-          actor: r.actor,
-          action: r.action,
-          target: r.target,
-          status: r.status,
-          requestId: r.request_id,
-          details: r.details,
-        });
+        const hash = rowHash(prev, entryOf(r, i + 1));
         await earlier
           .db('audit_log')
           .where('id', r.id)
