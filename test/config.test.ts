@@ -124,4 +124,16 @@ describe('config (section 12)', () => {
     expect(problems.join('\n')).not.to.include(secret);
     expect(problems.join('\n')).not.to.include('tiny secret');
   });
+
+  it('reads DATA_DECRYPTION_KEYS as a comma-separated list of keys that only open values, refusing repeats and bad keys without echoing them', () => {
+    const k = (n: number) => Buffer.alloc(32, n).toString('base64');
+    const c = loadConfig({ DATA_ENCRYPTION_KEY: k(1), DATA_DECRYPTION_KEYS: `${k(2)}, ${k(3)}` });
+    expect(c.dataDecryptionKeys.map((b) => b[0])).to.deep.equal([2, 3]);
+    expect(loadConfig({ DATA_ENCRYPTION_KEY: k(1) }).dataDecryptionKeys).to.deep.equal([]);
+    expect(problemsOf({ DATA_ENCRYPTION_KEY: k(1), DATA_DECRYPTION_KEYS: k(1) })[0]).to.include('DATA_ENCRYPTION_KEY itself');
+    expect(problemsOf({ DATA_ENCRYPTION_KEY: k(1), DATA_DECRYPTION_KEYS: `${k(2)},${k(2)}` })[0]).to.include('twice');
+    const bad = problemsOf({ DATA_ENCRYPTION_KEY: k(1), DATA_DECRYPTION_KEYS: 'secret-but-not-a-key' });
+    expect(bad[0]).to.include('DATA_DECRYPTION_KEYS must be keys of 32 bytes');
+    expect(bad.join('\n')).not.to.include('secret-but-not-a-key');
+  });
 });

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { README_FILE, VALUES_FILE, valuesTable, withTable } from '../scripts/values-table.js';
 import { parse as parseYaml } from 'yaml';
 import { createHash, X509Certificate } from 'node:crypto';
 import path from 'node:path';
@@ -51,11 +52,13 @@ describe('Helm chart (helm/custody)', function () {
   /** `helm template <release> <chart> --namespace custody <args>`. */
   const template = (args: string[] = [], release = 'rel', chart = CHART) =>
     spawnSync(helm, ['template', release, chart, '--namespace', 'custody', ...args], { encoding: 'utf8' });
-  const valuesArgs = (valuesFile?: string) => (valuesFile ? ['-f', valuesFile] : []);
-  const setArgs = (...values: string[]) => values.flatMap((v) => ['--set', v]);
+  // The chart has no default for the audience or Vault: "the defaults" are the defaults plus the least a production install sets.
+  const REQUIRED = path.join(ROOT, 'helm/ci/required.yaml');
+  const valuesArgs = (valuesFile?: string) => ['-f', valuesFile ?? REQUIRED];
+  const setArgs = (...values: string[]) => ['-f', REQUIRED, ...values.flatMap((v) => ['--set', v])];
 
   /** The manifests of a render that must succeed. */
-  function render(args: string[] = [], release = 'rel'): Manifest[] {
+  function render(args: string[] = valuesArgs(), release = 'rel'): Manifest[] {
     const res = template(args, release);
     expect(res.status, res.stderr).to.equal(0);
     return parseAllDocuments(res.stdout)
@@ -83,7 +86,6 @@ describe('Helm chart (helm/custody)', function () {
   });
 
   const files: Array<[string, string | undefined]> = [
-    ['default values', undefined],
     ...readdirSync(path.join(ROOT, 'helm/ci'))
       .filter((f) => f.endsWith('.yaml'))
       .map((f): [string, string] => [f, path.join(ROOT, 'helm/ci', f)]),
@@ -430,7 +432,7 @@ describe('Helm chart (helm/custody)', function () {
           path.join(dir, 'custody/templates/notes-check.yaml'),
           'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: notes }\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n',
         );
-        const res = template(['--show-only', 'templates/notes-check.yaml'], 'rel', path.join(dir, 'custody'));
+        const res = template([...valuesArgs(), '--show-only', 'templates/notes-check.yaml'], 'rel', path.join(dir, 'custody'));
         expect(res.status, res.stderr).to.equal(0);
         const notes = (parseYaml(res.stdout) as { data: { notes: string } }).data.notes;
         expect(notes).to.include('rollout status deploy/rel-custody-api deploy/rel-custody-keyvault deploy/rel-custody-worker');
@@ -478,7 +480,7 @@ describe('Helm chart (helm/custody)', function () {
 
   it("binds Vault's Kubernetes role to the ServiceAccount the chart really creates, for any release name (scripts/vault-setup.sh)", () => {
     for (const release of ['custody', 'rel', 'acme-custody-prod', 'payments', 'a-release-name-long-enough-to-be-cut-at-fifty-chars-x']) {
-      const ms = render([], release);
+      const ms = render(valuesArgs(), release);
       const signer = byKind(ms, 'Deployment').find((d) => component(d) === 'keyvault');
       const account = signer.spec.template.spec.serviceAccountName as string;
       expect(byKind(ms, 'ServiceAccount').map((a) => a.metadata.name)).to.include(account);
@@ -508,7 +510,7 @@ describe('Helm chart (helm/custody)', function () {
     const readme = readFileSync(path.join(ROOT, 'helm/README.md'), 'utf8');
     const listed = new Set([...readme.matchAll(/^\| kube-score `([a-z-]+)` \|/gm)].map((m) => m[1] ?? ''));
     const found = new Set<string>();
-    for (const file of [undefined, path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')]) {
+    for (const file of [REQUIRED, path.join(ROOT, 'helm/ci/production-vault-kubernetes.yaml')]) {
       const rendered = template(valuesArgs(file));
       expect(rendered.status, rendered.stderr).to.equal(0);
       const res = spawnSync(kubeScore, ['score', '-', '--output-format', 'json'], { input: rendered.stdout, encoding: 'utf8' });
@@ -653,6 +655,8 @@ describe('Helm chart (helm/custody)', function () {
       'no-audience.yaml': /serviceAudience/,
       'no-database-secret.yaml': /database\.existingSecret/,
       'signer-tls-without-secret.yaml': /existingSecret|clientExistingSecret/,
+      'no-values.yaml': /set serviceAudience; signer\.vault\.address/,
+      'production-image-by-tag.yaml': /appEnv production needs image\.digest/,
     };
     const bad = readdirSync(path.join(ROOT, 'helm/ci/bad')).filter((f) => f.endsWith('.yaml'));
     expect(bad.sort()).to.deep.equal(Object.keys(expected).sort());
@@ -661,6 +665,30 @@ describe('Helm chart (helm/custody)', function () {
       expect(res.status, f).to.not.equal(0);
       expect(res.stderr, f).to.match(expected[f] ?? /^$/);
     }
+  });
+
+  it('documents the values in a table generated from values.yaml (npm run values-table), kept in step by this test', () => {
+    const readme = readFileSync(README_FILE, 'utf8');
+    const generated = withTable(readme, valuesTable(readFileSync(VALUES_FILE, 'utf8')));
+    expect(readme === generated, 'helm/README.md: run `npm run values-table`').to.equal(true);
+    // Every key of values.yaml that is not inside a documented block has its row.
+    const rows = [...readme.matchAll(/^\| `([A-Za-z0-9.]+)` \| (.*?) \|/gm)].map((m) => m[1]);
+    expect(rows).to.include.members(['serviceAudience', 'signer.vault.address', 'dataEncryptionKey.decryptionKeysKey']);
+  });
+
+  it("passes DATA_DECRYPTION_KEYS to the API and the worker from the data key's Secret only when a key is named", () => {
+    const deployment = (ms: Manifest[], c: string) => byKind(ms, 'Deployment').find((d) => component(d) === c);
+    const keyNamed = (ms: Manifest[], c: string) =>
+      (deployment(ms, c)?.spec.template.spec.volumes as Manifest[])
+        .flatMap((v) => (v.projected?.sources ?? []) as Manifest[])
+        .flatMap((src) => (src.secret?.items ?? []) as Manifest[])
+        .some((i) => i.path === 'DATA_DECRYPTION_KEYS');
+    const without = render();
+    expect(['api', 'worker'].map((c) => keyNamed(without, c))).to.deep.equal([false, false]);
+    const rotating = render(setArgs('dataEncryptionKey.decryptionKeysKey=DATA_DECRYPTION_KEYS'));
+    expect(['api', 'worker', 'keyvault'].map((c) => keyNamed(rotating, c))).to.deep.equal([true, true, false]);
+    const env = (deployment(rotating, 'api')?.spec.template.spec.containers[0].env ?? []) as Array<{ name: string; value?: string }>;
+    expect(env.find((e) => e.name === 'DATA_DECRYPTION_KEYS_FILE')?.value).to.equal('/etc/custody/secrets/DATA_DECRYPTION_KEYS');
   });
 
   it('documents every value of the schema in helm/README.md', () => {

@@ -4,7 +4,7 @@ import { required } from './support/http.js';
 import { startApp, type TestApp } from './support/app.js';
 import { sharedSigner } from './support/signer.js';
 import { SecretBox } from '../src/platform/crypto/secrets.js';
-import { recordAad } from '../src/access/endpoints/idempotency.js';
+import { recordAad } from '../src/platform/idempotency/repository.js';
 
 /** Every row of every table as text (PostgreSQL's own rendering of each row). */
 async function everyRow(app: TestApp): Promise<string> {
@@ -106,7 +106,7 @@ describe('no secret at rest in clear, anywhere', function () {
     );
     const row = rows[0];
     if (!row) throw new Error('no idempotency record');
-    expect(row.response_body).to.match(/^v1\./);
+    expect(row.response_body).to.match(/^v2\.[A-Za-z0-9_-]{8}\./);
     const box = new SecretBox(app.dataEncryptionKey);
     expect(JSON.parse(box.open(row.response_body, recordAad(row.principal, 'bound-1', row.fingerprint)))).to.deep.equal(first.body);
     expect(() => box.open(row.response_body, recordAad(row.principal, 'bound-2', row.fingerprint))).to.throw();

@@ -4,6 +4,7 @@ import type { OidcVerifier } from '../access/auth/oidc.js';
 import type { Clock } from '../platform/runtime/clock.js';
 import type { AppEnv, Config } from '../platform/config/config.js';
 import type { SecretBox } from '../platform/crypto/secrets.js';
+import type { SealedColumn } from '../platform/crypto/reseal.js';
 import type { EventDefinition } from './webhooks/catalogue.js';
 import type { Declaration } from '../access/endpoints/declare.js';
 import type { RouteDeps } from '../access/endpoints/route-deps.js';
@@ -48,6 +49,8 @@ export interface Domain {
   jobs?(deps: WorkDeps): { readonly kinds?: readonly JobKind[]; readonly feeders?: readonly Feeder[] };
   /** Its periodic work; each task says which role runs it. */
   periodic?(deps: WorkDeps): readonly PeriodicTask[];
+  /** The columns of its tables that hold values sealed under the data encryption key (re-encrypted on a rotation). */
+  readonly sealed?: readonly SealedColumn[];
 }
 
 /** Checks a manifest's shape where it is written. */

@@ -9,7 +9,7 @@ import { PgRateLimitStore, RateLimiter, type RateLimitStore } from '../platform/
 import { AuthFailureGuard } from '../platform/ratelimit/auth-failures.js';
 import type { Config } from '../platform/config/config.js';
 import { Cursors } from '../platform/http/pagination.js';
-import { hmacSha256, SecretBox } from '../platform/crypto/secrets.js';
+import { SecretBox } from '../platform/crypto/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../platform/http/errors.js';
 import { base } from '../platform/http/base-middleware.js';
 import type { AppState } from '../platform/http/context.js';
@@ -72,7 +72,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Guessing bound: failed authentications (unknown API token or project key) per client address.
   const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
   const identify = authenticate(deps.db, deps.operatorTokenHash);
-  const secretBox = new SecretBox(deps.dataEncryptionKey);
+  const secretBox = new SecretBox(deps.dataEncryptionKey, deps.config.dataDecryptionKeys);
   const routeDeps: RouteDeps = {
     config: deps.config,
     // Every API-token route: who is calling, then that token's rate limit (the operator's own
@@ -90,7 +90,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
     idempotent: idempotency(deps.db, { ttlS: deps.config.idempotencyTtlS, leaseS: deps.config.idempotencyLeaseS }, secretBox),
     audited,
     // Cursor MACs use a key derived from, never equal to, the data encryption key.
-    cursors: new Cursors(hmacSha256(deps.dataEncryptionKey, 'custody:cursor-key:v1')),
+    cursors: new Cursors(secretBox.cursorKeys()),
     secretBox,
     now: deps.now ?? systemClock,
     // First on every route that changes organisations, projects or keys: once the request is over

@@ -68,7 +68,7 @@ export function assembleApi(input: {
     ...(input.version ? { version: input.version } : {}),
   });
   const now = input.now ?? systemClock;
-  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey) };
+  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey, config.dataDecryptionKeys) };
   return {
     app,
     lifecycle,
@@ -147,7 +147,7 @@ export function assembleBackground(input: {
 }): BackgroundParts {
   const { config, db, log } = input;
   const now = input.now ?? systemClock;
-  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey) };
+  const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey, config.dataDecryptionKeys) };
   const relay = new OutboxRelay({
     db,
     databaseUrl: input.databaseUrl,

@@ -59,9 +59,12 @@ export interface TestApp {
 const DATA_ENCRYPTION_KEY = randomBytes(32);
 
 /** The real app on a real port, against the test database (or `db` if given), logs captured. */
-export async function startApp(env: Record<string, string> = {}, db: Knex = testDb(), options: { relay?: boolean; now?: () => number } = {}): Promise<TestApp> {
-  const operatorToken = newSecret('sk_test_');
-  const dataEncryptionKey = DATA_ENCRYPTION_KEY;
+export async function startApp(
+  env: Record<string, string> = {},
+  db: Knex = testDb(),
+  options: { relay?: boolean; now?: () => number; operatorToken?: string } = {},
+): Promise<TestApp> {
+  const operatorToken = options.operatorToken ?? newSecret('sk_test_');
   const signer = sharedSigner();
   const config = loadConfig({
     DATABASE_URL: testDatabaseUrl(),
@@ -77,6 +80,8 @@ export async function startApp(env: Record<string, string> = {}, db: Knex = test
     EGRESS_ALLOW_PRIVATE: '127.0.0.0/8,::1/128',
     ...env,
   });
+  // DATA_ENCRYPTION_KEY in `env` (the data-key rotation suite), else the run's.
+  const dataEncryptionKey = config.dataEncryptionKey ?? DATA_ENCRYPTION_KEY;
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {

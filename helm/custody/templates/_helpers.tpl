@@ -248,6 +248,7 @@ through NAME_FILE; with secretsAsFiles false, as environment variables from the 
 {{- define "custody.appSecrets" -}}
 {{- $s := list (dict "name" "DATABASE_URL" "ref" .root.Values.database) (dict "name" "DATA_ENCRYPTION_KEY" "ref" .root.Values.dataEncryptionKey) (dict "name" "KEYVAULT_TOKEN" "ref" .root.Values.keyvaultToken) -}}
 {{- if .operator }}{{ $s = append $s (dict "name" "OPERATOR_TOKEN" "ref" .root.Values.operatorToken) }}{{ end -}}
+{{- if .root.Values.dataEncryptionKey.decryptionKeysKey }}{{ $s = append $s (dict "name" "DATA_DECRYPTION_KEYS" "ref" (dict "existingSecret" .root.Values.dataEncryptionKey.existingSecret "key" .root.Values.dataEncryptionKey.decryptionKeysKey)) }}{{ end -}}
 {{- if .root.Values.redis.existingSecret }}{{ $s = append $s (dict "name" "REDIS_URL" "ref" (dict "existingSecret" .root.Values.redis.existingSecret "key" .root.Values.redis.key)) }}{{ end -}}
 {{- if .root.Values.chains.existingSecret }}{{ $s = append $s (dict "name" "CHAINS" "ref" (dict "existingSecret" .root.Values.chains.existingSecret "key" .root.Values.chains.key)) }}{{ end -}}
 {{- toJson $s -}}

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { exportJWK, exportPKCS8, generateKeyPair, importPKCS8, SignJWT, type JSONWebKeySet, type JWK } from 'jose';
 import type { Executor, Knex } from '../../platform/db/knex.js';
 import type { SecretBox } from '../../platform/crypto/secrets.js';
+import type { SealedColumn } from '../../platform/crypto/reseal.js';
 
 /**
  * The issuer of the development identity provider. `.invalid` never resolves (RFC 6761), so no
@@ -10,6 +11,9 @@ import type { SecretBox } from '../../platform/crypto/secrets.js';
 export const DEV_ISSUER = 'https://dev-idp.invalid';
 
 const AAD = 'custody:dev-idp-key:v1';
+
+/** The development identity provider's private key, sealed: re-encrypted on a data-key rotation. */
+export const SEALED_DEV_IDP_KEY: SealedColumn = { table: 'dev_idp_key', column: 'private_key_sealed', key: ['id'], aad: () => AAD };
 
 interface KeyRow {
   kid: string;

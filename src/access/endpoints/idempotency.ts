@@ -4,16 +4,13 @@ import { principalOf } from '../auth/access.js';
 import { principalKey } from '../auth/principal.js';
 import type { Executor } from '../../platform/db/knex.js';
 import { ConflictError, IdempotencyKeyReusedError, ValidationError } from '../../platform/http/errors.js';
-import { claimKey, releaseKey, storeResponse, type Reservation } from '../../platform/idempotency/repository.js';
+import { claimKey, recordAad, releaseKey, storeResponse, type Reservation } from '../../platform/idempotency/repository.js';
 import type { AppContext, AppMiddleware } from '../../platform/http/context.js';
 import type { SecretBox } from '../../platform/crypto/secrets.js';
 import { DEFAULT_BODY_LIMIT, readBody } from '../../platform/http/body.js';
 import { sendProblem, toAppError } from '../../platform/http/problem.js';
 
 const KEY = /^[\x20-\x7e]{1,255}$/;
-
-/** What a stored answer is sealed to: another record's ciphertext does not open here. */
-export const recordAad = (principal: string, key: string, fingerprint: string) => `custody:idempotency:v1:${principal}:${fingerprint}:${key}`;
 
 const inProgress = () => new ConflictError('A request with this Idempotency-Key is still in progress.', 'request_in_progress');
 

@@ -69,8 +69,10 @@ export interface Config {
   readonly devIdp: boolean;
   /** Unset means: generated once into dataDir (testnet only). */
   readonly operatorToken: string | undefined;
-  /** 32 raw bytes; unset means generated into dataDir (testnet only). */
+  /** 32 raw bytes; unset means generated into dataDir (testnet only). New values are sealed under it. */
   readonly dataEncryptionKey: Buffer | undefined;
+  /** Keys sealed values are only opened with (DATA_DECRYPTION_KEYS): the old key after a rotation, or the next one before it. */
+  readonly dataDecryptionKeys: readonly Buffer[];
   readonly logLevel: LogLevel;
   readonly shutdownTimeoutMs: number;
   /** Time between SIGTERM (readyz turns 503) and closing the listener, for load balancers to notice. */
@@ -174,18 +176,10 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const SIGNER_ENV =
   /^(APP_ENV|LOG_LEVEL|DATA_DIR|VAULT_(ADDR|NAMESPACE|CACERT|TIMEOUT_MS|ATTEMPTS|TOKEN|TOKEN_FILE|ROLE_ID|ROLE_ID_FILE|SECRET_ID|SECRET_ID_FILE|APPROLE_MOUNT|K8S_ROLE|K8S_MOUNT|K8S_TOKEN_FILE|TRANSIT_MOUNT|TRANSIT_KEY|SERVICE_KEY|KV_MOUNT|KV_PREFIX)|KEYVAULT_(KEYGEN_THREADS|READ_THREADS|LOCAL_LOCK_WAIT_MS|DATA_DIR|DEPLOYMENT_ID|RECOVERY_KEYS_FILE)|PATH|HOME|TZ|LANG|LC_ALL|TMPDIR)$/;
 
-/**
- * Reads the environment once. Every problem is collected, so an operator fixes all of them in
- * one go instead of one per restart. Secrets may come from `NAME_FILE` (a mounted Secret).
- */
-export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
-
-  const plain = (name: string): string | undefined => {
-    const v = env[name];
-    return v === undefined || v === '' ? undefined : v;
-  };
-  const secret = (name: string): string | undefined => {
+/** Reads a secret from `NAME` or from the file `NAME_FILE` names (a mounted Secret), noting problems. */
+function secretReader(env: Env, problems: string[]): (name: string) => string | undefined {
+  const plain = (name: string): string | undefined => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  return (name) => {
     const direct = plain(name);
     const file = plain(`${name}_FILE`);
     if (direct !== undefined && file !== undefined) {
@@ -201,6 +195,65 @@ export function loadConfig(env: Env = process.env): Config {
       return undefined;
     }
   };
+}
+
+// 32 bytes are exactly 43 base64 characters and one '=' of padding.
+const BASE64_KEY = /^[A-Za-z0-9+/]{43}=$/;
+
+/**
+ * The data keys: DATA_ENCRYPTION_KEY seals new values; DATA_DECRYPTION_KEYS (comma-separated) only
+ * open values, so the key rotates in place (docs/operations.md).
+ */
+function readDataKeys(secret: (name: string) => string | undefined, problems: string[]): { current: Buffer | undefined; decryptOnly: Buffer[] } {
+  const text = secret('DATA_ENCRYPTION_KEY');
+  let current: Buffer | undefined;
+  if (text !== undefined) {
+    if (BASE64_KEY.test(text)) current = Buffer.from(text, 'base64');
+    else problems.push('DATA_ENCRYPTION_KEY must be 32 bytes encoded as base64 (e.g. `openssl rand -base64 32`)');
+  }
+  const decryptOnly: Buffer[] = [];
+  const others = secret('DATA_DECRYPTION_KEYS');
+  for (const item of others === undefined
+    ? []
+    : others
+        .split(',')
+        .map((t) => t.trim())
+        .filter((t) => t !== '')) {
+    if (!BASE64_KEY.test(item)) {
+      problems.push('DATA_DECRYPTION_KEYS must be keys of 32 bytes encoded as base64, separated by commas');
+      break;
+    }
+    const key = Buffer.from(item, 'base64');
+    if (current?.equals(key) || decryptOnly.some((k) => k.equals(key))) {
+      problems.push('DATA_DECRYPTION_KEYS names a key twice, or DATA_ENCRYPTION_KEY itself');
+      break;
+    }
+    decryptOnly.push(key);
+  }
+  return { current, decryptOnly };
+}
+
+/** The data keys alone, for the CLI's `data-key` commands: DATA_ENCRYPTION_KEY is required there. */
+export function loadDataKeys(env: Env = process.env): { current: Buffer; decryptOnly: Buffer[] } {
+  const problems: string[] = [];
+  const keys = readDataKeys(secretReader(env, problems), problems);
+  if (keys.current === undefined && problems.length === 0) problems.push('DATA_ENCRYPTION_KEY is required');
+  if (problems.length > 0 || keys.current === undefined) throw new ConfigError(problems);
+  return { current: keys.current, decryptOnly: keys.decryptOnly };
+}
+
+/**
+ * Reads the environment once. Every problem is collected, so an operator fixes all of them in
+ * one go instead of one per restart. Secrets may come from `NAME_FILE` (a mounted Secret).
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+
+  const plain = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const secret = secretReader(env, problems);
   const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
     const v = plain(name);
     if (v === undefined) return fallback;
@@ -248,18 +301,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (operatorToken === undefined && production && servesApi) problems.push('OPERATOR_TOKEN is required when APP_ENV=production');
 
-  const dekText = needs.dataKey ? secret('DATA_ENCRYPTION_KEY') : undefined;
-  let dataEncryptionKey: Buffer | undefined;
-  if (dekText !== undefined) {
-    // 32 bytes are exactly 43 base64 characters and one '=' of padding.
-    if (!/^[A-Za-z0-9+/]{43}=$/.test(dekText)) {
-      problems.push('DATA_ENCRYPTION_KEY must be 32 bytes encoded as base64 (e.g. `openssl rand -base64 32`)');
-    } else {
-      dataEncryptionKey = Buffer.from(dekText, 'base64');
-    }
-  } else if (production && needs.dataKey) {
-    problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
-  }
+  const { current: dataEncryptionKey, decryptOnly: dataDecryptionKeys } = needs.dataKey
+    ? readDataKeys(secret, problems)
+    : { current: undefined, decryptOnly: [] };
+  if (dataEncryptionKey === undefined && production && needs.dataKey) problems.push('DATA_ENCRYPTION_KEY is required when APP_ENV=production');
 
   const keyvaultUrl = plain('KEYVAULT_URL');
   if (keyvaultUrl !== undefined && !/^(unix:\/.+|https?:\/\/.+)$/.test(keyvaultUrl)) {
@@ -342,6 +387,7 @@ export function loadConfig(env: Env = process.env): Config {
     devIdp,
     operatorToken,
     dataEncryptionKey,
+    dataDecryptionKeys,
     logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
     shutdownDelayMs: int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),

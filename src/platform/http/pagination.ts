@@ -17,18 +17,20 @@ export interface PageOf<T> {
  * HMAC, so a forged or transplanted cursor is a 400 instead of a silent wrong page.
  */
 export class Cursors {
-  readonly #key: Buffer;
+  readonly #keys: readonly Buffer[];
 
-  constructor(key: Buffer) {
-    this.#key = key;
+  /** `keys[0]` makes new cursors; any of them is accepted (a cursor handed out before a data-key rotation still pages). */
+  constructor(keys: readonly Buffer[]) {
+    if (keys.length === 0) throw new Error('Cursors needs a key');
+    this.#keys = keys;
   }
 
-  #mac(list: string, id: number): Buffer {
-    return hmacSha256(this.#key, `${list}\n${id}`).subarray(0, 16);
+  #mac(key: Buffer, list: string, id: number): Buffer {
+    return hmacSha256(key, `${list}\n${id}`).subarray(0, 16);
   }
 
   encode(list: string, lastId: number): string {
-    return `${lastId.toString(36)}.${this.#mac(list, lastId).toString('base64url')}`;
+    return `${lastId.toString(36)}.${this.#mac(this.#keys[0] as Buffer, list, lastId).toString('base64url')}`;
   }
 
   page(list: string, query: { limit?: string | undefined; cursor?: string | undefined }): Page {
@@ -36,7 +38,8 @@ export class Cursors {
     if (query.cursor === undefined) return { limit, afterId: 0 };
     const [idPart, macPart] = query.cursor.split('.');
     const id = idPart !== undefined && /^[0-9a-z]{1,11}$/.test(idPart) ? Number.parseInt(idPart, 36) : Number.NaN;
-    if (!Number.isSafeInteger(id) || macPart === undefined || !constantTimeEqual(Buffer.from(macPart, 'base64url'), this.#mac(list, id))) {
+    const mac = macPart === undefined ? undefined : Buffer.from(macPart, 'base64url');
+    if (!Number.isSafeInteger(id) || mac === undefined || !this.#keys.some((key) => constantTimeEqual(mac, this.#mac(key, list, id)))) {
       throw new ValidationError('The cursor is not one this list returned.', [{ in: 'query', path: '/cursor', message: 'is not a valid cursor' }]);
     }
     return { limit, afterId: id };

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
-import { AppError, PayloadTooLargeError, ValidationError, type FieldProblem } from './errors.js';
+import { AppError, DependencyUnavailableError, PayloadTooLargeError, ValidationError, type FieldProblem } from './errors.js';
+import { UnknownDataKeyError } from '../crypto/secrets.js';
 import { mapDatabaseError } from '../db/pg-errors.js';
 
 export interface ProblemBody {
@@ -34,6 +35,8 @@ function bodyParserError(err: unknown): AppError | undefined {
 /** Turns anything thrown into the AppError to answer with, or undefined for a bug (bare 500). */
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
+  // A value sealed under a key this process was not given: a data-key rotation rolled out out of order.
+  if (err instanceof UnknownDataKeyError) return new DependencyUnavailableError(`data encryption key ${err.keyId}`);
   return mapDatabaseError(err) ?? bodyParserError(err);
 }
 

@@ -1,4 +1,17 @@
 import type { Executor } from '../db/knex.js';
+import type { SealedColumn } from '../crypto/reseal.js';
+
+/** What a stored answer is sealed to: another record's ciphertext does not open here. */
+export const recordAad = (principal: string, key: string, fingerprint: string) => `custody:idempotency:v1:${principal}:${fingerprint}:${key}`;
+
+/** Stored answers are sealed (they carry shown-once secrets): re-encrypted on a data-key rotation. */
+export const SEALED_ANSWERS: SealedColumn = {
+  table: 'idempotency_keys',
+  column: 'response_body',
+  key: ['principal', 'key'],
+  aadColumns: ['fingerprint'],
+  aad: (row) => recordAad(String(row['principal']), String(row['key']), String(row['fingerprint'])),
+};
 
 /** The request that holds an Idempotency-Key record: its principal, key and fingerprint, and a random owner id. */
 export interface Reservation {

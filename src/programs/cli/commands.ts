@@ -6,6 +6,7 @@ import { pendingMigrations, runNextMigration } from '../../platform/db/migrate.j
 import type { Output } from './output.js';
 import { isSigningMethod, SIGNING_METHODS } from '../../../contract/index.js';
 import { AUDIT_COMMANDS } from './audit.js';
+import { DATA_KEY_COMMANDS } from './data-key.js';
 
 /** A mistake in how the CLI was called: exit 2 with the usage line. */
 export class UsageError extends Error {}
@@ -816,6 +817,7 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   ...AUDIT_COMMANDS,
+  ...DATA_KEY_COMMANDS,
 
   migrate: {
     usage: 'migrate   (uses DATABASE_URL)',

@@ -83,7 +83,7 @@ describe('http: one declaration per endpoint', function () {
       ctx.status = 204;
       return Promise.resolve();
     };
-    const cursors = new Cursors(randomBytes(32));
+    const cursors = new Cursors([randomBytes(32)]);
     const authenticate: AppMiddleware = async (ctx, next) => {
       seen.push('authenticate');
       ctx.state.principal = { scope: 'operator', role: 'admin' };

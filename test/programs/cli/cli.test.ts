@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { verifyMessage } from 'ethers';
 import { createDb } from '../../../src/platform/db/knex.js';
+import { dataKeyId, SecretBox } from '../../../src/platform/crypto/secrets.js';
 import { COMMANDS } from '../../../src/programs/cli/commands.js';
 import { startAnvil, type Anvil } from '../../support/anvil.js';
 import { startAppWithIdp, type TestApp } from '../../support/app.js';
@@ -60,7 +62,8 @@ describe('operator CLI (custody)', function () {
     anvil = await startAnvil();
     ({ app, idp, receiver, dir, close } = await startAppWithIdp({
       WALLET_WEBHOOK_BACKGROUND_RETRY: 'false',
-      CHAINS: JSON.stringify([chainConfig(anvil)]),
+      // Re-pricing only when asked (speed-up): an automatic one on a slow machine would add attempts.
+      CHAINS: JSON.stringify([chainConfig(anvil, { stuckAfterMs: 600_000 })]),
       TRANSACTIONS_TICK_MS: '50',
     }));
     env = { CUSTODY_URL: app.url, CUSTODY_TOKEN: app.operatorToken };
@@ -338,6 +341,42 @@ describe('operator CLI (custody)', function () {
     expect(rows.slice(2).map((l) => l.split(/\s+/)[3])).to.deep.equal(['failed']);
   });
 
+  it('data-key: reports which key seals each value, moves them to the current key, and says when a key is missing', async () => {
+    const scratch = await scratchDatabase();
+    const db = createDb({ url: scratch.url, poolMax: 1 });
+    try {
+      expect((await custody(['migrate'], { DATABASE_URL: scratch.url })).code).to.equal(0);
+      const [k1, k2, k3] = [randomBytes(32), randomBytes(32), randomBytes(32)];
+      // A value sealed under the old key, as an earlier deployment left it.
+      await db('dev_idp_key').insert({ kid: 'k', public_jwk: {}, private_key_sealed: new SecretBox(k1).seal('pkcs8', 'custody:dev-idp-key:v1') });
+      const keys = (current: Buffer, ...others: Buffer[]) => ({
+        DATABASE_URL: scratch.url,
+        DATA_ENCRYPTION_KEY: current.toString('base64'),
+        ...(others.length ? { DATA_DECRYPTION_KEYS: others.map((k) => k.toString('base64')).join(',') } : {}),
+      });
+      const before = await custody(['data-key', 'status'], keys(k2, k1));
+      expect(before.code).to.equal(1);
+      expect(before.stdout).to.match(new RegExp(`dev_idp_key\\.private_key_sealed\\s+0\\s+1\\s+${dataKeyId(k1)}: 1`));
+      const moved = await custody(['data-key', 'reencrypt', '--json'], keys(k2, k1));
+      expect(moved.code, moved.stderr).to.equal(0);
+      expect(JSON.parse(moved.stdout)).to.deep.include({ column: 'dev_idp_key.private_key_sealed', moved: 1, unreadable: 0 });
+      expect((await custody(['data-key', 'status'], keys(k2))).code).to.equal(0);
+      const stored = await db('dev_idp_key').first<{ private_key_sealed: string }>('private_key_sealed');
+      expect(new SecretBox(k2).open(stored?.private_key_sealed ?? '', 'custody:dev-idp-key:v1')).to.equal('pkcs8');
+      // Under a key it was not given: counted as unreadable, left as it is, exit 1.
+      const missing = await custody(['data-key', 'reencrypt', '--json'], keys(k3));
+      expect(missing.code).to.equal(1);
+      expect(JSON.parse(missing.stdout)).to.deep.include({ column: 'dev_idp_key.private_key_sealed', moved: 0, unreadable: 1 });
+      expect(missing.stderr).to.include('add their key to DATA_DECRYPTION_KEYS');
+      const noKey = await custody(['data-key', 'status'], { DATABASE_URL: scratch.url });
+      expect(noKey.code).to.equal(2);
+      expect(noKey.stderr).to.include('DATA_ENCRYPTION_KEY is required');
+    } finally {
+      await db.destroy();
+      await scratch.drop();
+    }
+  });
+
   it('runs migrations with progress (then reports up to date), and exits 3 when the service or the database cannot be reached', async () => {
     const scratch = await scratchDatabase();
     try {
@@ -369,11 +408,17 @@ describe('operator CLI (custody)', function () {
     expect(v.code, v.stderr).to.equal(0);
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
     expect(v.stdout.trim()).to.equal(`custody ${pkg.version}`);
-    for (const [name, command] of Object.entries(COMMANDS)) {
-      const help = await custody([...name.split(' '), '--help']);
-      expect(help.code, name).to.equal(0);
-      expect(help.stdout.startsWith(`usage: custody ${command.usage}\n`), `${name}: ${help.stdout}`).to.equal(true);
-      for (const option of Object.keys(command.options ?? {})) expect(help.stdout, name).to.include(`--${option}`);
+    // Four processes at a time: one each, in turn, takes minutes on a loaded machine.
+    const entries = Object.entries(COMMANDS);
+    for (let i = 0; i < entries.length; i += 4) {
+      const batch = entries.slice(i, i + 4);
+      const helps = await Promise.all(batch.map(([name]) => custody([...name.split(' '), '--help'])));
+      for (const [j, [name, command]] of batch.entries()) {
+        const help = helps[j] ?? { code: -1, stdout: '', stderr: '' };
+        expect(help.code, name).to.equal(0);
+        expect(help.stdout.startsWith(`usage: custody ${command.usage}\n`), `${name}: ${help.stdout}`).to.equal(true);
+        for (const option of Object.keys(command.options ?? {})) expect(help.stdout, name).to.include(`--${option}`);
+      }
     }
     const group = await custody(['help', 'webhooks']);
     expect(group.code).to.equal(0);
