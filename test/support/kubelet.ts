@@ -235,8 +235,9 @@ export async function startContainer(net: PodNetwork, run: ContainerRun, scratch
     if (m.subPath || m.subPathExpr) unsupported(`subPath mounts (${m.name})`);
     const volume = volumes.get(m.name);
     if (!volume) throw new Error(`${run.container.name} mounts ${m.name}, which the pod does not define`);
-    const source = path.join(dir, `volume-${m.name}`);
-    await materialise(run, volume, source, fsGroup);
+    // A directory of the host (the compose suite's volumes, which containers share), as it is.
+    const source = volume.hostPath ? (volume.hostPath.path as string) : path.join(dir, `volume-${m.name}`);
+    if (!volume.hostPath) await materialise(run, volume, source, fsGroup);
     mounts.push(`${source}|${m.mountPath}|${m.readOnly ? 'ro' : 'rw'}`);
   }
   const env = environment(run);
