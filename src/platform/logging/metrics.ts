@@ -2,7 +2,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 /**
  * Prometheus metrics of this process (`GET /metrics` on the API and the worker). One registry per
- * process; the outbox depth is read from the database when scraped.
+ * process; the gauges of the outbox, the signer's health and the database pool are read when
+ * scraped, from the sources src/programs/assembly.ts binds. Every metric is in the table of
+ * docs/operations.md ("Metrics"), which the alerting suite holds to what /metrics serves.
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'custody_' });
