@@ -74,7 +74,9 @@ describe('alerting: the rules, their tests with promtool, the PrometheusRule, th
   let helm: string;
   let dir: string;
 
-  before(() => {
+  before(function () {
+    // A fresh machine builds promtool first (scripts/promtool.sh: about 25 minutes on two cores).
+    this.timeout(45 * 60_000);
     promtool = toolPath('promtool');
     helm = toolPath('helm');
     dir = mkdtempSync(path.join(tmpdir(), 'custody-alerts-'));
