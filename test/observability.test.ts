@@ -7,6 +7,7 @@ import { freePort, until } from './support/wait.js';
 import { startApp, startAppWithIdp } from './support/app.js';
 import { startSigner } from './support/signer.js';
 import { TestIssuer } from './support/idp.js';
+import { startDevVault } from './support/vault.js';
 import { testDatabaseUrl } from './support/db.js';
 import { createDb } from '../src/platform/db/knex.js';
 import { tenantActive } from '../src/access/tenancy/quiet.js';
@@ -223,6 +224,30 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
     }
   });
 
+  it("a sealed Vault (real dev server, AppRole): the signer up and its key store down until unsealed; the secret id's expiry", async function () {
+    this.timeout(300_000);
+    const vault = await startDevVault();
+    const signer = await startSigner({ VAULT_ADDR: vault.addr, ...vault.setup() });
+    const app = await startApp({ KEYVAULT_URL: signer.url, KEYVAULT_TOKEN: signer.token });
+    try {
+      const up = await scrape(app.url);
+      expect(sample(up, 'custody_signer_up')).to.equal(1);
+      expect(sample(up, 'custody_signer_key_store_up')).to.equal(1);
+      // scripts/vault-setup.sh gives secret ids 720 h.
+      expect(sample(up, 'custody_signer_vault_credential_expiry_timestamp_seconds')).to.be.closeTo(Date.now() / 1000 + 720 * 3600, 300);
+      vault.seal();
+      const sealed = await scrape(app.url);
+      expect(sample(sealed, 'custody_signer_up')).to.equal(1);
+      expect(sample(sealed, 'custody_signer_key_store_up')).to.equal(0);
+      vault.unseal();
+      await until('the key store back', async () => sample(await scrape(app.url), 'custody_signer_key_store_up') === 1);
+    } finally {
+      await app.close();
+      await signer.destroy();
+      await vault.stop();
+    }
+  });
+
   it('the database pool: in use, its limit and waiting queries; with every connection taken the scrape still answers and shows it', async () => {
     const db = createDb({ url: testDatabaseUrl(), poolMax: 3 });
     const app = await startApp({}, db);
@@ -234,6 +259,7 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
       expect(sample(idle, 'custody_db_pool_connections_max')).to.equal(3);
       expect(sample(idle, 'custody_db_pool_connections_in_use')).to.be.within(0, 3);
       expect(sample(idle, 'custody_db_pool_acquires_pending')).to.equal(0);
+      expect((sample(idle, 'custody_db_pool_connections_in_use') ?? 9) + (sample(idle, 'custody_db_pool_connections_idle') ?? 9)).to.be.within(0, 3);
       for (let i = 0; i < 3; i++) held.push(await pool.acquireConnection());
       const waiting = db.raw('SELECT 1').then(() => undefined);
       const at = Date.now();
@@ -241,6 +267,7 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
       expect(Date.now() - at, 'the scrape waits for no connection longer than its read timeout').to.be.below(5_000);
       expect(sample(full, 'custody_db_pool_connections_in_use')).to.equal(3);
       expect(sample(full, 'custody_db_pool_acquires_pending')).to.be.at.least(1);
+      expect(sample(full, 'custody_db_pool_connections_idle')).to.equal(0);
       for (const c of held.splice(0)) await pool.releaseConnection(c);
       await waiting;
       await until('the pool drains', async () => sample(await scrape(app.url), 'custody_db_pool_acquires_pending') === 0);
