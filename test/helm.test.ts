@@ -8,10 +8,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { parseAllDocuments } from 'yaml';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Job } from 'kubernetes-models/batch/v1/Job';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Pod } from 'kubernetes-models/v1/Pod';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
@@ -43,6 +45,8 @@ const MODELS: Record<string, (m: Manifest) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': (m) => new PodDisruptionBudget(m),
   'autoscaling/v2/HorizontalPodAutoscaler': (m) => new HorizontalPodAutoscaler(m),
   'monitoring.coreos.com/v1/ServiceMonitor': (m) => new ServiceMonitor(m),
+  'monitoring.coreos.com/v1/PrometheusRule': (m) => new PrometheusRule(m),
+  'v1/ConfigMap': (m) => new ConfigMap(m),
 };
 
 describe('Helm chart (helm/custody)', function () {
@@ -321,13 +325,19 @@ describe('Helm chart (helm/custody)', function () {
       });
 
       if (name === 'hpa-servicemonitor.yaml') {
-        it('adds the HPA and the ServiceMonitor', () => {
+        it('adds the HPA, the ServiceMonitor, the PrometheusRule and the dashboard', () => {
           expect(byKind(ms, 'HorizontalPodAutoscaler')).to.have.length(1);
           const api = byKind(ms, 'Deployment').find((d) => component(d) === 'api');
           expect(api.spec.replicas).to.equal(undefined);
           const [monitor] = byKind(ms, 'ServiceMonitor');
           expect(monitor.metadata.labels.release).to.equal('kube-prometheus-stack');
           expect(monitor.spec.endpoints[0].path).to.equal('/metrics');
+          // Its groups are files/alerts.yaml's (test/alerts.test.ts checks them and the dashboard in full).
+          const [rule] = byKind(ms, 'PrometheusRule');
+          expect(rule.metadata.labels.release).to.equal('kube-prometheus-stack');
+          expect(rule.spec).to.deep.equal(parseYaml(readFileSync(path.join(CHART, 'files/alerts.yaml'), 'utf8')));
+          const [dashboard] = byKind(ms, 'ConfigMap');
+          expect(dashboard.metadata.labels.grafana_dashboard).to.equal('1');
         });
         it('routes only /api/ through the Ingress without ingress.reference', () => {
           const [ingress] = byKind(ms, 'Ingress');

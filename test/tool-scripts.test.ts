@@ -68,6 +68,7 @@ describe('tool builds on first use (scripts/*.sh): one line each, the chatter in
   for (const [file, tool, minutes, binary] of [
     ['kube-score.sh', 'kube-score v1.20.0', '1', 'custody-kube-score/v1.20.0/kube-score'],
     ['helm.sh', 'helm v3.19.5', '5', 'custody-helm/v3.19.5-k8s1.34/helm'],
+    ['promtool.sh', 'promtool v0.316.0', '25', 'custody-promtool/v0.316.0/promtool'],
   ] as const) {
     it(`${file}: one line on the first run, none on the next; stdout only the path`, async () => {
       const first = await script(file, env);

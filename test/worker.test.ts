@@ -62,6 +62,15 @@ describe('roles: api, worker and keyvault as separate processes', function () {
       expect(apiMetrics).to.match(/^custody_http_requests_total\{method="POST",route="\/api\/v1\/wallets\/createasync",status="202"\} 1$/m);
       expect(apiMetrics).to.match(/^custody_jwt_key_cache_total\{result="miss"\} 1$/m);
       expect(apiMetrics).to.include('custody_process_cpu_seconds_total');
+      expect(apiMetrics).to.match(/^custody_idp_fetches_total\{document="discovery",outcome="ok"\} 1$/m);
+      // The gauges read at scrape time, bound where each process is assembled (src/programs/assembly.ts).
+      for (const text of [metrics, apiMetrics]) {
+        expect(text).to.match(/^custody_signer_up 1$/m);
+        expect(text).to.match(/^custody_signer_key_store_up 1$/m);
+        expect(text).to.match(/^custody_db_pool_connections_max 10$/m);
+        expect(text).to.match(/^custody_db_pool_acquires_pending 0$/m);
+        expect(text).to.match(/^custody_db_pool_connections_in_use \d+$/m);
+      }
       worker.proc.kill('SIGTERM');
       expect(await worker.exited).to.equal(0);
     } finally {

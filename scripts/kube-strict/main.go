@@ -67,7 +67,7 @@ func newObject(apiVersion, kind string) any {
 var extra = map[string]func() any{}
 
 // Custom resources this build has no types for: another build checks them.
-var elsewhere = map[string]bool{"monitoring.coreos.com/v1/ServiceMonitor": true}
+var elsewhere = map[string]bool{"monitoring.coreos.com/v1/ServiceMonitor": true, "monitoring.coreos.com/v1/PrometheusRule": true}
 
 type header struct {
 	APIVersion string `json:"apiVersion"`

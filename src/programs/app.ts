@@ -16,8 +16,6 @@ import type { AppState } from '../platform/http/context.js';
 import { idempotency } from '../access/endpoints/idempotency.js';
 import type { RouteDeps } from '../access/endpoints/route-deps.js';
 import { audited } from '../domains/audit/middleware.js';
-import { bindOutboxDepth } from '../platform/logging/metrics.js';
-import { outboxDepth } from '../platform/outbox/repository.js';
 import type { Lifecycle } from '../platform/runtime/lifecycle.js';
 import type { Logger } from '../platform/logging/logger.js';
 import type { SignerClient } from '../platform/signer/client.js';
@@ -149,7 +147,6 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   endpoints.push(...openApiEndpoints({ version: deps.version ?? serviceVersion(), env: deps.config.appEnv }, () => endpoints));
   mount(router, { ...routeDeps, users }, endpoints);
   declaredBy.set(app, endpoints);
-  bindOutboxDepth(() => outboxDepth(deps.db));
 
   // No body parser here: an endpoint reads its body itself, after routing and its auth (platform/http/body.ts).
   const middleware: Array<Koa.Middleware<AppState>> = [

@@ -20,6 +20,9 @@ import { OutboxRegistry } from '../platform/outbox/registry.js';
 import { OutboxRelay } from '../platform/outbox/relay.js';
 import type { PeriodicTask, TaskRole } from '../platform/runtime/scheduler.js';
 import { tenantActive } from '../access/tenancy/quiet.js';
+import { bindDbPool, bindOutbox, bindSignerHealth } from '../platform/logging/metrics.js';
+import { outboxGauges } from '../platform/outbox/repository.js';
+import { poolState } from '../platform/db/knex.js';
 
 /** The API process's parts, wired one way for `main.ts` and for the tests (which exercise this wiring). */
 export interface ApiParts {
@@ -53,6 +56,7 @@ export function assembleApi(input: {
   const projectCache = startProjectKeyCache(config, db, input.databaseUrl, log);
   // Before the app can ask anything: calls about projects wait for the carry-over's documents.
   const carryOver = startCarryOver({ db, signer: input.signer, log });
+  bindMetricSources(db, input.signer);
   input.signer.holdProjectCalls(carryOver.gate);
   const app = buildApp({
     config,
@@ -82,6 +86,16 @@ export function assembleApi(input: {
       await rateLimitStore.close();
     },
   };
+}
+
+/**
+ * What this process's gauges read at scrape time (platform/logging/metrics.ts): the signer's
+ * health, the outbox, the database pool. The API and the worker bind the same sources.
+ */
+function bindMetricSources(db: Knex, signer: SignerClient): void {
+  bindSignerHealth(() => signer.health());
+  bindOutbox(() => outboxGauges(db, tenantActive));
+  bindDbPool(() => poolState(db));
 }
 
 /** The outbox's work, declared by the domains' manifests: the relay itself knows none of it. */
@@ -148,6 +162,7 @@ export function assembleBackground(input: {
   const { config, db, log } = input;
   const now = input.now ?? systemClock;
   const work: WorkDeps = { config, db, signer: input.signer, log, now, secretBox: new SecretBox(input.dataEncryptionKey, config.dataDecryptionKeys) };
+  bindMetricSources(db, input.signer);
   const relay = new OutboxRelay({
     db,
     databaseUrl: input.databaseUrl,

@@ -16,8 +16,6 @@ import { startSignerChild } from '../platform/signer/child.js';
 import { SignerClient } from '../platform/signer/client.js';
 import { bindSigner } from '../platform/signer/bind.js';
 import { readDeploymentId } from '../platform/db/deployment.js';
-import { bindOutboxDepth, bindSignerCredential } from '../platform/logging/metrics.js';
-import { outboxDepth } from '../platform/outbox/repository.js';
 import { startWorkerHttp } from './worker-http.js';
 import { Scheduler } from '../platform/runtime/scheduler.js';
 
@@ -108,7 +106,6 @@ async function runApi(config: Config, log: Logger): Promise<void> {
     await readDeploymentId(db),
     config.keyvaultTls,
   );
-  bindSignerCredential(async () => (await signer.health()).credentialExpiresAt);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {
@@ -176,7 +173,6 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     await readDeploymentId(database.db),
     config.keyvaultTls,
   );
-  bindSignerCredential(async () => (await signer.health()).credentialExpiresAt);
   try {
     await bindSigner(signer, log, config.appEnv);
   } catch (err) {
@@ -186,7 +182,6 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   const background = await startBackground(config, database, signer, dataEncryptionKey, log);
   const scheduler = new Scheduler(background.tasks, log);
   scheduler.start();
-  bindOutboxDepth(() => outboxDepth(database.db));
   const lifecycle: Lifecycle = { draining: false };
   const server = await startWorkerHttp({ host: config.host, port: config.port, db: database.db, lifecycle, log });
   onShutdown(log, async () => {

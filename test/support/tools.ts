@@ -11,6 +11,8 @@ const TOOLS = {
   'kube-score': { env: 'KUBE_SCORE_BIN', script: 'kube-score.sh' },
   /** A directory of `kube-strict-<minor>` binaries, one per Kubernetes version the chart supports. */
   'kube-strict': { env: 'KUBE_STRICT_DIR', script: 'kube-strict.sh' },
+  /** Prometheus' promtool: checks and unit-tests the chart's rules. */
+  promtool: { env: 'PROMTOOL_BIN', script: 'promtool.sh' },
   /** ORY Hydra: a second, real OpenID provider. */
   hydra: { env: 'HYDRA_BIN', script: 'hydra.sh' },
 } as const;

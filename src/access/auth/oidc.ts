@@ -1,7 +1,7 @@
 import { duplicateName } from '../../../contract/index.js';
 import { carriesClaim, type TokenClaim } from '../../domains/projects/issuer-binding.js';
 import { systemClock } from '../../platform/runtime/clock.js';
-import { jwtKeyCache } from '../../platform/logging/metrics.js';
+import { idpFetches, jwtKeyCache } from '../../platform/logging/metrics.js';
 import { compactVerify, createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { AppError } from '../../platform/http/errors.js';
 import type { EgressPolicy } from '../../platform/net/egress.js';
@@ -23,6 +23,16 @@ export function emailVerified(value: unknown): boolean {
 export class InvalidTokenError extends AppError {
   constructor(detail: string) {
     super(401, 'invalid_token', 'Unauthorized', detail, undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+  }
+}
+
+/** An identity provider that could not be reached or answered an HTTP error (the outcome its fetch is counted by). */
+class IdpFetchError extends InvalidTokenError {
+  constructor(
+    detail: string,
+    readonly outcome: 'unreachable' | 'http_status',
+  ) {
+    super(detail);
   }
 }
 
@@ -166,12 +176,24 @@ export class OidcVerifier {
           userAgent: 'custody-service/oidc',
         },
       );
-      if (res.status !== 200) throw new InvalidTokenError(`${what}: answered HTTP ${res.status}`);
+      if (res.status !== 200) throw new IdpFetchError(`${what}: answered HTTP ${res.status}`, 'http_status');
       return JSON.parse(res.body.toString('utf8')) as unknown;
     } catch (err) {
       if (err instanceof InvalidTokenError) throw err;
-      if (err instanceof OutboundError) throw new InvalidTokenError(`${what}: unreachable (${err.kind}: ${err.message})`);
+      if (err instanceof OutboundError) throw new IdpFetchError(`${what}: unreachable (${err.kind}: ${err.message})`, 'unreachable');
       throw new InvalidTokenError(`${what}: not valid JSON`);
+    }
+  }
+
+  /** A fetch of one document, counted by its outcome (anything but unreachable or an HTTP status: invalid). */
+  async #counted<T>(document: 'discovery' | 'jwks', fetch: () => Promise<T>): Promise<T> {
+    try {
+      const value = await fetch();
+      idpFetches.inc({ document, outcome: 'ok' });
+      return value;
+    } catch (err) {
+      idpFetches.inc({ document, outcome: err instanceof IdpFetchError ? err.outcome : 'invalid' });
+      throw err;
     }
   }
 
@@ -197,7 +219,8 @@ export class OidcVerifier {
   /** The issuer's key set: the local one's, or fetched by discovery. */
   async #jwksOf(issuer: string): Promise<JSONWebKeySet> {
     if (this.options.local?.issuer === issuer) return this.options.local.keySet();
-    return this.#keySet(await this.#discover(issuer));
+    const jwksUri = await this.#counted('discovery', () => this.#discover(issuer));
+    return this.#counted('jwks', () => this.#keySet(jwksUri));
   }
 
   async #load(issuer: string): Promise<IssuerKeys> {

@@ -84,3 +84,18 @@ export async function hotQuery<R>(db: Executor, name: string, sql: string, bindi
     void pool.releaseConnection(connection);
   }
 }
+
+/** The parts of knex's pool (tarn) its gauges read. */
+interface TarnPool {
+  max: number;
+  numUsed(): number;
+  numFree(): number;
+  numPendingAcquires(): number;
+}
+
+/** `db`'s connection pool now: lent out, idle, its limit, queries waiting; undefined once destroyed. */
+export function poolState(db: Knex): { used: number; idle: number; max: number; pendingAcquires: number } | undefined {
+  const pool = (db.client as { pool?: TarnPool }).pool;
+  if (!pool) return undefined;
+  return { used: pool.numUsed(), idle: pool.numFree(), max: pool.max, pendingAcquires: pool.numPendingAcquires() };
+}

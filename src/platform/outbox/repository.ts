@@ -301,11 +301,47 @@ export async function settleMany(db: Executor, items: ReadonlyArray<{ id: number
 }
 
 /** Rows not done yet, by kind and status: the outbox depth gauge. */
-export async function outboxDepth(db: Executor): Promise<Array<{ kind: string; status: string; n: number }>> {
-  const { rows } = await db.raw<{ rows: Array<{ kind: string; status: string; n: number }> }>(
-    `SELECT kind, status, count(*)::int AS n FROM outbox WHERE status IN ('pending', 'failed') GROUP BY kind, status`,
+/**
+ * What the outbox gauges show (platform/logging/metrics.ts), in one scan of the rows not done:
+ * the depth by kind and status; by kind, how long the oldest pending row has been due (its next
+ * attempt, or for an event row not fanned out yet its recording; rows waiting for a subscription's
+ * backlog or of a quiet tenant are not due work); by delivery kind, the age of the oldest delivery
+ * still retrying after a failed attempt. `active` is the tenancy's condition on a project id column.
+ */
+export async function outboxGauges(
+  db: Executor,
+  active: (projectId: string) => string,
+): Promise<{
+  depth: Array<{ kind: string; status: string; n: number }>;
+  dueAge: Array<{ kind: string; seconds: number }>;
+  failingDeliveryAge: Array<{ kind: string; seconds: number }>;
+}> {
+  const { rows } = await db.raw<{
+    rows: Array<{ kind: string; status: string; delivery_kind: string | null; n: number; due_age: number | null; failing_age: number | null }>;
+  }>(
+    `SELECT kind, status, delivery_kind, count(*)::int AS n,
+            extract(epoch FROM now() - min(CASE WHEN kind = 'event' THEN CASE WHEN owed_to IS NULL THEN created_at END ELSE next_attempt_at END)
+              FILTER (WHERE status = 'pending' AND ${active('o.project_id')}))::float8 AS due_age,
+            extract(epoch FROM now() - min(created_at)
+              FILTER (WHERE kind = 'delivery' AND status = 'pending' AND attempts > 0 AND ${active('o.project_id')}))::float8 AS failing_age
+       FROM outbox o WHERE status IN ('pending', 'failed') GROUP BY kind, status, delivery_kind`,
   );
-  return rows;
+  const depth = new Map<string, { kind: string; status: string; n: number }>();
+  const due = new Map<string, number>();
+  const failing = new Map<string, number>();
+  for (const r of rows) {
+    const key = `${r.kind}\n${r.status}`;
+    depth.set(key, { kind: r.kind, status: r.status, n: (depth.get(key)?.n ?? 0) + r.n });
+    // A pending kind whose earliest row falls due later has none due: 0.
+    if (r.status === 'pending') due.set(r.kind, Math.max(due.get(r.kind) ?? 0, r.due_age ?? 0));
+    if (r.kind === 'delivery' && r.delivery_kind !== null && r.status === 'pending')
+      failing.set(r.delivery_kind, Math.max(failing.get(r.delivery_kind) ?? 0, r.failing_age ?? 0));
+  }
+  return {
+    depth: [...depth.values()],
+    dueAge: [...due].map(([kind, seconds]) => ({ kind, seconds })),
+    failingDeliveryAge: [...failing].map(([kind, seconds]) => ({ kind, seconds })),
+  };
 }
 
 /**

@@ -68,7 +68,8 @@ export function healthEndpoints(db: Knex, signer: SignerClient, lifecycle: Lifec
   const metricsDoc: OperationDoc = {
     operationId: 'getMetrics',
     summary: 'Prometheus metrics',
-    description: 'HTTP requests and durations by route, outbox depth, delivery outcomes, signer calls, JWT key-cache hits.',
+    description:
+      'HTTP requests and durations by route, outbox depth and ages, webhook delivery outcomes and the oldest failing delivery, signer calls and health, identity-provider fetches, JWT key-cache hits, the database pool (docs/operations.md, Metrics).',
     tag: 'Operations',
     plain: true,
     responses: { 200: { description: 'Prometheus text exposition format.', schema: Type.String(), contentType: 'text/plain' } },
