@@ -99,9 +99,13 @@ describe('docker-compose.yml: the service with containers, without Kubernetes', 
       const pgDir = path.join(scratch, 'pg');
       mkdirSync(pgDir);
       chownSync(pgDir, uidOf('postgres'), uidOf('postgres'));
-      const initdb = net.run([`${pgBin}/initdb`, '-D', path.join(pgDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256'], { user: 'postgres' });
+      const initdb = net.run([`${pgBin}/initdb`, '-D', path.join(pgDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256'], {
+        user: 'postgres',
+      });
       expect(await initdb.exited, initdb.output()).to.equal(0);
-      const postgres = net.run([`${pgBin}/postgres`, '-D', path.join(pgDir, 'data'), '-h', '127.0.0.1', '-p', '5432', '-k', pgDir, '-c', 'fsync=off'], { user: 'postgres' });
+      const postgres = net.run([`${pgBin}/postgres`, '-D', path.join(pgDir, 'data'), '-h', '127.0.0.1', '-p', '5432', '-k', pgDir, '-c', 'fsync=off'], {
+        user: 'postgres',
+      });
       running.push(postgres);
       await postgres.waitFor(/ready to accept connections/, 60_000);
       const admin = new pg.Client({ host: pgDir, port: 5432, user: 'postgres', database: 'postgres' });
@@ -114,7 +118,9 @@ describe('docker-compose.yml: the service with containers, without Kubernetes', 
       const vaultCommand = service('vault').command ?? [];
       const rootToken = (Array.isArray(vaultCommand) ? vaultCommand : [vaultCommand]).map((a) => /^-dev-root-token-id=(.+)$/.exec(a)?.[1]).find(Boolean);
       expect(rootToken).to.equal(DOT_ENV.VAULT_DEV_ROOT_TOKEN);
-      const vault = net.run([vaultBinary(), 'server', '-dev', '-dev-listen-address=127.0.0.1:8200', `-dev-root-token-id=${rootToken}`], { env: { HOME: scratch } });
+      const vault = net.run([vaultBinary(), 'server', '-dev', '-dev-listen-address=127.0.0.1:8200', `-dev-root-token-id=${rootToken}`], {
+        env: { HOME: scratch },
+      });
       running.push(vault);
       await vault.waitFor(/Root Token/, 60_000);
       mkdirSync(path.join(volumes, 'vault-cli'), { recursive: true });
@@ -127,7 +133,7 @@ describe('docker-compose.yml: the service with containers, without Kubernetes', 
         },
         keys: () => [],
         serviceAccountToken: () => Promise.reject(new Error('compose services have no ServiceAccount')),
-      } as unknown as ClusterObjects;
+      };
       /** A compose service as a container: its environment, user, read-only root, tmpfs and volumes (named ones shared through the host). */
       const start = async (name: string, probe?: { port: number }): Promise<Service> => {
         const s = service(name);
