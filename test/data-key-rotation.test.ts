@@ -44,7 +44,12 @@ describe('the data encryption key rotates in place', function () {
       // One value of every kind the service seals: a wallet webhook secret (and its previous one),
       // a subscription's secret (and its previous one), a stored idempotent answer, the dev IdP's key.
       const org = await createOrganisation(app.client);
-      const project = await createProject(app.client, org.id, { issuer: DEV_ISSUER, walletWebhookUrl: 'https://hooks.example.com/w' });
+      // A claim of its own: other organisations of the run trust the development issuer too.
+      const project = await createProject(app.client, org.id, {
+        issuer: DEV_ISSUER,
+        tokenClaim: { name: 'azp', value: `sealed-${org.id}` },
+        walletWebhookUrl: 'https://hooks.example.com/w',
+      });
       expect((await app.client.post(`/api/v1/project/${project.id}/walletWebhook/secret`, {})).status).to.equal(200);
       const sub = await app.client.post(
         `/api/v1/project/${project.id}/webhooks`,

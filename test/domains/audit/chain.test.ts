@@ -276,7 +276,9 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
       chain.size = await checkpointAuditLog(own.db, signer, Date.now);
       expect(chain.size).to.equal(chain.early + 12);
       // Every sealed row below the floor (the cluster's other transactions may hold it back a moment).
-      const newest = BigInt((await own.db.raw<{ rows: Array<{ x: string }> }>('SELECT max(xid)::text AS x FROM audit_log')).rows[0]?.x ?? '0');
+      const newest = BigInt(
+        (await own.db.raw<{ rows: Array<{ x: string }> }>('SELECT xid::text AS x FROM audit_log ORDER BY xid DESC LIMIT 1')).rows[0]?.x ?? '0',
+      );
       await until('the floor to pass every sealed row', async () => (await sealAuditLog(own.db)) === 0 && (await floorOf(own.db)) > newest, 10_000);
       expect(await own.db('audit_checkpoints').where('size', chain.early).first()).to.not.equal(undefined);
     });
