@@ -47,7 +47,8 @@ APPROLE_MOUNT=${APPROLE_MOUNT:-custody-approle}
 SECRET_ID_TTL=${SECRET_ID_TTL:-720h}
 REWRAP_POLICY=${REWRAP_POLICY:-custody-rewrap-$RELEASE}
 REWRAP_ROLE=${REWRAP_ROLE:-custody-rewrap}
-POLICIES="$(cd "$(dirname "$0")/.." && pwd)/keyvault/vault/policies"
+# Beside this script in the repository (followed through a symlink to scripts/).
+POLICIES="$(dirname "$(dirname "$(readlink -f "$0")")")/keyvault/vault/policies"
 MARK="custody signer (release $RELEASE)"
 
 say() { printf 'vault-setup: %s\n' "$*" >&2; }
