@@ -190,7 +190,10 @@ if [ "$AUTH" != kubernetes ]; then
     [ "${2:-}" = rewrap ] && role=$REWRAP_ROLE
     # A new secret id, then every earlier one revoked: a rotation leaves exactly one live id, and a
     # leaked old id stops working now rather than when it would have expired.
-    earlier=$(v list -format=json "auth/$APPROLE_MOUNT/role/$role/secret-id" 2>/dev/null | grep -oE '[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}' || true)
+    # None listed is fine (a new role); a refusal is not: the earlier ids would stay live.
+    listing=$(v list -format=json "auth/$APPROLE_MOUNT/role/$role/secret-id" 2>&1) ||
+      { [[ "$listing" != *"permission denied"* ]] || die "cannot list the secret ids of $role: $listing"; }
+    earlier=$(printf '%s' "$listing" | grep -oE '[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}' || true)
     created=$(v write -f -format=json "auth/$APPROLE_MOUNT/role/$role/secret-id")
     secret_id=$(printf '%s' "$created" | sed -n 's/.*"secret_id": *"\([^"]*\)".*/\1/p')
     accessor=$(printf '%s' "$created" | sed -n 's/.*"secret_id_accessor": *"\([^"]*\)".*/\1/p')
@@ -202,7 +205,10 @@ if [ "$AUTH" != kubernetes ]; then
       revoked=$((revoked + 1))
     done
     say "AppRole: new secret id of $role (accessor $accessor); $revoked earlier one(s) revoked"
-    echo "VAULT_ROLE_ID=$(v read -field=role_id "auth/$APPROLE_MOUNT/role/$role/role-id")"
+    # Assigned first: a failed read inside `echo "…$(…)"` would not stop the script.
+    role_id=$(v read -field=role_id "auth/$APPROLE_MOUNT/role/$role/role-id")
+    [ -n "$role_id" ] || die "Vault returned no role id"
+    echo "VAULT_ROLE_ID=$role_id"
     echo "VAULT_SECRET_ID=$secret_id"
   fi
 fi

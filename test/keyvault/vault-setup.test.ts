@@ -476,6 +476,35 @@ describe('keyvault: Vault access as reviewed files, applied by a token of the se
     ]);
   });
 
+  it('needs every path of the setup policy: without any one of them the setup fails', function () {
+    this.timeout(15 * 60_000);
+    const lines = policyFile('setup').split('\n');
+    const paths = lines.flatMap((line, index) => (line.startsWith('path "') ? [{ line, index }] : []));
+    expect(paths.length).to.be.greaterThan(20);
+    for (const [n, { line, index }] of paths.entries()) {
+      // A release of its own for each: fresh mounts, roles and policies.
+      const release = `least${n}`;
+      const names = {
+        RELEASE: release,
+        TRANSIT_MOUNT: `${release}-transit`,
+        KV_MOUNT: `${release}-kv`,
+        K8S_MOUNT: `${release}-k8s`,
+        APPROLE_MOUNT: `${release}-approle`,
+      };
+      const policy = setup('', ['--print-policy', 'setup'], names).stdout.split('\n');
+      policy.splice(index, 1);
+      vault.cli(['policy', 'write', `setup-${release}`, '-'], policy.join('\n'));
+      const token = vault.cli(['token', 'create', `-policy=setup-${release}`, '-no-default-policy', '-ttl=10m', '-field=token']).trim();
+      // What an operator runs: both auth methods, and each role's secret id rotated (which revokes the earlier one).
+      let status = 0;
+      for (const args of [['--print-approle'], ['--print-approle'], ['--print-approle', 'rewrap'], ['--print-approle', 'rewrap']]) {
+        status = setup(token, args, names).status ?? 1;
+        if (status !== 0) break;
+      }
+      expect(status, `the setup succeeded without ${line}`).to.not.equal(0);
+    }
+  });
+
   it('substitutes only the names an operator changes, in quoted paths, and refuses a name that could escape one', () => {
     const eu = setup('', ['--print-policy', 'signer'], { RELEASE: 'eu', TRANSIT_MOUNT: 'eu-transit', KV_MOUNT: 'eu-kv', TRANSIT_KEY: 'eu-wallets' });
     expect(eu.status, eu.stderr).to.equal(0);
