@@ -15,6 +15,8 @@ export interface SignerConfig {
   /** `unix:/path/to.sock` or `host:port`. */
   listen: { socketPath: string } | { host: string; port: number };
   token: string;
+  /** KEYVAULT_TOKEN_PREVIOUS: also accepted, during a rotation of the token only (docs/operations.md, section 8). */
+  previousToken: string | undefined;
   logLevel: string;
   /** Set: the Vault backend; unset: the local development store in `dataDir`. */
   vault: (VaultSettings & { paths: VaultPaths }) | undefined;
@@ -42,8 +44,10 @@ export class SignerConfigError extends Error {
   }
 }
 
-export function loadSignerConfig(env: Readonly<Record<string, string | undefined>> = process.env): SignerConfig {
-  const problems: string[] = [];
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The environment's readers, each adding what is wrong to `problems`. */
+function readers(env: Env, problems: string[]) {
   const plain = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
   const secret = (name: string): string | undefined => {
     const direct = plain(name);
@@ -66,7 +70,73 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     }
     return Number(v);
   };
+  return { plain, secret, int };
+}
 
+type VaultConfig = VaultSettings & { paths: VaultPaths };
+
+/** VAULT_*: the address, exactly one auth method, the mounts and names; undefined without VAULT_ADDR. */
+function readVault({ plain, secret, int }: ReturnType<typeof readers>, problems: string[]): VaultConfig | undefined {
+  const addr = plain('VAULT_ADDR');
+  if (addr === undefined) return undefined;
+  if (!/^https?:\/\//.test(addr)) problems.push('VAULT_ADDR must be an http(s) URL');
+  const vaultToken = secret('VAULT_TOKEN');
+  const roleId = secret('VAULT_ROLE_ID');
+  const secretId = secret('VAULT_SECRET_ID');
+  const k8sRole = plain('VAULT_K8S_ROLE');
+  const methods: VaultAuth[] = [];
+  if (vaultToken !== undefined) methods.push({ kind: 'token', token: vaultToken });
+  if (roleId !== undefined || secretId !== undefined) {
+    if (roleId === undefined || secretId === undefined) problems.push('AppRole auth needs both VAULT_ROLE_ID and VAULT_SECRET_ID');
+    else methods.push({ kind: 'approle', roleId, secretId, mount: plain('VAULT_APPROLE_MOUNT') ?? 'approle' });
+  }
+  if (k8sRole !== undefined) {
+    methods.push({
+      kind: 'kubernetes',
+      role: k8sRole,
+      mount: plain('VAULT_K8S_MOUNT') ?? 'kubernetes',
+      jwtFile: plain('VAULT_K8S_TOKEN_FILE') ?? '/var/run/secrets/kubernetes.io/serviceaccount/token',
+    });
+  }
+  if (methods.length !== 1) {
+    problems.push('set exactly one Vault auth method: VAULT_TOKEN, VAULT_ROLE_ID + VAULT_SECRET_ID, or VAULT_K8S_ROLE');
+  }
+  const auth = methods[0];
+  if (!auth) return undefined;
+  return {
+    addr,
+    namespace: plain('VAULT_NAMESPACE'),
+    caCertFile: plain('VAULT_CACERT'),
+    timeoutMs: int('VAULT_TIMEOUT_MS', 5_000, 100, 120_000),
+    attempts: int('VAULT_ATTEMPTS', 3, 1, 10),
+    auth,
+    paths: {
+      transitMount: plain('VAULT_TRANSIT_MOUNT') ?? 'custody-transit',
+      transitKey: plain('VAULT_TRANSIT_KEY') ?? 'custody-wallets',
+      kvMount: plain('VAULT_KV_MOUNT') ?? 'custody-kv',
+      kvPrefix: plain('VAULT_KV_PREFIX') ?? 'custody/keys',
+      serviceKey: plain('VAULT_SERVICE_KEY') ?? 'custody-service',
+    },
+  };
+}
+
+/**
+ * The rewrap job's configuration (keyvault/rewrap.ts): the signer's VAULT_* settings, read by
+ * the same rules, under the job's own Vault identity; nothing else.
+ */
+export function loadRewrapConfig(env: Env = process.env): { vault: VaultConfig; logLevel: string } {
+  const problems: string[] = [];
+  const r = readers(env, problems);
+  const vault = readVault(r, problems);
+  if (r.plain('VAULT_ADDR') === undefined) problems.push('VAULT_ADDR is required: only the Vault store has transit key versions to move records to');
+  if (problems.length > 0 || vault === undefined) throw new SignerConfigError(problems);
+  return { vault, logLevel: r.plain('LOG_LEVEL') ?? 'info' };
+}
+
+export function loadSignerConfig(env: Env = process.env): SignerConfig {
+  const problems: string[] = [];
+  const r = readers(env, problems);
+  const { plain, secret, int } = r;
   const appEnvRaw = plain('APP_ENV') ?? 'testnet';
   if (appEnvRaw !== 'testnet' && appEnvRaw !== 'production') problems.push('APP_ENV must be testnet or production');
   const appEnv = appEnvRaw === 'production' ? 'production' : 'testnet';
@@ -83,53 +153,14 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
   const token = secret('KEYVAULT_TOKEN');
   if (token === undefined) problems.push('KEYVAULT_TOKEN is required (the shared secret the API presents)');
   else if (!/^[\x21-\x7e]{32,256}$/.test(token)) problems.push('KEYVAULT_TOKEN must be 32 to 256 printable ASCII characters');
+  const previousToken = secret('KEYVAULT_TOKEN_PREVIOUS');
+  if (previousToken !== undefined && !/^[\x21-\x7e]{32,256}$/.test(previousToken))
+    problems.push('KEYVAULT_TOKEN_PREVIOUS must be 32 to 256 printable ASCII characters');
+  else if (previousToken !== undefined && previousToken === token) problems.push('KEYVAULT_TOKEN_PREVIOUS is the same as KEYVAULT_TOKEN: unset it');
 
-  const addr = plain('VAULT_ADDR');
-  let vault: SignerConfig['vault'];
-  if (addr === undefined) {
-    if (appEnv === 'production') problems.push('VAULT_ADDR is required when APP_ENV=production: the local development key store is refused');
-  } else {
-    if (!/^https?:\/\//.test(addr)) problems.push('VAULT_ADDR must be an http(s) URL');
-    const vaultToken = secret('VAULT_TOKEN');
-    const roleId = secret('VAULT_ROLE_ID');
-    const secretId = secret('VAULT_SECRET_ID');
-    const k8sRole = plain('VAULT_K8S_ROLE');
-    const methods: VaultAuth[] = [];
-    if (vaultToken !== undefined) methods.push({ kind: 'token', token: vaultToken });
-    if (roleId !== undefined || secretId !== undefined) {
-      if (roleId === undefined || secretId === undefined) problems.push('AppRole auth needs both VAULT_ROLE_ID and VAULT_SECRET_ID');
-      else methods.push({ kind: 'approle', roleId, secretId, mount: plain('VAULT_APPROLE_MOUNT') ?? 'approle' });
-    }
-    if (k8sRole !== undefined) {
-      methods.push({
-        kind: 'kubernetes',
-        role: k8sRole,
-        mount: plain('VAULT_K8S_MOUNT') ?? 'kubernetes',
-        jwtFile: plain('VAULT_K8S_TOKEN_FILE') ?? '/var/run/secrets/kubernetes.io/serviceaccount/token',
-      });
-    }
-    if (methods.length !== 1) {
-      problems.push('set exactly one Vault auth method: VAULT_TOKEN, VAULT_ROLE_ID + VAULT_SECRET_ID, or VAULT_K8S_ROLE');
-    }
-    const auth = methods[0];
-    if (auth) {
-      vault = {
-        addr,
-        namespace: plain('VAULT_NAMESPACE'),
-        caCertFile: plain('VAULT_CACERT'),
-        timeoutMs: int('VAULT_TIMEOUT_MS', 5_000, 100, 120_000),
-        attempts: int('VAULT_ATTEMPTS', 3, 1, 10),
-        auth,
-        paths: {
-          transitMount: plain('VAULT_TRANSIT_MOUNT') ?? 'custody-transit',
-          transitKey: plain('VAULT_TRANSIT_KEY') ?? 'custody-wallets',
-          kvMount: plain('VAULT_KV_MOUNT') ?? 'custody-kv',
-          kvPrefix: plain('VAULT_KV_PREFIX') ?? 'custody/keys',
-          serviceKey: plain('VAULT_SERVICE_KEY') ?? 'custody-service',
-        },
-      };
-    }
-  }
+  const vault = readVault(r, problems);
+  if (plain('VAULT_ADDR') === undefined && appEnv === 'production')
+    problems.push('VAULT_ADDR is required when APP_ENV=production: the local development key store is refused');
 
   const keygenThreads = int('KEYVAULT_KEYGEN_THREADS', defaultKeygenThreads(), 0, 64);
   const readThreads = int('KEYVAULT_READ_THREADS', defaultKeygenThreads(), 0, 64);
@@ -177,6 +208,7 @@ export function loadSignerConfig(env: Readonly<Record<string, string | undefined
     appEnv,
     listen,
     token: token ?? '',
+    previousToken,
     logLevel: plain('LOG_LEVEL') ?? 'info',
     vault,
     dataDir: path.resolve(plain('KEYVAULT_DATA_DIR') ?? path.join(plain('DATA_DIR') ?? '.data', 'keyvault')),

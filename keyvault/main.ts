@@ -59,6 +59,7 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
   const owners = new OwnerStore(store);
   const server = createSignerServer({
     token: config.token,
+    previousToken: config.previousToken,
     creator,
     store,
     serviceKey: new ServiceKey(store),

@@ -168,6 +168,8 @@ function count(url: URL, name: string, fallback: number, max: number): number {
  */
 export function createSignerServer(deps: {
   token: string;
+  /** Accepted beside `token` while the token is rotated (KEYVAULT_TOKEN_PREVIOUS). */
+  previousToken?: string | undefined;
   creator: KeyCreator;
   store: KeyStore;
   /** Service signatures (contract/service.ts). */
@@ -183,10 +185,15 @@ export function createSignerServer(deps: {
   /** TLS (and with `clientCa`, mutual TLS) for a listener off loopback. */
   tls?: { cert: string; key: string; clientCa: string | undefined } | undefined;
 }): Server {
-  const expected = createHash('sha256').update(deps.token).digest();
+  // During a rotation two tokens are accepted; hashed to one length, and every one compared (no early exit).
+  const expected = [deps.token, ...(deps.previousToken === undefined ? [] : [deps.previousToken])].map((t) => createHash('sha256').update(t).digest());
   const authorised = (req: IncomingMessage) => {
     const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
-    return m?.[1] !== undefined && timingSafeEqual(createHash('sha256').update(m[1]).digest(), expected);
+    if (m?.[1] === undefined) return false;
+    const presented = createHash('sha256').update(m[1]).digest();
+    let match = false;
+    for (const e of expected) match = timingSafeEqual(presented, e) || match;
+    return match;
   };
 
   /** Every route of the contract's table, by name: the compiler holds that none is missing and none is extra. */

@@ -89,6 +89,23 @@ export class Signer {
     return record;
   }
 
+  /**
+   * A kept record may be older than the store's: a rewrap (keyvault/rewrap.ts) writes the same key
+   * under a newer transit version, and once the old version is retired transit refuses the kept
+   * ciphertext. Then the record is read again, and decrypted once more if it changed.
+   */
+  async #decrypt(record: KeyRecord): Promise<Uint8Array> {
+    try {
+      return await this.store.decrypt(record.context, record.ciphertext);
+    } catch (err) {
+      if ((err as SignerError).code !== 'invalid_request') throw err;
+      this.#records.delete(record.keyId);
+      const fresh = await this.#record(record.keyId);
+      if (fresh.ciphertext === record.ciphertext || fresh.address !== record.address) throw err;
+      return this.store.decrypt(fresh.context, fresh.ciphertext);
+    }
+  }
+
   /** The decision for an operation, with the policy version that made it; no key is read. */
   async decide(projectId: string, op: Operation, caller: Caller): Promise<{ decision: Decision; policyVersion: number }> {
     const policy = await this.policies.latest(projectId);
@@ -105,7 +122,7 @@ export class Signer {
       throw new SignerError('invalid_operation', `/params/transaction a ${purpose} must be a transfer of nothing to the signing wallet itself, without data`);
     const { decision, policyVersion } = await this.decide(req.projectId, op, req.caller);
     if (!decision.allowed || decision.rule === null) throw new PolicyDenied(decision, policyVersion, hex(op.digest));
-    const secret = await this.store.decrypt(record.context, record.ciphertext);
+    const secret = await this.#decrypt(record);
     let signed: ReturnType<typeof signOperation>;
     try {
       signed = signOperation(op, secret);

@@ -602,6 +602,74 @@ describe('Helm chart (helm/custody)', function () {
     }
   });
 
+  describe('transit rewrap and KEYVAULT_TOKEN rotation', () => {
+    const base = ['networkPolicy.vault.cidrs[0]=10.40.0.0/16'];
+    const envNames = (c: Manifest) => (c.env as Array<{ name: string }>).map((e) => e.name);
+
+    it('off by default; on, a post-install/post-upgrade Job runs `custody vault rewrap` as its own account and Vault role, reaching Vault only', () => {
+      expect(byKind(render(setArgs(...base)), 'Job').map(component)).to.deep.equal(['migrate']);
+      for (const auth of ['kubernetes', 'approle']) {
+        const sets = [...base, 'rewrap.enabled=true', 'rewrap.paceMs=25', `signer.vault.auth=${auth}`];
+        if (auth === 'approle') sets.push('signer.vault.approle.existingSecret=signer-approle', 'rewrap.approle.existingSecret=rewrap-approle');
+        const ms = render(setArgs(...sets));
+        const job = byKind(ms, 'Job').find((j) => component(j) === 'rewrap');
+        MODELS['batch/v1/Job']?.(job).validate();
+        expect(job.metadata.annotations['helm.sh/hook']).to.equal('post-install,post-upgrade');
+        const spec = job.spec.template.spec;
+        const c = spec.containers[0];
+        expect(c.command).to.deep.equal(['node', 'dist/src/programs/cli/main.js', 'vault', 'rewrap', '--pace-ms', '25']);
+        expect(spec.serviceAccountName).to.equal('rel-custody-rewrap');
+        expect(byKind(ms, 'ServiceAccount').map((a) => a.metadata.name)).to.include('rel-custody-rewrap');
+        expect(spec.automountServiceAccountToken).to.equal(false);
+        expect(c.securityContext).to.deep.include({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true });
+        const env = new Map((c.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]));
+        expect(env.get('VAULT_KV_PREFIX')).to.equal('custody/rel/keys');
+        expect(env.get('VAULT_TRANSIT_KEY')).to.equal('custody-wallets');
+        // Nothing of the API's or the signer's bearer secret; its own Vault identity.
+        expect(envNames(c).filter((n) => /KEYVAULT|DATABASE|OPERATOR|DATA_ENCRYPTION/.test(n))).to.deep.equal([]);
+        if (auth === 'kubernetes') expect(env.get('VAULT_K8S_ROLE')).to.equal('custody-rewrap');
+        else
+          expect((spec.volumes as Manifest[]).find((v) => v.name === 'secrets').projected.sources.map((x: Manifest) => x.secret.name)).to.deep.equal([
+            'rewrap-approle',
+            'rewrap-approle',
+          ]);
+        const policy = byKind(ms, 'NetworkPolicy').find((p) => p.spec.podSelector.matchLabels?.['app.kubernetes.io/component'] === 'rewrap');
+        expect(policy.spec.policyTypes).to.deep.equal(['Ingress', 'Egress']);
+        expect(policy.spec.ingress ?? []).to.deep.equal([]);
+        // Vault only: exactly the signer's egress.
+        const signerPolicy = byKind(ms, 'NetworkPolicy').find((p) => p.spec.podSelector.matchLabels?.['app.kubernetes.io/component'] === 'keyvault');
+        expect(policy.spec.egress).to.deep.equal(signerPolicy.spec.egress);
+        expect(policy.spec.egress[0].to).to.deep.include({ ipBlock: { cidr: '10.40.0.0/16' } });
+      }
+      const missing = template(setArgs(...base, 'rewrap.enabled=true', 'signer.vault.auth=approle', 'signer.vault.approle.existingSecret=a'));
+      expect(missing.status).to.not.equal(0);
+      expect(missing.stderr).to.include('rewrap.approle.existingSecret');
+    });
+
+    it('keyvaultToken.signerKey and previousKey: the signer takes the new token and also accepts the old; the API and the worker present `key`', () => {
+      const ms = render(setArgs(...base, 'keyvaultToken.signerKey=NEXT', 'keyvaultToken.previousKey=KEYVAULT_TOKEN'));
+      const items = (d: Manifest) =>
+        new Map<string, string>(
+          (d.spec.template.spec.volumes as Manifest[])
+            .find((v) => v.name === 'secrets')
+            .projected.sources.flatMap((x: Manifest) => x.secret.items.map((i: Manifest) => [i.path, i.key])),
+        );
+      const deployments = new Map(byKind(ms, 'Deployment').map((d) => [component(d), d]));
+      const signer = items(deployments.get('keyvault'));
+      expect(signer.get('KEYVAULT_TOKEN')).to.equal('NEXT');
+      expect(signer.get('KEYVAULT_TOKEN_PREVIOUS')).to.equal('KEYVAULT_TOKEN');
+      expect(envNames(deployments.get('keyvault').spec.template.spec.containers[0])).to.include('KEYVAULT_TOKEN_PREVIOUS_FILE');
+      for (const name of ['api', 'worker']) {
+        expect(items(deployments.get(name)).get('KEYVAULT_TOKEN'), name).to.equal('KEYVAULT_TOKEN');
+        expect(items(deployments.get(name)).has('KEYVAULT_TOKEN_PREVIOUS'), name).to.equal(false);
+      }
+      const plain = render(setArgs(...base));
+      const plainSigner = byKind(plain, 'Deployment').find((d) => component(d) === 'keyvault');
+      expect(items(plainSigner).get('KEYVAULT_TOKEN')).to.equal('KEYVAULT_TOKEN');
+      expect(items(plainSigner).has('KEYVAULT_TOKEN_PREVIOUS')).to.equal(false);
+    });
+  });
+
   describe('TLS between the API and the signer (another pod)', () => {
     const setRender = (...sets: string[]) => render(setArgs(...sets));
     const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);

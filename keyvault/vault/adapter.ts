@@ -198,6 +198,18 @@ export class VaultAdapter {
     return this.#call(() => this.#client.read(path));
   }
 
+  /** LIST: the names under a folder path (with a trailing `/`); none when Vault has nothing there. */
+  async list(path: string): Promise<string[]> {
+    try {
+      const body = await this.#call(() => this.#client.list(path));
+      const keys = body.data?.['keys'];
+      return Array.isArray(keys) ? keys.filter((k): k is string => typeof k === 'string') : [];
+    } catch (err) {
+      if ((err as SignerError).code === 'not_found') return [];
+      throw err;
+    }
+  }
+
   write(path: string, data: Record<string, unknown>): Promise<VaultBody> {
     return this.#call(() => this.#client.write(path, data));
   }

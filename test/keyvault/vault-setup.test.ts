@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { verifyMessage } from 'ethers';
 import { parse as parseYaml } from 'yaml';
 import { SignerClient } from '../../src/platform/signer/client.js';
 import { createCa } from '../support/idp.js';
@@ -277,5 +278,255 @@ describe('keyvault: the documented Vault setup on a Vault that serves another te
       }).trim();
     expect(name('custody')).to.equal('custody-keyvault');
     expect(name('payments')).to.equal('payments-custody-keyvault');
+  });
+});
+
+describe('keyvault: Vault access as reviewed files, applied by a token of the setup policy only', function () {
+  this.timeout(120_000);
+  let vault: DevVault;
+  let work: string;
+  const policyFile = (name: string) => readFileSync(path.join(ROOT, 'keyvault/vault/policies', `${name}.hcl`), 'utf8');
+  const setup = (token: string, args: string[] = [], env: Record<string, string> = {}) =>
+    spawnSync('bash', [path.join(ROOT, 'scripts/vault-setup.sh'), ...args], {
+      cwd: work,
+      encoding: 'utf8',
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        HOME: process.env['HOME'] ?? '/root',
+        VAULT_BIN: vault.bin,
+        VAULT_ADDR: vault.addr,
+        VAULT_TOKEN: token,
+        AUTH: 'both',
+        APPROLE_BOUND_CIDRS: '127.0.0.1/32',
+        K8S_HOST: 'https://k8s-api.example.internal:6443',
+        K8S_CA_CERT: 'k8s-ca.crt',
+        ...env,
+      },
+    });
+  /** A request as a token's holder would make it, with Vault's status and errors. */
+  const api = async (token: string, method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${vault.addr}/v1/${p}`, {
+      method,
+      headers: { 'x-vault-token': token, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return {
+      status: res.status,
+      body: (text === '' ? {} : JSON.parse(text)) as { errors?: string[]; data?: Record<string, unknown>; auth?: Record<string, unknown> },
+    };
+  };
+  const login = async (creds: Record<string, string>) => {
+    const res = await api('', 'POST', 'auth/custody-approle/login', { role_id: creds['VAULT_ROLE_ID'], secret_id: creds['VAULT_SECRET_ID'] });
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    return String(res.body.auth?.['client_token']);
+  };
+  const creds = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^(VAULT_ROLE_ID|VAULT_SECRET_ID)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+  /** Each attempt must be refused by the policy itself: 403 permission denied, nothing else. */
+  const refusedAll = async (token: string, attempts: Array<[string, string, unknown?]>) => {
+    for (const [method, p, body] of attempts) {
+      const res = await api(token, method, p, body);
+      expect(res.status, `${method} ${p}: ${JSON.stringify(res.body)}`).to.equal(403);
+      expect(JSON.stringify(res.body.errors), `${method} ${p}`).to.include('permission denied');
+    }
+  };
+
+  before(async function () {
+    this.timeout(45 * 60_000);
+    vault = await startDevVault();
+    work = mkdtempSync(path.join(tmpdir(), 'custody-vault-access-'));
+    writeFileSync(path.join(work, 'k8s-ca.crt'), (await createCa('kubernetes API CA')).certPem);
+    // Another team's transit key and secret, which no custody token may reach.
+    vault.cli(['secrets', 'enable', 'transit']);
+    vault.cli(['write', '-f', 'transit/keys/other-app']);
+    vault.cli(['kv', 'put', 'secret/other', 'password=hunter2']);
+  });
+  after(async () => {
+    await vault?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('sets Vault up with a token of the setup policy only; writes the policy files verbatim; the signer works and its token is refused everything else', async () => {
+    // The administrator: the setup policy, as the script prints it, and a short-lived token of it alone.
+    const printed = setup('', ['--print-policy', 'setup']);
+    expect(printed.status, printed.stderr).to.equal(0);
+    expect(printed.stdout).to.equal(policyFile('setup'));
+    vault.cli(['policy', 'write', 'custody-setup-custody', '-'], printed.stdout);
+    const setupToken = vault.cli(['token', 'create', '-policy=custody-setup-custody', '-no-default-policy', '-ttl=10m', '-field=token']).trim();
+
+    // Both auth methods, twice (the second run finds everything made), and the rewrap role's credentials.
+    for (const pass of [1, 2]) {
+      const res = setup(setupToken);
+      expect(res.status, `pass ${pass}: ${res.stderr}`).to.equal(0);
+    }
+    const signerRun = setup(setupToken, ['--print-approle']);
+    expect(signerRun.status, signerRun.stderr).to.equal(0);
+    const rewrapRun = setup(setupToken, ['--print-approle', 'rewrap']);
+    expect(rewrapRun.status, rewrapRun.stderr).to.equal(0);
+
+    // Verbatim: with the default names, what Vault holds is the reviewed file, byte for byte.
+    // (The CLI may end a field with a newline of its own.)
+    expect(vault.cli(['read', '-field=policy', 'sys/policies/acl/custody-keyvault-custody']).trimEnd()).to.equal(policyFile('signer').trimEnd());
+    expect(vault.cli(['read', '-field=policy', 'sys/policies/acl/custody-rewrap-custody']).trimEnd()).to.equal(policyFile('rewrap').trimEnd());
+    const k8sRewrap = JSON.parse(vault.cli(['read', '-format=json', 'auth/custody-kubernetes/role/custody-rewrap'])).data;
+    expect(k8sRewrap.bound_service_account_names).to.deep.equal(['custody-rewrap']);
+    expect(k8sRewrap.token_policies).to.deep.equal(['custody-rewrap-custody']);
+
+    // The setup token reaches nothing beyond its slice.
+    await refusedAll(setupToken, [
+      ['GET', 'secret/data/other'],
+      ['PUT', 'sys/policies/acl/other-team', { policy: 'path "*" { capabilities = ["sudo"] }' }],
+      ['POST', 'sys/mounts/elsewhere', { type: 'kv' }],
+      ['POST', 'custody-transit/keys/custody-wallets/rotate'],
+      ['GET', 'custody-transit/export/encryption-key/custody-wallets'],
+      ['POST', 'auth/token/create', {}],
+      ['POST', 'sys/auth/other-auth', { type: 'userpass' }],
+    ]);
+
+    // The signer's work, under the policy: a key created, a message signed with it.
+    const signerCreds = creds(signerRun.stdout);
+    const signer = await startSigner({
+      VAULT_ADDR: vault.addr,
+      VAULT_ROLE_ID: signerCreds['VAULT_ROLE_ID'] ?? '',
+      VAULT_SECRET_ID: signerCreds['VAULT_SECRET_ID'] ?? '',
+      VAULT_APPROLE_MOUNT: 'custody-approle',
+      VAULT_KV_PREFIX: 'custody/custody/keys',
+    });
+    let keyId: string;
+    let stored: Record<string, unknown>;
+    try {
+      const client = new SignerClient(signer.url, signer.token, 15_000, TEST_DEPLOYMENT);
+      const key = await client.createKey(keyIdOf('access'), 'access', TEST_PROJECT);
+      keyId = key.keyId;
+      await client.putPolicy(TEST_PROJECT, { policy: { rules: [{ name: 'any message', action: 'allow', method: 'personal_sign' }] } }, 0, 'test');
+      const signed = await client.sign(key.keyId, TEST_PROJECT, {
+        caller: 'server',
+        operation: { method: 'personal_sign', params: { message: 'least privilege' } },
+      });
+      expect(signed.allowed).to.equal(true);
+      if (!signed.allowed) return;
+      expect(verifyMessage('least privilege', String(signed.result['signature']))).to.equal(key.address);
+      stored = JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/custody/keys/${keyId}`])).data;
+    } finally {
+      await signer.destroy();
+    }
+
+    // The signer's own Vault token, as a thief of it would hold it: every other thing is refused.
+    const signerToken = await login(signerCreds);
+    const own = `custody-kv/data/custody/custody/keys/${keyId}`;
+    expect((await api(signerToken, 'GET', own)).status, 'its own record: readable').to.equal(200);
+    await refusedAll(signerToken, [
+      // Export or back up a key.
+      ['GET', 'custody-transit/export/encryption-key/custody-wallets'],
+      ['GET', 'custody-transit/export/signing-key/custody-service'],
+      ['GET', 'custody-transit/backup/custody-wallets'],
+      // Another team's mounts.
+      ['GET', 'secret/data/other'],
+      ['GET', 'transit/keys/other-app'],
+      ['POST', 'transit/decrypt/other-app', { ciphertext: 'vault:v1:AAAA' }],
+      // Delete, reconfigure or rotate a transit key; make another.
+      ['DELETE', 'custody-transit/keys/custody-wallets'],
+      ['POST', 'custody-transit/keys/custody-wallets/config', { deletion_allowed: true }],
+      ['POST', 'custody-transit/keys/custody-wallets/config', { exportable: true }],
+      ['POST', 'custody-transit/keys/custody-wallets/rotate'],
+      ['POST', 'custody-transit/keys/custody-service/rotate'],
+      ['POST', 'custody-transit/keys/custody-wallets/trim', { min_available_version: 1 }],
+      ['POST', 'custody-transit/keys/another', { type: 'aes256-gcm96' }],
+      ['POST', 'custody-transit/config/keys', { disable_upsert: false }],
+      ['POST', 'custody-transit/rewrap/custody-wallets', { ciphertext: String((stored['data'] as Record<string, unknown>)['ciphertext']) }],
+      // KV outside its prefix, listing, and any change of its own records or the mount.
+      ['GET', 'custody-kv/data/custody/other-release/keys/anything'],
+      ['LIST', 'custody-kv/metadata/custody/custody/keys/'],
+      ['POST', own, { data: { address: '0x0000000000000000000000000000000000000000' } }],
+      ['POST', own, { options: { cas: 1 }, data: { address: '0x0000000000000000000000000000000000000000' } }],
+      ['DELETE', own],
+      ['POST', `custody-kv/delete/custody/custody/keys/${keyId}`, { versions: [1] }],
+      ['POST', `custody-kv/destroy/custody/custody/keys/${keyId}`, { versions: [1] }],
+      ['DELETE', `custody-kv/metadata/custody/custody/keys/${keyId}`],
+      ['POST', 'custody-kv/config', { max_versions: 1 }],
+      // Policies, tokens, auth, and sudo paths.
+      ['PUT', 'sys/policies/acl/custody-keyvault-custody', { policy: 'path "*" { capabilities = ["sudo"] }' }],
+      ['POST', 'auth/token/create', {}],
+      ['POST', 'auth/token/create-orphan', {}],
+      ['POST', 'auth/custody-approle/role/custody-keyvault/secret-id', {}],
+      ['POST', 'auth/custody-approle/role/custody-keyvault', { token_policies: 'root' }],
+      ['POST', 'sys/mounts/mine', { type: 'kv' }],
+      ['GET', 'sys/audit'],
+      ['PUT', 'sys/seal'],
+      ['GET', 'sys/raw/sys/policy'],
+    ]);
+    // The record is as the signer wrote it: version 1, unchanged.
+    const after = JSON.parse(vault.cli(['kv', 'get', '-format=json', `custody-kv/custody/custody/keys/${keyId}`])).data;
+    expect(after.metadata.version).to.equal(1);
+    expect(after.data).to.deep.equal((stored as { data: unknown }).data);
+
+    // The rewrap job's token: records read and updated, nothing created, deleted or exported.
+    const rewrapToken = await login(creds(rewrapRun.stdout));
+    expect((await api(rewrapToken, 'LIST', 'custody-kv/metadata/custody/custody/keys/')).status).to.equal(200);
+    await refusedAll(rewrapToken, [
+      ['POST', 'custody-kv/data/custody/custody/keys/00000000-0000-4000-8000-000000000000', { data: { address: 'x' } }],
+      ['DELETE', own],
+      ['POST', `custody-kv/destroy/custody/custody/keys/${keyId}`, { versions: [1] }],
+      ['POST', 'custody-transit/encrypt/custody-wallets', { plaintext: 'AAAA', context: 'AAAA' }],
+      ['POST', 'custody-transit/keys/custody-wallets/rotate'],
+      ['GET', 'custody-transit/export/encryption-key/custody-wallets'],
+      ['POST', 'custody-transit/sign/custody-service', { input: 'AAAA' }],
+      ['GET', 'secret/data/other'],
+      ['POST', 'auth/token/create', {}],
+    ]);
+  });
+
+  it('needs every path of the setup policy: without any one of them the setup fails', function () {
+    this.timeout(15 * 60_000);
+    const lines = policyFile('setup').split('\n');
+    const paths = lines.flatMap((line, index) => (line.startsWith('path "') ? [{ line, index }] : []));
+    expect(paths.length).to.be.greaterThan(20);
+    for (const [n, { line, index }] of paths.entries()) {
+      // A release of its own for each: fresh mounts, roles and policies.
+      const release = `least${n}`;
+      const names = {
+        RELEASE: release,
+        TRANSIT_MOUNT: `${release}-transit`,
+        KV_MOUNT: `${release}-kv`,
+        K8S_MOUNT: `${release}-k8s`,
+        APPROLE_MOUNT: `${release}-approle`,
+      };
+      const policy = setup('', ['--print-policy', 'setup'], names).stdout.split('\n');
+      policy.splice(index, 1);
+      vault.cli(['policy', 'write', `setup-${release}`, '-'], policy.join('\n'));
+      const token = vault.cli(['token', 'create', `-policy=setup-${release}`, '-no-default-policy', '-ttl=10m', '-field=token']).trim();
+      // What an operator runs: both auth methods, and each role's secret id rotated (which revokes the earlier one).
+      let status = 0;
+      for (const args of [['--print-approle'], ['--print-approle'], ['--print-approle', 'rewrap'], ['--print-approle', 'rewrap']]) {
+        status = setup(token, args, names).status ?? 1;
+        if (status !== 0) break;
+      }
+      expect(status, `the setup succeeded without ${line}`).to.not.equal(0);
+    }
+  });
+
+  it('substitutes only the names an operator changes, in quoted paths, and refuses a name that could escape one', () => {
+    const eu = setup('', ['--print-policy', 'signer'], { RELEASE: 'eu', TRANSIT_MOUNT: 'eu-transit', KV_MOUNT: 'eu-kv', TRANSIT_KEY: 'eu-wallets' });
+    expect(eu.status, eu.stderr).to.equal(0);
+    const expected = policyFile('signer')
+      .split('\n')
+      .map((l) =>
+        l.startsWith('path "')
+          ? l
+              .replace('"custody-transit/', '"eu-transit/')
+              .replace('/custody-wallets"', '/eu-wallets"')
+              .replace('"custody-kv/', '"eu-kv/')
+              .replace('/mounts/custody-kv"', '/mounts/eu-kv"')
+              .replace('/custody/custody/keys/', '/custody/eu/keys/')
+          : l,
+      )
+      .join('\n');
+    expect(eu.stdout).to.equal(expected);
+    expect(eu.stdout, 'comments keep the defaults').to.include('TRANSIT_MOUNT (custody-transit)');
+    for (const bad of ['a"b', 'x/*', 'a b', '../up', 'a}']) {
+      const res = setup('', ['--print-policy', 'signer'], { KV_MOUNT: bad });
+      expect(res.status, bad).to.not.equal(0);
+      expect(res.stderr, bad).to.include('KV_MOUNT must be');
+    }
   });
 });

@@ -16,8 +16,8 @@ export interface DevVault {
   cli(args: string[], input?: string): string;
   seal(): void;
   unseal(): void;
-  /** Applies scripts/vault-setup.sh and returns AppRole credentials for the signer. */
-  setup(env?: Record<string, string>): { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string; VAULT_APPROLE_MOUNT: string };
+  /** Applies scripts/vault-setup.sh and returns AppRole credentials for the signer (or, `rewrap`, for the rewrap job). */
+  setup(env?: Record<string, string>, role?: 'rewrap'): { VAULT_ROLE_ID: string; VAULT_SECRET_ID: string; VAULT_APPROLE_MOUNT: string };
   stop(): Promise<void>;
 }
 
@@ -62,9 +62,9 @@ export async function startDevVault(): Promise<DevVault> {
     cli,
     seal: () => void cli(['operator', 'seal']),
     unseal: () => void cli(['operator', 'unseal', unsealKey]),
-    setup(extra = {}) {
+    setup(extra = {}, role) {
       // AppRole from loopback, records where the signer's defaults look (custody-kv/custody/keys).
-      const text = execFileSync('bash', [`${SCRIPTS}vault-setup.sh`, '--print-approle'], {
+      const text = execFileSync('bash', [`${SCRIPTS}vault-setup.sh`, '--print-approle', ...(role ? [role] : [])], {
         env: { ...env, VAULT_BIN: bin, AUTH: 'approle', APPROLE_BOUND_CIDRS: '127.0.0.1/32', KV_PREFIX: 'custody/keys', ...extra },
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -256,7 +256,9 @@ through NAME_FILE; with secretsAsFiles false, as environment variables from the 
 
 {{- define "custody.signerSecrets" -}}
 {{- $v := .Values.signer.vault -}}
-{{- $s := list (dict "name" "KEYVAULT_TOKEN" "ref" .Values.keyvaultToken) -}}
+{{- $t := .Values.keyvaultToken -}}
+{{- $s := list (dict "name" "KEYVAULT_TOKEN" "ref" (dict "existingSecret" $t.existingSecret "key" (default $t.key $t.signerKey))) -}}
+{{- if $t.previousKey }}{{ $s = append $s (dict "name" "KEYVAULT_TOKEN_PREVIOUS" "ref" (dict "existingSecret" $t.existingSecret "key" $t.previousKey)) }}{{ end -}}
 {{- if eq $v.auth "approle" -}}
 {{- $s = append $s (dict "name" "VAULT_ROLE_ID" "ref" (dict "existingSecret" $v.approle.existingSecret "key" $v.approle.roleIdKey)) -}}
 {{- $s = append $s (dict "name" "VAULT_SECRET_ID" "ref" (dict "existingSecret" $v.approle.existingSecret "key" $v.approle.secretIdKey)) -}}

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { CliEnv } from './config.js';
 import type { CustodyClient } from '../client/index.js';
 import { createDb } from '../../platform/db/knex.js';
@@ -7,6 +9,12 @@ import type { Output } from './output.js';
 import { isSigningMethod, SIGNING_METHODS } from '../../../contract/index.js';
 import { AUDIT_COMMANDS } from './audit.js';
 import { DATA_KEY_COMMANDS } from './data-key.js';
+
+/**
+ * The signer's program that moves key records to the newest transit version: run as a process of
+ * its own (src/ loads nothing of keyvault/), under the rewrap job's Vault identity.
+ */
+const REWRAP_MAIN = fileURLToPath(new URL('../../../keyvault/rewrap.js', import.meta.url));
 
 /** A mistake in how the CLI was called: exit 2 with the usage line. */
 export class UsageError extends Error {}
@@ -818,6 +826,34 @@ export const COMMANDS: Record<string, Command> = {
   },
   ...AUDIT_COMMANDS,
   ...DATA_KEY_COMMANDS,
+
+  'vault rewrap': {
+    usage: "vault rewrap [--dry-run] [--pace-ms N]   (the signer's VAULT_* settings, the rewrap role's Vault identity)",
+    summary:
+      "move every key record's ciphertext to the transit key's newest version, each checked by decrypting to its address first; safe to run again or after a crash",
+    options: { 'dry-run': 'count the records to move, write nothing', 'pace-ms': 'wait this long after each moved record (spares a shared Vault; default 0)' },
+    switches: ['dry-run'],
+    async run({ args, flags }) {
+      if (args.length > 0) throw new UsageError(`no arguments (got ${args.join(' ')})`);
+      const pace = str(flags, 'pace-ms');
+      if (pace !== undefined && !/^\d{1,6}$/.test(pace)) throw new UsageError('--pace-ms must be an integer of milliseconds');
+      const argv = [...(flags['dry-run'] === true ? ['--dry-run'] : []), ...(pace === undefined ? [] : ['--pace-ms', pace])];
+      // The environment passes on as it is: the program reads its own settings (keyvault/config.ts).
+      const child = spawn(process.execPath, [REWRAP_MAIN, ...argv], { stdio: 'inherit' });
+      const forward = (signal: NodeJS.Signals) => child.kill(signal);
+      process.on('SIGTERM', forward);
+      process.on('SIGINT', forward);
+      try {
+        return await new Promise<number>((resolve, reject) => {
+          child.once('error', reject);
+          child.once('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+        });
+      } finally {
+        process.off('SIGTERM', forward);
+        process.off('SIGINT', forward);
+      }
+    },
+  },
 
   migrate: {
     usage: 'migrate   (uses DATABASE_URL)',

@@ -403,6 +403,14 @@ describe('operator CLI (custody)', function () {
     expect(unreachable.code).to.equal(3);
     expect(unreachable.stderr).to.include('cannot reach the service at http://127.0.0.1:1');
   });
+  it('vault rewrap says what it needs without Vault, and refuses a bad --pace-ms (the run against a real Vault: test/keyvault/rewrap.test.ts)', async () => {
+    const noVault = await custody(['vault', 'rewrap']);
+    expect(noVault.code, noVault.stderr).to.equal(2);
+    expect(noVault.stderr).to.include('VAULT_ADDR is required');
+    const badPace = await custody(['vault', 'rewrap', '--pace-ms', 'soon']);
+    expect(badPace.code).to.equal(2);
+    expect(badPace.stderr).to.include('--pace-ms must be an integer');
+  });
   it('answers --version, explains every command with --help (exit 0), lists a group, and refuses an option a command does not take (exit 2)', async () => {
     const v = await custody(['--version']);
     expect(v.code, v.stderr).to.equal(0);
