@@ -26,8 +26,13 @@ describe('keyvault: custody vault rewrap against a real Vault-API server', funct
   const addresses = new Map<string, string>();
   const KEYS = 24;
 
-  const record = (keyId: string, version?: number): KvRead =>
-    JSON.parse(vault.cli(['kv', 'get', '-format=json', ...(version ? [`-version=${version}`] : []), `custody-kv/custody/keys/${keyId}`])).data;
+  // Over HTTP, not the CLI: a synchronous child process would stall the load's requests in this process.
+  const record = async (keyId: string, version?: number): Promise<KvRead> => {
+    const res = await fetch(`${vault.addr}/v1/custody-kv/data/custody/keys/${keyId}${version ? `?version=${version}` : ''}`, {
+      headers: { 'x-vault-token': vault.rootToken },
+    });
+    return ((await res.json()) as { data: KvRead }).data;
+  };
   const versionOf = (ciphertext: string) => Number(/^vault:v(\d+):/.exec(ciphertext)?.[1]);
   /** `custody vault rewrap` as the chart's Job runs it, in a process group of its own (so that a crash takes the whole pod). */
   const rewrap = (args: string[] = []) => {
@@ -80,27 +85,48 @@ describe('keyvault: custody vault rewrap against a real Vault-API server', funct
     vault.cli(['write', '-f', 'custody-transit/keys/custody-wallets/rotate']);
     // Signed once each: the running signer keeps the records (and their old ciphertexts).
     await signAll(client, 'before');
-    const before = new Map([...addresses.keys()].map((k) => [k, record(k)]));
+    const before = new Map(await Promise.all([...addresses.keys()].map(async (k) => [k, await record(k)] as const)));
     expect(new Set([...before.values()].map((r) => versionOf(r.data.ciphertext)))).to.deep.equal(new Set([1, 2]));
+
+    // Load through everything below, retirement included: signings with every key, none may fail.
+    // (No keys are made meanwhile: the runs' counts below are of these records.)
+    const load = { stop: false, signed: 0, phase: 'dry run', failures: [] as string[] };
+    const loop = async (n: number) => {
+      for (let round = 0; !load.stop; round++) {
+        const keys = [...addresses.entries()];
+        const [keyId, address] = keys[(round * 7 + n) % keys.length] ?? ['', ''];
+        try {
+          const message = `load ${n} ${round}`;
+          const signed = await client.sign(keyId, TEST_PROJECT, { caller: 'server', operation: { method: 'personal_sign', params: { message } } });
+          if (!signed.allowed || verifyMessage(message, String(signed.result['signature'])) !== address) load.failures.push(`sign ${keyId}`);
+          else load.signed++;
+        } catch (err) {
+          load.failures.push(`${load.phase} ${keyId}: ${(err as Error).message}`);
+        }
+      }
+    };
+    const loops = [loop(0), loop(1), loop(2)];
 
     const dry = rewrap(['--dry-run']);
     expect(await dry.exited, dry.output()).to.equal(0);
     expect(summaryOf(dry.output())).to.deep.include({ latestVersion: 3, records: KEYS, moved: KEYS, alreadyCurrent: 0, failed: 0 });
     expect(
-      [...addresses.keys()].every((k) => record(k).metadata.version === 1),
+      (await Promise.all([...addresses.keys()].map((k) => record(k)))).every((r) => r.metadata.version === 1),
       'a dry run writes nothing',
     ).to.equal(true);
 
     // A crash mid-way: the whole process group killed after a few records, paced so that it is mid-way.
+    load.phase = 'crashed run';
     const crashed = rewrap(['--pace-ms', '150']);
     await crashed.waitFor(/rewrap: 5\/24 \S+ v\d -> v3/, 30_000);
     process.kill(-(crashed.proc.pid ?? 0), 'SIGKILL');
     await crashed.exited;
-    const movedFirst = [...addresses.keys()].filter((k) => versionOf(record(k).data.ciphertext) === 3);
+    const movedFirst = (await Promise.all([...addresses.keys()].map((k) => record(k)))).filter((r) => versionOf(r.data.ciphertext) === 3);
     expect(movedFirst.length, crashed.output()).to.be.within(5, KEYS - 5);
     await signAll(client, 'half-way');
 
     // The next run continues: only the rest moves.
+    load.phase = 'resumed run';
     const resumed = rewrap();
     expect(await resumed.exited, resumed.output()).to.equal(0);
     expect(summaryOf(resumed.output())).to.deep.include({
@@ -112,33 +138,39 @@ describe('keyvault: custody vault rewrap against a real Vault-API server', funct
     });
     expect(resumed.output()).to.match(/rewrap: 24\/24 /);
     for (const [keyId, address] of addresses) {
-      const now = record(keyId);
+      const now = await record(keyId);
       expect(versionOf(now.data.ciphertext), keyId).to.equal(3);
       expect(now.data.address, keyId).to.equal(address);
       // One new KV version, beside the one the signer wrote, which KV keeps.
       expect(now.metadata.version, keyId).to.equal(2);
-      expect(record(keyId, 1).data).to.deep.equal(before.get(keyId)?.data);
+      expect((await record(keyId, 1)).data).to.deep.equal(before.get(keyId)?.data);
       expect({ ...now.data, ciphertext: '' }).to.deep.equal({ ...before.get(keyId)?.data, ciphertext: '' });
     }
 
     // A second run: nothing to move, nothing written.
+    load.phase = 'second run';
     const again = rewrap();
     expect(await again.exited, again.output()).to.equal(0);
     expect(summaryOf(again.output())).to.deep.include({ records: KEYS, moved: 0, alreadyCurrent: KEYS, failed: 0 });
-    expect([...addresses.keys()].every((k) => record(k).metadata.version === 2)).to.equal(true);
+    expect((await Promise.all([...addresses.keys()].map((k) => record(k)))).every((r) => r.metadata.version === 2)).to.equal(true);
 
     // Old versions retired: the running signer (holding old ciphertexts) and a fresh one both sign.
+    load.phase = 'retirement';
     vault.cli(['write', 'custody-transit/keys/custody-wallets/config', 'min_decryption_version=3']);
     const retired = [...before.values()][0]?.data;
     expect(() => vault.cli(['write', 'custody-transit/decrypt/custody-wallets', `ciphertext=${retired?.ciphertext}`, `context=${retired?.context}`])).to.throw(
       /disallowed by policy/,
     );
     await signAll(client, 'after retirement');
+    load.stop = true;
+    await Promise.all(loops);
+    expect(load.failures, load.failures.join('\n')).to.deep.equal([]);
+    expect(load.signed, 'signings under load').to.be.greaterThan(50);
     const fresh = await startSigner({ VAULT_ADDR: vault.addr, ...vault.setup() });
     try {
       await signAll(new SignerClient(fresh.url, fresh.token, 15_000, TEST_DEPLOYMENT), 'fresh signer');
       const created = await new SignerClient(fresh.url, fresh.token, 15_000, TEST_DEPLOYMENT).createKey(keyIdOf('after'), 'after', TEST_PROJECT);
-      expect(versionOf(record(created.keyId).data.ciphertext)).to.equal(3);
+      expect(versionOf((await record(created.keyId)).data.ciphertext)).to.equal(3);
     } finally {
       await fresh.destroy();
     }
