@@ -12,6 +12,8 @@ import { toolPath } from './support/tools.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHART = path.join(ROOT, 'helm/custody');
+// The least a render needs (the chart has no default audience or Vault address).
+const REQUIRED = path.join(ROOT, 'helm/ci/required.yaml');
 const RULES_FILE = path.join(CHART, 'files/alerts.yaml');
 const DASHBOARD_FILE = path.join(CHART, 'files/dashboard.json');
 const RULE_TESTS = path.join(ROOT, 'test/alerts/alerts.test.yaml');
@@ -172,7 +174,9 @@ describe('alerting: the rules, their tests with promtool, the PrometheusRule, th
 
   it("the PrometheusRule (prometheusRule.enabled) is valid and holds exactly the file's groups; off by default; runbookBaseUrl moves only the links", () => {
     const template = (...set: string[]) => {
-      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', ...set.flatMap((s) => ['--set', s])], { encoding: 'utf8' });
+      const res = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', '-f', REQUIRED, ...set.flatMap((s) => ['--set', s])], {
+        encoding: 'utf8',
+      });
       expect(res.status, res.stderr).to.equal(0);
       return parseAllDocuments(res.stdout)
         .map((d): Manifest => d.toJS())
@@ -213,7 +217,9 @@ describe('alerting: the rules, their tests with promtool, the PrometheusRule, th
     writeFileSync(file, stringify({ groups: [{ name: 'dashboard', rules: [{ record: 'dashboard:broken', expr: 'sum by (kind (custody_outbox_depth)' }] }] }));
     expect(run(['check', 'rules', file]).status).to.not.equal(0);
 
-    const rendered = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', '--set', 'grafanaDashboard.enabled=true'], { encoding: 'utf8' });
+    const rendered = spawnSync(helm, ['template', 'rel', CHART, '--namespace', 'custody', '-f', REQUIRED, '--set', 'grafanaDashboard.enabled=true'], {
+      encoding: 'utf8',
+    });
     expect(rendered.status, rendered.stderr).to.equal(0);
     const maps = parseAllDocuments(rendered.stdout)
       .map((d): Manifest => d.toJS())
