@@ -281,12 +281,17 @@ describe('operator CLI (custody)', function () {
 
     const sent = await custody(['transactions', 'send', ...send, '--value', '1000', '--idempotency-key', 'cli-1', '--json'], signerEnv);
     expect(sent.code, sent.stderr).to.equal(0);
-    expect(tx(sent).nonce).to.equal('0');
-    // The answer is the send as it stands: the worker may be the one broadcasting it, and the node mines at once.
-    expect(['signed', 'submitted', 'mined']).to.include(tx(sent).status);
+    // The answer is the send as it stands: when the worker holds the wallet's queue it is still
+    // `queued` (docs/transactions.md), otherwise signed or further; the node mines at once.
+    expect(['queued', 'signed', 'submitted', 'mined']).to.include(tx(sent).status);
+    const broadcast = await until('the send broadcast', async () => {
+      const got = tx(await custody(['transactions', 'get', ...project, String(tx(sent).id), '--json'], signerEnv));
+      return got.hash ? got : undefined;
+    });
+    expect(broadcast.nonce).to.equal('0');
     type OnChain = { from: string; to: string; value: string; blockNumber: string | null };
     const onChain = await until('the send mined', async () => {
-      const t = await anvil.rpc<OnChain | null>('eth_getTransactionByHash', [tx(sent).hash]);
+      const t = await anvil.rpc<OnChain | null>('eth_getTransactionByHash', [broadcast.hash]);
       return t?.blockNumber ? t : undefined;
     });
     expect([onChain.from, onChain.to, BigInt(onChain.value)]).to.deep.equal([from, BOB.toLowerCase(), 1000n]);
