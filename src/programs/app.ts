@@ -4,7 +4,8 @@ import Koa from 'koa';
 import type { Knex } from 'knex';
 import { authenticate } from '../access/auth/authenticate.js';
 import { principalOf } from '../access/auth/access.js';
-import { principalKey } from '../access/auth/principal.js';
+import { principalKey, tenantOf } from '../access/auth/principal.js';
+import { asTenant } from '../platform/db/share.js';
 import { PgRateLimitStore, RateLimiter, type RateLimitStore } from '../platform/ratelimit/limiter.js';
 import { AuthFailureGuard } from '../platform/ratelimit/auth-failures.js';
 import type { Config } from '../platform/config/config.js';
@@ -81,7 +82,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
         await identify(ctx, async () => {
           const principal = principalOf(ctx);
           if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
-          await next();
+          await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), next);
         });
       });
     },

@@ -15,3 +15,6 @@ export type Principal =
 
 /** A stable name for the caller: what idempotency keys and audit trails are scoped to. */
 export const principalKey = (p: Principal): string => (p.scope === 'operator' ? 'operator' : `token:${p.tokenId}`);
+
+/** The tenant whose share of the database pool a request counts against (platform/db/share.ts): its organisation, or the operator. */
+export const tenantOf = (organisationId: number | 'operator'): string => (organisationId === 'operator' ? 'operator' : `organisation:${organisationId}`);

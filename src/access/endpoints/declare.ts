@@ -5,6 +5,8 @@ import type { RouteDeps } from './route-deps.js';
 import { endpoint, type Input, type Schemas } from '../../platform/http/validate.js';
 import { DEFAULT_BODY_LIMIT, readBody } from '../../platform/http/body.js';
 import { principalOf } from '../auth/access.js';
+import { tenantOf } from '../auth/principal.js';
+import { asTenant } from '../../platform/db/share.js';
 import type { Action } from '../tenancy/policy.js';
 import { resolveScope } from '../tenancy/resolve.js';
 import type { ScopeOf, TenantRule, TenantScope } from '../tenancy/scope.js';
@@ -184,7 +186,7 @@ function authenticateUserFirst(users: UserAuthenticator, limit: number): AppMidd
     const user = await users.identify({ key: projectKeyIn(ctx.request.body) }, ctx);
     ctx.state.user = user;
     ctx.state.userKey = userKey(user);
-    await next();
+    await asTenant(tenantOf(user.project.organisation_id), next);
   };
 }
 
@@ -200,7 +202,7 @@ function withUser(route: Route, users: UserAuthenticator, handler: Handler): Han
         : await users.identify(input.body ?? {}, ctx, {
             prefetchWallet: rule.verify === 'afterValidation' && rule.prefetchWallet === true,
           });
-    return handler(ctx, { ...input, user });
+    return asTenant(tenantOf(user.project.organisation_id), () => handler(ctx, { ...input, user }));
   };
 }
 

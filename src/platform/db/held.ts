@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
+import { asNoTenant } from './share.js';
 
 /**
  * The rule "a request never waits for a pooled connection while it holds one" (docs/security.md):
@@ -33,7 +34,7 @@ export function watchRequest<T>(nested: (err: NestedAcquisitionError) => void, r
  * periodic flush): its connection is its own, whichever request's turn of the event loop started it.
  */
 export function outsideRequests<T>(run: () => T): T {
-  return requests.exit(run);
+  return requests.exit(() => asNoTenant(run));
 }
 
 /** The caller is about to wait for a pooled connection, its own or one taken for it (a group commit). */

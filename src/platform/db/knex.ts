@@ -1,6 +1,7 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from '../logging/logger.js';
+import { sharePool, tenantShare } from './share.js';
 
 /** Any place a query can run: the pool or an open transaction. Repositories take one first. */
 export type Executor = Knex | Knex.Transaction;
@@ -37,6 +38,7 @@ export function createDb(options: DbOptions): Knex {
     },
   });
   if (options.preparedStatements === false) unprepared.add(db);
+  sharePool(db, tenantShare(options.poolMax), options.acquireTimeoutMs ?? 10_000);
   return db;
 }
 

@@ -118,6 +118,8 @@ describe('transactions: a wallet sends, and the service follows the transaction 
     try {
       const sent = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`, { chainId: env.anvil.chainId, to: BOB, value: '1' });
       expect(sent.status, sent.text).to.equal(202);
+      // Blocks mined before the worker broadcasts (it may hold the wallet's queue when the send is answered) would not count toward its depth.
+      await until('mined', async () => ((await get(s, (sent.body as Tx).id)).status === 'mined' ? true : undefined));
       await mine(2);
       const seen = await until('the five events delivered', () => {
         const got = env.receiver.received.filter(mineOf).map((r) => JSON.parse(r.body) as { type: string; data: { sequence: number } });

@@ -1,0 +1,106 @@
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { createDb, hotQuery } from '../../../src/platform/db/knex.js';
+import { outsideRequests } from '../../../src/platform/db/held.js';
+import { asTenant, tenantShare } from '../../../src/platform/db/share.js';
+import { toAppError } from '../../../src/platform/http/problem.js';
+import { testDatabaseUrl } from '../../support/db.js';
+import { until } from '../../support/wait.js';
+
+const LOCK = 7_300_001;
+
+/** src/platform/db/share.ts: one tenant's requests never hold the whole pool. */
+describe("db: a tenant's share of the pool", function () {
+  this.timeout(30_000);
+  let db: Knex;
+  let holder: Knex;
+  before(() => {
+    db = createDb({ url: testDatabaseUrl(), poolMax: 4, acquireTimeoutMs: 1_500 });
+    holder = createDb({ url: testDatabaseUrl(), poolMax: 2 });
+  });
+  after(async () => {
+    await db.destroy();
+    await holder.destroy();
+  });
+
+  /** Holds an advisory lock on a connection of its own until the answer's release is called. */
+  async function holdLock(): Promise<() => Promise<void>> {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const done = holder.transaction(async (tx) => {
+      await tx.raw('SELECT pg_advisory_xact_lock(?)', [LOCK]);
+      locked();
+      await released;
+    });
+    await isLocked;
+    return async () => {
+      release();
+      await done;
+    };
+  }
+
+  it('leaves a quarter of the pool (at least one connection) to the other tenants', () => {
+    expect([1, 2, 4, 10, 20].map(tenantShare)).to.deep.equal([1, 1, 3, 8, 15]);
+  });
+
+  it("serves another tenant while one tenant's requests all wait on a lock; the waiting ones go on when it is released", async () => {
+    const release = await holdLock();
+    // Eight transactions of one tenant queue on the lock (twice the pool).
+    const blocked = Array.from({ length: 8 }, (_, i) =>
+      asTenant('organisation:1', () =>
+        db.transaction(async (tx) => {
+          await tx.raw('SELECT pg_advisory_xact_lock(?)', [LOCK]);
+          return i;
+        }),
+      ).then(
+        (v) => ({ ok: v }),
+        (err: unknown) => ({ err }),
+      ),
+    );
+    try {
+      await until('the first tenant holds its share', async () => {
+        const { rows } = await holder.raw<{ rows: Array<{ n: number }> }>(
+          "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = ?",
+          [LOCK],
+        );
+        return rows[0]?.n === tenantShare(4) ? true : undefined;
+      });
+      // Another tenant, a request that is no tenant's (the worker), and the pool's own hot path all get a connection now.
+      expect(await asTenant('organisation:2', () => db.raw('SELECT 2 AS n'))).to.have.nested.property('rows[0].n', 2);
+      expect(await outsideRequests(() => db.raw('SELECT 3 AS n'))).to.have.nested.property('rows[0].n', 3);
+      expect(await asTenant('organisation:2', () => hotQuery<{ n: number }>(db, 'share-test', 'SELECT $1::int AS n', [4]))).to.deep.equal([{ n: 4 }]);
+    } finally {
+      await release();
+    }
+    const outcomes = await Promise.all(blocked);
+    // Those that waited for their share past the acquire timeout are refused as the pool's own timeout is: 503.
+    for (const o of outcomes) {
+      if ('ok' in o) continue;
+      expect(toAppError(o.err)?.status, String(o.err)).to.equal(503);
+    }
+    expect(outcomes.filter((o) => 'ok' in o).length).to.be.at.least(tenantShare(4));
+  });
+
+  it('gives a slot back on every outcome: a failed statement, a rolled-back transaction', async () => {
+    for (let i = 0; i < 3 * tenantShare(4); i++) {
+      await asTenant('organisation:3', () => db.raw('SELECT * FROM no_such_table')).catch(() => undefined);
+      await asTenant('organisation:3', () => db.transaction(() => Promise.reject(new Error('rolled back')))).catch(() => undefined);
+    }
+    // Every slot is free again: as many concurrent transactions as the share all run at once.
+    const release = await holdLock();
+    const waiting = Array.from({ length: tenantShare(4) }, () =>
+      asTenant('organisation:3', () => db.transaction((tx) => tx.raw('SELECT pg_advisory_xact_lock(?)', [LOCK]))),
+    );
+    await until('all of the share waiting on the lock', async () => {
+      const { rows } = await holder.raw<{ rows: Array<{ n: number }> }>(
+        "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = ?",
+        [LOCK],
+      );
+      return rows[0]?.n === tenantShare(4) ? true : undefined;
+    });
+    await release();
+    await Promise.all(waiting);
+  });
+});
