@@ -1,9 +1,8 @@
 import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { JSONWebKeySet } from 'jose';
-import { createDb } from '../../platform/db/knex.js';
-import { ChainVerifier, type Checkpoint, type SealedEntry, type VerifyReport } from '../../domains/audit/chain.js';
-import { exportLines, readChain } from '../../domains/audit/commands.js';
+import type { ChainVerifier, Checkpoint, SealedEntry, VerifyReport } from '../../domains/audit/chain.js';
+import { withDatabase } from './database.js';
 import { UsageError, type Command, type Flags } from './commands.js';
 
 const str = (flags: Flags, name: string): string | undefined => (typeof flags[name] === 'string' ? flags[name] : undefined);
@@ -24,6 +23,8 @@ async function jwksFrom(source: string): Promise<JSONWebKeySet> {
 
 /** Verifies an export file: its header says whether its rows are the whole chain or one organisation's. */
 async function verifyFile(path: string, jwks: JSONWebKeySet): Promise<VerifyReport & { organisationId: number | null }> {
+  // Loaded before the file is opened: lines read while an import is awaited would be lost.
+  const { ChainVerifier: Verifier } = await import('../../domains/audit/chain.js');
   const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
   let verifier: ChainVerifier | undefined;
   let organisationId: number | null = null;
@@ -43,7 +44,7 @@ async function verifyFile(path: string, jwks: JSONWebKeySet): Promise<VerifyRepo
       // A file may hold several pages of one export, each with its header: the first one counts.
       if (!verifier) {
         organisationId = typeof item['organisationId'] === 'number' ? item['organisationId'] : null;
-        verifier = new ChainVerifier(organisationId === null, Number(item['after'] ?? 0));
+        verifier = new Verifier(organisationId === null, Number(item['after'] ?? 0));
       }
     } else if (item.type === 'entry') entries.push(item as unknown as SealedEntry);
     else if (item.type === 'checkpoint') checkpoints.push(item as unknown as Checkpoint);
@@ -90,15 +91,13 @@ export const AUDIT_COMMANDS: Record<string, Command> = {
           }
         } else {
           if (!env.databaseUrl) throw new UsageError('set DATABASE_URL to export the whole chain');
-          const db = createDb({ url: env.databaseUrl, poolMax: 2 });
-          try {
+          const { exportLines } = await import('../../domains/audit/commands.js');
+          await withDatabase(env.databaseUrl, async (db) => {
             for await (const text of exportLines(db, null, after, Number.MAX_SAFE_INTEGER)) {
               await write(text);
               rows += text.split('\n').filter((l) => l.startsWith('{"type":"entry"')).length;
             }
-          } finally {
-            await db.destroy();
-          }
+          });
         }
       } finally {
         if (path) await new Promise<void>((resolve) => (sink as ReturnType<typeof createWriteStream>).end(resolve));
@@ -121,12 +120,8 @@ export const AUDIT_COMMANDS: Record<string, Command> = {
       if (file !== undefined) report = await verifyFile(file, jwks);
       else {
         if (!env.databaseUrl) throw new UsageError('set DATABASE_URL, or give --file');
-        const db = createDb({ url: env.databaseUrl, poolMax: 2 });
-        try {
-          report = await readChain(db, jwks);
-        } finally {
-          await db.destroy();
-        }
+        const { readChain } = await import('../../domains/audit/commands.js');
+        report = await withDatabase(env.databaseUrl, (db) => readChain(db, jwks));
       }
       const { problem, ...counts } = report;
       out.record({ ...counts, ...(problem ? { firstMismatch: problem.seq, kind: problem.kind, problem: problem.message } : {}) });

@@ -3,8 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CliEnv } from './config.js';
 import type { CustodyClient } from '../client/index.js';
-import { createDb } from '../../platform/db/knex.js';
-import { pendingMigrations, runNextMigration } from '../../platform/db/migrate.js';
+import { withDatabase } from './database.js';
 import type { Output } from './output.js';
 import { isSigningMethod, SIGNING_METHODS } from '../../../contract/index.js';
 import { AUDIT_COMMANDS } from './audit.js';
@@ -861,8 +860,8 @@ export const COMMANDS: Record<string, Command> = {
     async run({ out, env }) {
       const url = env.databaseUrl;
       if (!url) throw new UsageError('set DATABASE_URL to the PostgreSQL database to migrate');
-      const db = createDb({ url, poolMax: 2 });
-      try {
+      const { pendingMigrations, runNextMigration } = await import('../../platform/db/migrate.js');
+      return withDatabase(url, async (db) => {
         const pending = await pendingMigrations(db);
         if (pending.length === 0) out.note('the database is up to date');
         const applied: string[] = [];
@@ -875,9 +874,7 @@ export const COMMANDS: Record<string, Command> = {
           ['migration', 'status'],
         );
         return 0;
-      } finally {
-        await db.destroy();
-      }
+      });
     },
   },
 };

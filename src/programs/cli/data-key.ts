@@ -1,31 +1,40 @@
-import { createDb } from '../../platform/db/knex.js';
-import { SecretBox } from '../../platform/crypto/secrets.js';
-import { resealColumn, sealedCounts } from '../../platform/crypto/reseal.js';
-import { SEALED_COLUMNS } from '../sealed.js';
+import type { Knex } from '../../platform/db/knex.js';
+import type { SecretBox } from '../../platform/crypto/secrets.js';
+import type * as Reseal from '../../platform/crypto/reseal.js';
 import { UsageError, type Command, type Invocation } from './commands.js';
+import { withDatabase } from './database.js';
+
+/** What the `data-key` commands work with: the database, the keyring, the sealed columns and how to move them. */
+interface Keyring {
+  readonly db: Knex;
+  readonly box: SecretBox;
+  readonly columns: readonly Reseal.SealedColumn[];
+  readonly reseal: typeof Reseal;
+}
 
 /** The keyring and the database the `data-key` commands work on (DATABASE_URL, DATA_ENCRYPTION_KEY, DATA_DECRYPTION_KEYS). */
-async function withKeyring<T>(env: Invocation['env'], fn: (db: ReturnType<typeof createDb>, box: SecretBox) => Promise<T>): Promise<T> {
-  if (!env.databaseUrl) throw new UsageError('set DATABASE_URL to the service database');
+async function withKeyring<T>(env: Invocation['env'], fn: (k: Keyring) => Promise<T>): Promise<T> {
+  const url = env.databaseUrl;
+  if (!url) throw new UsageError('set DATABASE_URL to the service database');
   let keys: { current: Buffer; decryptOnly: Buffer[] };
   try {
     keys = env.dataKeys();
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const db = createDb({ url: env.databaseUrl, poolMax: 2 });
-  try {
-    return await fn(db, new SecretBox(keys.current, keys.decryptOnly));
-  } finally {
-    await db.destroy();
-  }
+  const [secrets, reseal, sealed] = await Promise.all([
+    import('../../platform/crypto/secrets.js'),
+    import('../../platform/crypto/reseal.js'),
+    import('../sealed.js'),
+  ]);
+  return withDatabase(url, (db) => fn({ db, box: new secrets.SecretBox(keys.current, keys.decryptOnly), columns: sealed.SEALED_COLUMNS, reseal }));
 }
 
 /** Rows of `status`: each sealed column, and how many of its values are under which key. */
-async function statusRows(db: ReturnType<typeof createDb>, box: SecretBox): Promise<Array<{ column: string; current: number; other: number; under: string }>> {
+async function statusRows({ db, box, columns, reseal }: Keyring): Promise<Array<{ column: string; current: number; other: number; under: string }>> {
   const rows = [];
-  for (const col of SEALED_COLUMNS) {
-    const counts = await sealedCounts(db, box, col);
+  for (const col of columns) {
+    const counts = await reseal.sealedCounts(db, box, col);
     const other = Object.entries(counts).filter(([k]) => k !== 'current');
     rows.push({
       column: `${col.table}.${col.column}`,
@@ -42,9 +51,9 @@ export const DATA_KEY_COMMANDS: Record<string, Command> = {
     usage: 'data-key status   (uses DATABASE_URL, DATA_ENCRYPTION_KEY)',
     summary: 'how many sealed values are under the current data encryption key and how many under others; exit 1 while any are not current',
     async run({ out, env }) {
-      return withKeyring(env, async (db, box) => {
-        const rows = await statusRows(db, box);
-        out.note(`current key: ${box.currentKeyId}`);
+      return withKeyring(env, async (k) => {
+        const rows = await statusRows(k);
+        out.note(`current key: ${k.box.currentKeyId}`);
         out.table(rows, ['column', 'current', 'other', 'under']);
         const left = rows.reduce((n, r) => n + r.other, 0);
         out.note(
@@ -66,18 +75,18 @@ export const DATA_KEY_COMMANDS: Record<string, Command> = {
       if (batchFlag !== undefined && (typeof batchFlag !== 'string' || !/^[1-9][0-9]{0,4}$/.test(batchFlag)))
         throw new UsageError('--batch must be a positive integer');
       const batch = typeof batchFlag === 'string' ? Number(batchFlag) : 500;
-      return withKeyring(env, async (db, box) => {
-        out.note(`re-encrypting under key ${box.currentKeyId}`);
+      return withKeyring(env, async (k) => {
+        out.note(`re-encrypting under key ${k.box.currentKeyId}`);
         const results = [];
-        for (const col of SEALED_COLUMNS) {
-          const done = await resealColumn(db, box, col, {
+        for (const col of k.columns) {
+          const done = await k.reseal.resealColumn(k.db, k.box, col, {
             batch,
             onBatch: (p) => out.note(`${p.table}.${p.column}: ${p.moved} moved, ${p.unreadable} unreadable`),
           });
           results.push({ column: `${done.table}.${done.column}`, moved: done.moved, unreadable: done.unreadable });
         }
         out.table(results, ['column', 'moved', 'unreadable']);
-        const left = (await statusRows(db, box)).reduce((n, r) => n + r.other, 0);
+        const left = (await statusRows(k)).reduce((n, r) => n + r.other, 0);
         const unreadable = results.reduce((n, r) => n + r.unreadable, 0);
         if (unreadable > 0) out.note(`${unreadable} value(s) could not be opened with the keys given: add their key to DATA_DECRYPTION_KEYS and run again`);
         out.note(left === 0 ? 'every sealed value is under the current key: the other keys can go' : `${left} value(s) still under other keys`);
