@@ -1,12 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { generateKeyPair, SignJWT } from 'jose';
-import pg from 'pg';
+import type pg from 'pg';
 import { parseAllDocuments } from 'yaml';
 import { createCa, type TestCa } from './support/idp.js';
 import { imageApp, imageConfig, type ImageConfig } from './support/image.js';
@@ -20,6 +20,7 @@ import {
   type ContainerRun,
   type Manifest,
   type PodNetwork,
+  startPostgresIn,
 } from './support/kubelet.js';
 import type { Service } from './support/process.js';
 import { toolPath } from './support/tools.js';
@@ -122,46 +123,7 @@ describe('every container the chart renders starts with what the chart gives it'
     ];
 
     // PostgreSQL 14+ with TLS, as the install guide asks: a role `custody` with a password.
-    const pgBin = `/usr/lib/postgresql/${readdirSync('/usr/lib/postgresql')[0]}/bin`;
-    const pgDir = path.join(scratch, 'pg');
-    mkdirSync(pgDir);
-    chownSync(pgDir, uidOf('postgres'), uidOf('postgres'));
-    const initdb = net.run([`${pgBin}/initdb`, '-D', path.join(pgDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256'], {
-      user: 'postgres',
-    });
-    expect(await initdb.exited, initdb.output()).to.equal(0);
-    const dbCert = await ca.issue([DB_HOST]);
-    for (const [file, text] of [
-      ['server.crt', dbCert.certPem],
-      ['server.key', dbCert.keyPem],
-    ] as const) {
-      writeFileSync(path.join(pgDir, 'data', file), text, { mode: 0o600 });
-      chownSync(path.join(pgDir, 'data', file), uidOf('postgres'), uidOf('postgres'));
-    }
-    const postgres = net.run(
-      [
-        `${pgBin}/postgres`,
-        '-D',
-        path.join(pgDir, 'data'),
-        '-h',
-        '127.0.0.1',
-        '-p',
-        '5432',
-        '-k',
-        pgDir,
-        '-c',
-        'ssl=on',
-        '-c',
-        'fsync=off',
-        '-c',
-        'password_encryption=scram-sha-256',
-      ],
-      { user: 'postgres' },
-    );
-    await postgres.waitFor(/ready to accept connections/, 60_000);
-    // The test reaches it over its Unix socket (a file: it crosses the network namespace).
-    admin = new pg.Client({ host: pgDir, port: 5432, user: 'postgres', database: 'postgres' });
-    await admin.connect();
+    ({ admin } = await startPostgresIn(net, path.join(scratch, 'pg'), await ca.issue([DB_HOST])));
     await admin.query(`CREATE ROLE custody LOGIN PASSWORD '${dbPassword}'`);
 
     const redis = net.run(['redis-server', '--bind', '127.0.0.1', '--port', '6379', '--save', '', '--appendonly', 'no']);
@@ -181,14 +143,6 @@ describe('every container the chart renders starts with what the chart gives it'
     if (scratch) removeScratch(scratch);
     if (guide.values) removeScratch(path.dirname(guide.values));
   });
-
-  function uidOf(user: string): number {
-    const line = readFileSync('/etc/passwd', 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith(`${user}:`));
-    if (!line) throw new Error(`no user ${user} on this machine`);
-    return Number(line.split(':')[2]);
-  }
 
   /** The install guide's walkthrough (docs/operations.md): its values file and its Vault setup. */
   function walkthrough(): Install {

@@ -1,13 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import { imageApp, imageConfig } from './support/image.js';
-import { startContainer, startPodNetwork, waitProbe, type ClusterObjects, type Manifest, type PodNetwork } from './support/kubelet.js';
+import { startContainer, startPodNetwork, startPostgresIn, waitProbe, type ClusterObjects, type Manifest, type PodNetwork } from './support/kubelet.js';
 import type { Service } from './support/process.js';
 import { vaultBinary } from './support/vault.js';
 import { until } from './support/wait.js';
@@ -37,10 +36,6 @@ const DOT_ENV = {
 
 function composeConfig(dockerCompose: string, env: Record<string, string>): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(dockerCompose, ['-f', COMPOSE, 'config'], { cwd: ROOT, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '', ...env } });
-}
-
-function uidOf(user: string): number {
-  return Number(spawnSync('id', ['-u', user], { encoding: 'utf8' }).stdout.trim());
 }
 
 describe('docker-compose.yml: the service with containers, without Kubernetes', function () {
@@ -95,21 +90,8 @@ describe('docker-compose.yml: the service with containers, without Kubernetes', 
 
       // postgres: the machine's server, with the compose service's user, database and password.
       const pgEnv = service('postgres').environment ?? {};
-      const pgBin = `/usr/lib/postgresql/${spawnSync('ls', ['/usr/lib/postgresql'], { encoding: 'utf8' }).stdout.split('\n')[0]}/bin`;
-      const pgDir = path.join(scratch, 'pg');
-      mkdirSync(pgDir);
-      chownSync(pgDir, uidOf('postgres'), uidOf('postgres'));
-      const initdb = net.run([`${pgBin}/initdb`, '-D', path.join(pgDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256'], {
-        user: 'postgres',
-      });
-      expect(await initdb.exited, initdb.output()).to.equal(0);
-      const postgres = net.run([`${pgBin}/postgres`, '-D', path.join(pgDir, 'data'), '-h', '127.0.0.1', '-p', '5432', '-k', pgDir, '-c', 'fsync=off'], {
-        user: 'postgres',
-      });
+      const { service: postgres, admin } = await startPostgresIn(net, path.join(scratch, 'pg'));
       running.push(postgres);
-      await postgres.waitFor(/ready to accept connections/, 60_000);
-      const admin = new pg.Client({ host: pgDir, port: 5432, user: 'postgres', database: 'postgres' });
-      await admin.connect();
       await admin.query(`CREATE ROLE ${pgEnv['POSTGRES_USER']} LOGIN PASSWORD '${pgEnv['POSTGRES_PASSWORD']}'`);
       await admin.query(`CREATE DATABASE ${pgEnv['POSTGRES_DB']} OWNER ${pgEnv['POSTGRES_USER']}`);
       await admin.end();

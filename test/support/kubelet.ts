@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import type { ImageConfig } from './image.js';
 import { watchProcess, type Service } from './process.js';
 
@@ -293,3 +294,48 @@ export async function stopContainer(svc: Service): Promise<number | null> {
 }
 
 export const removeScratch = (dir: string) => rmSync(dir, { recursive: true, force: true });
+
+/** A user's uid on this machine, from /etc/passwd. */
+export function uidOf(user: string): number {
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${user}:`));
+  if (!line) throw new Error(`no user ${user} on this machine`);
+  return Number(line.split(':')[2]);
+}
+
+/**
+ * The machine's PostgreSQL server as a throwaway cluster in `net` (127.0.0.1:5432 there): trust on
+ * its Unix socket in `dir` (a file, so it crosses the namespace: the answer's admin client uses it),
+ * scram-sha-256 over TCP, TLS with `tls`'s certificate when given.
+ */
+export async function startPostgresIn(
+  net: PodNetwork,
+  dir: string,
+  tls?: { certPem: string; keyPem: string },
+): Promise<{ service: Service; admin: pg.Client }> {
+  const bin = `/usr/lib/postgresql/${readdirSync('/usr/lib/postgresql')[0]}/bin`;
+  const data = path.join(dir, 'data');
+  mkdirSync(dir);
+  chownSync(dir, uidOf('postgres'), uidOf('postgres'));
+  const initdb = net.run([`${bin}/initdb`, '-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256'], { user: 'postgres' });
+  if ((await initdb.exited) !== 0) throw new Error(`initdb failed: ${initdb.output()}`);
+  const settings = ['fsync=off', 'password_encryption=scram-sha-256'];
+  if (tls) {
+    for (const [file, text] of [
+      ['server.crt', tls.certPem],
+      ['server.key', tls.keyPem],
+    ] as const) {
+      writeFileSync(path.join(data, file), text, { mode: 0o600 });
+      chownSync(path.join(data, file), uidOf('postgres'), uidOf('postgres'));
+    }
+    settings.push('ssl=on');
+  }
+  const service = net.run([`${bin}/postgres`, '-D', data, '-h', '127.0.0.1', '-p', '5432', '-k', dir, ...settings.flatMap((s) => ['-c', s])], {
+    user: 'postgres',
+  });
+  await service.waitFor(/ready to accept connections/, 60_000);
+  const admin = new pg.Client({ host: dir, port: 5432, user: 'postgres', database: 'postgres' });
+  await admin.connect();
+  return { service, admin };
+}
