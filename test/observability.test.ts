@@ -262,6 +262,7 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
       });
       expect(sample(idle, 'custody_db_pool_connections_max')).to.equal(3);
       expect(sample(idle, 'custody_db_pool_connections_in_use')).to.be.within(0, 3);
+      expect(sample(idle, 'custody_db_pool_share_waits_pending')).to.equal(0);
       expect((sample(idle, 'custody_db_pool_connections_in_use') ?? 9) + (sample(idle, 'custody_db_pool_connections_idle') ?? 9)).to.be.within(0, 3);
       for (let i = 0; i < 3; i++) held.push(await pool.acquireConnection());
       const waiting = db.raw('SELECT 1').then(() => undefined);

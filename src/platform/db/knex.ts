@@ -1,7 +1,7 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from '../logging/logger.js';
-import { sharePool, tenantShare } from './share.js';
+import { sharePool, shareWaiting, tenantShare } from './share.js';
 
 /** Any place a query can run: the pool or an open transaction. Repositories take one first. */
 export type Executor = Knex | Knex.Transaction;
@@ -95,9 +95,9 @@ interface TarnPool {
   numPendingAcquires(): number;
 }
 
-/** `db`'s connection pool now: lent out, idle, its limit, queries waiting; undefined once destroyed. */
-export function poolState(db: Knex): { used: number; idle: number; max: number; pendingAcquires: number } | undefined {
+/** `db`'s connection pool now: lent out, idle, its limit, queries waiting for it and for their tenant's share; undefined once destroyed. */
+export function poolState(db: Knex): { used: number; idle: number; max: number; pendingAcquires: number; shareWaits: number } | undefined {
   const pool = (db.client as { pool?: TarnPool }).pool;
   if (!pool) return undefined;
-  return { used: pool.numUsed(), idle: pool.numFree(), max: pool.max, pendingAcquires: pool.numPendingAcquires() };
+  return { used: pool.numUsed(), idle: pool.numFree(), max: pool.max, pendingAcquires: pool.numPendingAcquires(), shareWaits: shareWaiting(db) };
 }

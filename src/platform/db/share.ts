@@ -46,17 +46,27 @@ interface PoolClient {
   releaseConnection(connection: object): Promise<void>;
 }
 
-const shared = new WeakSet<object>();
+/** Per wrapped pool: how many requests wait for their tenant's share now. */
+const waitingOf = new WeakMap<object, () => number>();
+
+/** Requests of `db`'s pool waiting for their tenant's share (not in the pool's own pending count). */
+export function shareWaiting(db: Knex): number {
+  return waitingOf.get(db.client as object)?.() ?? 0;
+}
 
 /** Wraps `db`'s pool so that no tenant holds more than `cap` of its connections at once. */
 export function sharePool(db: Knex, cap: number, timeoutMs: number): void {
   const client = db.client as PoolClient;
-  if (shared.has(client)) return;
-  shared.add(client);
+  if (waitingOf.has(client)) return;
   const acquire = client.acquireConnection.bind(client);
   const release = client.releaseConnection.bind(client);
   const byTenant = new Map<string, Held>();
   const owners = new WeakMap<object, string>();
+  waitingOf.set(client, () => {
+    let n = 0;
+    for (const h of byTenant.values()) n += h.waiting.length;
+    return n;
+  });
 
   const take = (tenant: string): Promise<void> => {
     let h = byTenant.get(tenant);
@@ -71,9 +81,10 @@ export function sharePool(db: Knex, cap: number, timeoutMs: number): void {
         resolve,
         reject,
         timer: setTimeout(() => {
-          holding.waiting.splice(holding.waiting.indexOf(waiter), 1);
+          const at = holding.waiting.indexOf(waiter);
+          if (at >= 0) holding.waiting.splice(at, 1);
           reject(new TenantShareTimeoutError(`a tenant's request waited ${timeoutMs} ms for its share of the pool`));
-        }, timeoutMs),
+        }, timeoutMs).unref(),
       };
       holding.waiting.push(waiter);
     });

@@ -218,6 +218,7 @@ export interface PoolView {
   idle: number;
   max: number;
   pendingAcquires: number;
+  shareWaits: number;
 }
 
 let poolSource: (() => PoolView | undefined) | undefined;
@@ -240,3 +241,8 @@ poolGauge('custody_db_pool_connections_in_use', "Connections of this process's d
 poolGauge('custody_db_pool_connections_idle', "Idle connections of this process's database pool, read at scrape time.", 'idle');
 poolGauge('custody_db_pool_connections_max', "The size limit of this process's database pool (DB_POOL_MAX).", 'max');
 poolGauge('custody_db_pool_acquires_pending', "Queries waiting for a connection of this process's database pool, read at scrape time.", 'pendingAcquires');
+poolGauge(
+  'custody_db_pool_share_waits_pending',
+  "Queries waiting because their tenant holds its share of this process's database pool (platform/db/share.ts), read at scrape time.",
+  'shareWaits',
+);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { createDb, hotQuery } from '../../../src/platform/db/knex.js';
+import { createDb, hotQuery, poolState } from '../../../src/platform/db/knex.js';
 import { outsideRequests } from '../../../src/platform/db/held.js';
 import { asTenant, tenantShare } from '../../../src/platform/db/share.js';
 import { toAppError } from '../../../src/platform/http/problem.js';
@@ -67,6 +67,9 @@ describe("db: a tenant's share of the pool", function () {
         );
         return rows[0]?.n === tenantShare(4) ? true : undefined;
       });
+      // The other five wait for the tenant's share, not in the pool's queue; what the metrics read says so.
+      await until('the rest wait for the share', () => (poolState(db)?.shareWaits === 8 - tenantShare(4) ? true : undefined));
+      expect(poolState(db)?.pendingAcquires).to.equal(0);
       // Another tenant, a request that is no tenant's (the worker), and the pool's own hot path all get a connection now.
       expect(await asTenant('organisation:2', () => db.raw('SELECT 2 AS n'))).to.have.nested.property('rows[0].n', 2);
       expect(await outsideRequests(() => db.raw('SELECT 3 AS n'))).to.have.nested.property('rows[0].n', 3);
