@@ -86,6 +86,22 @@ describe("db: a tenant's share of the pool", function () {
     expect(outcomes.filter((o) => 'ok' in o).length).to.be.at.least(tenantShare(4));
   });
 
+  it('lets a request that holds a slot take another connection without waiting for its own share (nesting breaks a rule, it must not hang)', async () => {
+    // As many requests as the share, each holding a transaction and then asking the pool for more.
+    const nested = await Promise.all(
+      Array.from({ length: tenantShare(4) }, (_, i) =>
+        asTenant('organisation:4', () =>
+          db.transaction(async (tx) => {
+            await tx.raw('SELECT 1');
+            return (await db.raw<{ rows: Array<{ n: number }> }>('SELECT ?::int AS n', [i])).rows[0]?.n;
+          }),
+        ),
+      ),
+    );
+    expect(nested).to.deep.equal([0, 1, 2]);
+    expect(poolState(db)?.shareWaits).to.equal(0);
+  });
+
   it('gives a slot back on every outcome: a failed statement, a rolled-back transaction', async () => {
     for (let i = 0; i < 3 * tenantShare(4); i++) {
       await asTenant('organisation:3', () => db.raw('SELECT * FROM no_such_table')).catch(() => undefined);
