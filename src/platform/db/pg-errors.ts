@@ -1,4 +1,5 @@
 import { AppError, ConflictError, DependencyUnavailableError, ValidationError } from '../http/errors.js';
+import { TenantShareTimeoutError } from './share.js';
 
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH']);
 
@@ -35,7 +36,8 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   if (code.startsWith('08') || /^57P0[1-3]$/.test(code) || code === '53300' || UNREACHABLE_CODES.has(code)) {
     return new DependencyUnavailableError('database');
   }
-  if (e.name === 'KnexTimeoutError') return new DependencyUnavailableError('database');
+  // The pool's acquire timeout, or the wait for a tenant's share of the pool (share.ts).
+  if (e.name === 'KnexTimeoutError' || err instanceof TenantShareTimeoutError) return new DependencyUnavailableError('database');
   // node-postgres reports a dropped socket without a code (knex prefixes the query to the message).
   if (typeof e.message === 'string' && /(Connection terminated|connection error and is not queryable|Client was closed and is not queryable)/.test(e.message)) {
     return new DependencyUnavailableError('database');

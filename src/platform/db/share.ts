@@ -13,9 +13,9 @@ export function tenantShare(poolMax: number): number {
   return Math.max(1, poolMax - Math.max(1, Math.floor(poolMax / 4)));
 }
 
-/** Thrown when a tenant's request waited for its share longer than the pool's acquire timeout; mapped like knex's own. */
+/** Thrown when a tenant's request waited for its share longer than the pool's acquire timeout; mapped like knex's own (pg-errors.ts). */
 export class TenantShareTimeoutError extends Error {
-  override readonly name = 'KnexTimeoutError';
+  override readonly name = 'TenantShareTimeoutError';
 }
 
 /** One request's tenant, and how many of its slots that request holds now. */

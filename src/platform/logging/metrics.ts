@@ -133,35 +133,30 @@ export function bindSignerHealth(read: () => Promise<SignerHealthView>): void {
   signerHealth.bind(read);
 }
 
-new Gauge({
-  name: 'custody_signer_up',
-  help: 'Whether the signer answered its health check and took our credentials (1) or not (0), read at scrape time.',
-  registers: [registry],
-  async collect() {
-    const h = await signerHealth.get();
-    setOrAbsent(this, h && (h.reachable ? 1 : 0));
-  },
-});
-
-new Gauge({
-  name: 'custody_signer_key_store_up',
-  help: "Whether the signer's key store is usable (1: Vault reachable and unsealed, or the local store) or not (0), read at scrape time.",
-  registers: [registry],
-  async collect() {
-    const h = await signerHealth.get();
-    setOrAbsent(this, h && (h.ok ? 1 : 0));
-  },
-});
-
-new Gauge({
-  name: 'custody_signer_vault_credential_expiry_timestamp_seconds',
-  help: "When the signer's AppRole secret id expires (Unix time), read from Vault at scrape time; absent when it never expires or cannot be read. Alert days before.",
-  registers: [registry],
-  async collect() {
-    const at = (await signerHealth.get())?.credentialExpiresAt;
-    setOrAbsent(this, typeof at === 'number' ? at : undefined);
-  },
-});
+/** A gauge of one figure of the signer's health, absent when the scrape got no answer. */
+const signerGauge = (name: string, help: string, pick: (h: SignerHealthView) => number | undefined) =>
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      const h = await signerHealth.get();
+      setOrAbsent(this, h && pick(h));
+    },
+  });
+signerGauge('custody_signer_up', 'Whether the signer answered its health check and took our credentials (1) or not (0), read at scrape time.', (h) =>
+  h.reachable ? 1 : 0,
+);
+signerGauge(
+  'custody_signer_key_store_up',
+  "Whether the signer's key store is usable (1: Vault reachable and unsealed, or the local store) or not (0), read at scrape time.",
+  (h) => (h.ok ? 1 : 0),
+);
+signerGauge(
+  'custody_signer_vault_credential_expiry_timestamp_seconds',
+  "When the signer's AppRole secret id expires (Unix time), read from Vault at scrape time; absent when it never expires or cannot be read. Alert days before.",
+  (h) => (typeof h.credentialExpiresAt === 'number' ? h.credentialExpiresAt : undefined),
+);
 
 /** The outbox as its gauges read it at scrape time (platform/outbox/repository.ts outboxGauges). */
 export interface OutboxView {
