@@ -1,4 +1,4 @@
-import { pgArray, type Executor } from '../../platform/db/knex.js';
+import { hotQuery, pgArray, type Executor } from '../../platform/db/knex.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { SendPurpose } from '../../../contract/index.js';
 
@@ -91,13 +91,32 @@ export type NewTransaction = Pick<
   | 'expires_at'
 > & { nonce?: string };
 
+const INSERT_COLUMNS = [
+  'request_key',
+  'organisation_id',
+  'project_id',
+  'wallet_id',
+  'chain_id',
+  'from_address',
+  'to_address',
+  'value',
+  'data',
+  'gas',
+  'max_fee_per_gas',
+  'max_priority_fee_per_gas',
+  'kind',
+  'caller',
+  'actor',
+  'expires_at',
+  'nonce',
+] as const satisfies ReadonlyArray<keyof NewTransaction>;
+const INSERT_SQL = `INSERT INTO transactions (${INSERT_COLUMNS.join(', ')}, status) VALUES (${INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}, 'queued')
+  ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING RETURNING *`;
+
 /** A new queued transaction, or undefined when its request key already made one (`existing` then finds it). */
 export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow | undefined> {
-  const [row] = await db('transactions')
-    .insert({ ...t, status: 'queued' })
-    .onConflict(db.raw('(project_id, request_key) WHERE request_key IS NOT NULL'))
-    .ignore()
-    .returning<TransactionRow[]>('*');
+  const values = INSERT_COLUMNS.map((c) => (c === 'nonce' ? (t.nonce ?? null) : t[c]));
+  const [row] = await hotQuery<TransactionRow>(db, 'custody_transaction_insert', INSERT_SQL, values);
   return row ? numeric(row) : undefined;
 }
 
@@ -138,14 +157,21 @@ export async function updateTransaction(db: Executor, id: number, patch: Partial
 }
 
 export async function attemptsOf(db: Executor, transactionId: number): Promise<AttemptRow[]> {
-  const rows = await db('transaction_attempts').where({ transaction_id: transactionId }).orderBy('id').select<AttemptRow[]>('*');
+  const rows = await hotQuery<AttemptRow>(db, 'custody_attempts_of', 'SELECT * FROM transaction_attempts WHERE transaction_id = $1 ORDER BY id', [
+    transactionId,
+  ]);
   return rows.map(numericAttempt);
 }
 
 export async function attemptsOfMany(db: Executor, ids: readonly number[]): Promise<Map<number, AttemptRow[]>> {
   const out = new Map<number, AttemptRow[]>();
   if (ids.length === 0) return out;
-  const rows = await db('transaction_attempts').whereIn('transaction_id', ids).orderBy('id').select<AttemptRow[]>('*');
+  const rows = await hotQuery<AttemptRow>(
+    db,
+    'custody_attempts_of_many',
+    'SELECT * FROM transaction_attempts WHERE transaction_id = ANY($1::bigint[]) ORDER BY id',
+    [[...ids]],
+  );
   for (const r of rows.map(numericAttempt)) {
     const list = out.get(r.transaction_id) ?? [];
     list.push(r);
@@ -190,14 +216,16 @@ export async function deleteAttempt(db: Executor, id: number): Promise<void> {
 
 /** The queue's next nonce if `owner` holds (or now takes) its lease; undefined when another holds it or it has no row yet. */
 export async function claimQueue(db: Executor, chainId: number, address: string, owner: string, leaseMs: number): Promise<bigint | undefined | 'absent'> {
-  const { rows } = await db.raw<{ rows: Array<{ next_nonce: string; mine: boolean }> }>(
+  const rows = await hotQuery<{ next_nonce: string; mine: boolean }>(
+    db,
+    'custody_queue_claim',
     `WITH claimed AS (
-       UPDATE send_queues SET lease_owner = ?, lease_until = now() + make_interval(secs => ?)
-        WHERE chain_id = ? AND address = ? AND (lease_until IS NULL OR lease_until < now() OR lease_owner = ?)
+       UPDATE send_queues SET lease_owner = $1, lease_until = now() + make_interval(secs => $2)
+        WHERE chain_id = $3 AND address = $4 AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $1)
         RETURNING next_nonce)
      SELECT next_nonce, true AS mine FROM claimed
-     UNION ALL SELECT next_nonce, false FROM send_queues WHERE chain_id = ? AND address = ? AND NOT EXISTS (SELECT 1 FROM claimed)`,
-    [owner, leaseMs / 1000, chainId, address, owner, chainId, address],
+     UNION ALL SELECT next_nonce, false FROM send_queues WHERE chain_id = $3 AND address = $4 AND NOT EXISTS (SELECT 1 FROM claimed)`,
+    [owner, leaseMs / 1000, chainId, address],
   );
   const row = rows[0];
   if (!row) return 'absent';
@@ -210,7 +238,12 @@ export async function createQueue(db: Executor, chainId: number, address: string
 }
 
 export async function releaseQueue(db: Executor, chainId: number, address: string, owner: string): Promise<void> {
-  await db('send_queues').where({ chain_id: chainId, address, lease_owner: owner }).update({ lease_owner: null, lease_until: null });
+  await hotQuery(
+    db,
+    'custody_queue_release',
+    'UPDATE send_queues SET lease_owner = NULL, lease_until = NULL WHERE chain_id = $1 AND address = $2 AND lease_owner = $3',
+    [chainId, address, owner],
+  );
 }
 
 /**
@@ -225,23 +258,24 @@ export async function prepareAttempts(
   queue: { chainId: number; address: string; owner: string; leaseMs: number; nonce?: bigint | undefined },
   plan: ReadonlyArray<Pick<NewAttempt, 'transaction_id' | 'purpose' | 'gas' | 'max_fee_per_gas' | 'max_priority_fee_per_gas'>>,
 ): Promise<AttemptRow[] | undefined> {
-  const q =
+  // The queue's next nonces, taken under its lease; or the one a gap fill was given.
+  const first =
     queue.nonce === undefined
-      ? {
-          sql: `UPDATE send_queues SET next_nonce = next_nonce + ?, lease_until = now() + make_interval(secs => ?)
-                 WHERE chain_id = ? AND address = ? AND lease_owner = ? AND lease_until > now() RETURNING next_nonce - ? AS first`,
-          bindings: [plan.length, queue.leaseMs / 1000, queue.chainId, queue.address, queue.owner, plan.length],
-        }
-      : { sql: 'SELECT ?::numeric AS first', bindings: [queue.nonce.toString()] };
-  const { rows } = await db.raw<{ rows: AttemptRow[] }>(
-    `WITH q AS (${q.sql}),
+      ? `UPDATE send_queues SET next_nonce = next_nonce + $3, lease_until = now() + make_interval(secs => $4)
+          WHERE chain_id = $5 AND address = $6 AND lease_owner = $7 AND lease_until > now() RETURNING next_nonce - $3 AS first`
+      : 'SELECT $3::numeric AS first';
+  const bindings = queue.nonce === undefined ? [plan.length, queue.leaseMs / 1000, queue.chainId, queue.address, queue.owner] : [queue.nonce.toString()];
+  const rows = await hotQuery<AttemptRow>(
+    db,
+    queue.nonce === undefined ? 'custody_attempts_prepare' : 'custody_attempts_prepare_at',
+    `WITH q AS (${first}),
      -- LIMIT: the planner's guess for a record set is 100 rows, which it joins by a sequential scan.
-     v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT ?),
+     v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT $2),
      t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
      a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
            SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING *)
      SELECT a.* FROM a LEFT JOIN (SELECT count(*) FROM t) n ON true`,
-    [...q.bindings, JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), plan.length],
+    [JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), plan.length, ...bindings],
   );
   if (rows.length === 0) return undefined;
   const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));
@@ -271,12 +305,13 @@ export async function raiseNonce(db: Executor, chainId: number, address: string,
 
 /** The oldest queued transactions of a queue, up to `limit`. */
 export async function queuedOf(db: Executor, chainId: number, address: string, limit: number): Promise<TransactionRow[]> {
-  const rows = await db('transactions')
-    .where({ chain_id: chainId, from_address: address, status: 'queued' })
+  const rows = await hotQuery<TransactionRow>(
+    db,
+    'custody_queued_of',
     // A gap fill (its nonce given) before the sends that wait behind its gap.
-    .orderByRaw('(kind = ?) DESC, id', ['gapFill'])
-    .limit(limit)
-    .select<TransactionRow[]>('*');
+    `SELECT * FROM transactions WHERE chain_id = $1 AND from_address = $2 AND status = 'queued' ORDER BY (kind = 'gapFill') DESC, id LIMIT $3`,
+    [chainId, address, limit],
+  );
   return rows.map(numeric);
 }
 
@@ -288,12 +323,12 @@ export async function queuesWithWork(db: Executor, limit: number): Promise<Array
 
 /** A chain's transactions that are not settled yet (signed, submitted or mined), oldest first. */
 export async function unsettled(db: Executor, chainId: number, limit: number): Promise<TransactionRow[]> {
-  const rows = await db('transactions')
-    .where('chain_id', chainId)
-    .whereIn('status', ['signed', 'submitted', 'mined'])
-    .orderBy('id')
-    .limit(limit)
-    .select<TransactionRow[]>('*');
+  const rows = await hotQuery<TransactionRow>(
+    db,
+    'custody_unsettled',
+    `SELECT * FROM transactions WHERE chain_id = $1 AND status IN ('signed', 'submitted', 'mined') ORDER BY id LIMIT $2`,
+    [chainId, limit],
+  );
   return rows.map(numeric);
 }
 
@@ -320,7 +355,7 @@ export async function reloadTransactions(db: Executor, ids: readonly number[]): 
 }
 
 export async function reloadTransaction(db: Executor, id: number): Promise<TransactionRow | undefined> {
-  const row = await db('transactions').where({ id }).first<TransactionRow | undefined>();
+  const [row] = await hotQuery<TransactionRow>(db, 'custody_transaction_reload', 'SELECT * FROM transactions WHERE id = $1', [id]);
   return row ? numeric(row) : undefined;
 }
 

@@ -21,7 +21,7 @@ export interface DbOptions {
   preparedStatements?: boolean;
 }
 
-/** The pools whose hot statements are sent unnamed (DB_PREPARED_STATEMENTS=false). */
+/** The pools whose hot statements are sent unnamed (DB_PREPARED_STATEMENTS=false), by their client's configuration (a transaction's client shares it). */
 const unprepared = new WeakSet<object>();
 
 export function createDb(options: DbOptions): Knex {
@@ -37,7 +37,7 @@ export function createDb(options: DbOptions): Knex {
       debug: (m: unknown) => options.log?.debug({ knex: String(m) }, 'database debug'),
     },
   });
-  if (options.preparedStatements === false) unprepared.add(db);
+  if (options.preparedStatements === false) unprepared.add((db.client as { config: object }).config);
   sharePool(db, tenantShare(options.poolMax), options.acquireTimeoutMs ?? 10_000);
   return db;
 }
@@ -55,31 +55,23 @@ interface PooledPg {
 
 /**
  * One parameterised statement (`$1`, `$2`, … placeholders) on a connection of knex's own pool,
- * through node-postgres directly, as a named prepared statement: for the few reads that run on
- * every request (sign-in's project and wallet lookup). Prepared, PostgreSQL plans the statement
+ * through node-postgres directly, as a named prepared statement: for the statements that run on
+ * every request or every send (sign-in's project and wallet lookup, a transaction's status
+ * changes). Prepared, PostgreSQL plans the statement
  * a few times per connection and then keeps a generic plan; unprepared, planning that join cost
  * the database 0.6-0.9 ms per request, more than running it (bench/README.md). knex's formatter
- * and runner are skipped too (about 6% of the request). A transaction runs it on its own
- * connection through knex as usual. Errors are node-postgres's (or knex's pool timeout), mapped
+ * and runner are skipped too (about 6% of the request). In a transaction it runs, prepared too,
+ * on the transaction's own connection. Errors are node-postgres's (or knex's pool timeout), mapped
  * like any other database error. `name` must be unique to `sql`. With DB_PREPARED_STATEMENTS=false
  * (PgBouncer before 1.21 in transaction mode cannot keep prepared statements) they go unnamed.
  */
 export async function hotQuery<R>(db: Executor, name: string, sql: string, bindings: readonly unknown[]): Promise<R[]> {
-  if (db.isTransaction) {
-    // knex's placeholders are `?`, bound in order of appearance.
-    const ordered: unknown[] = [];
-    const text = sql.replace(/\$(\d+)/g, (_, n: string) => {
-      ordered.push(bindings[Number(n) - 1]);
-      return '?';
-    });
-    const { rows } = await db.raw<{ rows: R[] }>(text, ordered as Knex.RawBinding[]);
-    return rows;
-  }
-  const pool = db.client as unknown as PooledPg;
+  // A transaction's client answers its own connection and releases nothing (knex's makeTxClient).
+  const pool = db.client as unknown as PooledPg & { config: object };
   const connection = await pool.acquireConnection();
   try {
     const values = bindings as unknown[];
-    const { rows } = await connection.query<R & pg.QueryResultRow>(unprepared.has(db) ? { text: sql, values } : { name, text: sql, values });
+    const { rows } = await connection.query<R & pg.QueryResultRow>(unprepared.has(pool.config) ? { text: sql, values } : { name, text: sql, values });
     return rows;
   } finally {
     // knex's release is synchronous (it returns a resolved promise): nothing to wait for.

@@ -33,6 +33,35 @@ describe('hot-path queries (platform/db/knex.ts hotQuery)', () => {
     expect(await app.db.transaction((tx) => hotQuery(tx, 'custody_test_hot', sql, ['x', 2]))).to.deep.equal(want);
   });
 
+  it("runs inside a transaction on the transaction's own connection, prepared there unless the pool says not to", async () => {
+    const sql = 'SELECT count(*)::int AS n FROM pg_temp.hot_scratch';
+    const prepared = async (db: Knex) =>
+      db.transaction(async (tx) => {
+        // A temporary table seen only by this connection, with a row not committed: only the transaction's own connection counts it.
+        await tx.raw('CREATE TEMP TABLE hot_scratch (x int) ON COMMIT DROP');
+        await tx.raw('INSERT INTO hot_scratch VALUES (1)');
+        const rows = await hotQuery<{ n: number }>(tx, 'custody_test_in_tx', sql, []);
+        const names = await tx.raw<{ rows: Array<{ name: string }> }>(`SELECT name FROM pg_prepared_statements WHERE name = 'custody_test_in_tx'`);
+        return { n: rows[0]?.n, named: names.rows.length === 1 };
+      });
+    expect(await prepared(app.db)).to.deep.equal({ n: 1, named: true });
+    expect(await prepared(unprepared)).to.deep.equal({ n: 1, named: false });
+    // A failed statement fails its transaction, which rolls back as any other.
+    const before = await app.db.raw<{ rows: Array<{ n: number }> }>('SELECT count(*)::int AS n FROM organisations');
+    let failed: unknown;
+    try {
+      await app.db.transaction(async (tx) => {
+        await tx('organisations').insert({ name: 'hot rollback' });
+        await hotQuery(tx, 'custody_test_in_tx_bad', 'SELECT * FROM no_such_table_here', []);
+      });
+    } catch (err) {
+      failed = err;
+    }
+    expect(String(failed)).to.match(/no_such_table_here/);
+    const after = await app.db.raw<{ rows: Array<{ n: number }> }>('SELECT count(*)::int AS n FROM organisations');
+    expect(after.rows[0]?.n).to.equal(before.rows[0]?.n);
+  });
+
   it('finds a project by its key and the wallet of an email the same way on all three paths', async () => {
     const t = await createTenant(app.client);
     const hash = hashSecret(t.project.projectKey);
