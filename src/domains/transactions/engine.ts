@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { Executor } from '../../platform/db/knex.js';
+import { hotQuery, type Executor } from '../../platform/db/knex.js';
 import { AppError, DependencyUnavailableError } from '../../platform/http/errors.js';
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
@@ -105,21 +105,21 @@ const PATCH_COLUMNS = Object.keys(PATCHABLE) as Array<keyof typeof PATCHABLE>;
  * millions of rows read in a benchmark run of a few thousand sends).
  */
 const CHANGES_SQL = `
-  WITH v AS (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(id bigint, sequence int, event text, updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')}) LIMIT ?),
+  WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, sequence int, event text, updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')}) LIMIT $2),
   up AS (
     UPDATE transactions t SET ${PATCH_COLUMNS.map((c) => `${c} = CASE WHEN '${c}' = ANY(v.set) THEN v.${c} ELSE t.${c} END`).join(', ')},
            sequence = t.sequence + 1, events = array_append(t.events, v.event), updated_at = v.updated_at
       FROM v WHERE t.id = v.id AND t.sequence = v.sequence
     RETURNING t.id),
-  e AS (SELECT d.* FROM jsonb_to_recordset(?::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN up ON up.id = d.id),
+  e AS (SELECT d.* FROM jsonb_to_recordset($3::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN up ON up.id = d.id),
   ev AS (${subscribedEventsFrom('e')}),
   wake AS (${wakeRelaysIfAny('ev')}),
-  a AS (SELECT d.* FROM jsonb_to_recordset(?::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN up ON up.id = d.id),
+  a AS (SELECT d.* FROM jsonb_to_recordset($4::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN up ON up.id = d.id),
   au AS (${auditInsertFrom('a')} RETURNING 1),
   att AS (
     UPDATE transaction_attempts a SET status = coalesce(w.status, a.status), hash = coalesce(w.hash, a.hash), raw = coalesce(decode(w.raw, 'hex'), a.raw),
            signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
-      FROM (SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) LIMIT ?) w
+      FROM (SELECT * FROM jsonb_to_recordset($5::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) LIMIT $6) w
      WHERE a.id = w.id RETURNING 1)
   SELECT up.id FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
 
@@ -186,7 +186,7 @@ export async function changeMany(
     request_id: requestId,
     details: { walletId: n.wallet_id, chainId: n.chain_id, status: n.status, nonce: n.nonce, hash: n.hash, sequence: n.sequence, error: n.error },
   }));
-  const { rows } = await tx.raw<{ rows: Array<{ id: string | number }> }>(CHANGES_SQL, [
+  const rows = await hotQuery<{ id: string | number }>(tx, 'custody_transaction_changes', CHANGES_SQL, [
     JSON.stringify(values),
     values.length,
     JSON.stringify(events),
@@ -264,6 +264,8 @@ const KEPT = 10_000;
 export class TransactionEngine {
   readonly #wallets = new Map<number, ActiveWallet>();
   readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
+  /** The queues (`chainId:address`) this process holds the lease of now. */
+  readonly #driving = new Set<string>();
 
   constructor(private readonly deps: EngineDeps) {}
 
@@ -314,9 +316,11 @@ export class TransactionEngine {
     const chain = this.deps.chains.get(chainId);
     if (!chain) return false;
     let worked = false;
+    const key = `${chainId}:${address}`;
     for (let round = 0; ; round++) {
       const owner = randomUUID();
-      let claimed = await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
+      // This process works the queue already and looks again after it lets go: no claim to ask the database for.
+      let claimed = this.#driving.has(key) ? undefined : await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
       if (claimed === 'absent') {
         let count: string;
         try {
@@ -338,6 +342,7 @@ export class TransactionEngine {
       }
       let stopped = false;
       worked = true;
+      this.#driving.add(key);
       try {
         for (let taken = 0; taken < PER_TURN;) {
           const rows = await queuedOf(this.deps.db, chainId, address, BATCH);
@@ -349,7 +354,12 @@ export class TransactionEngine {
           }
         }
       } finally {
-        await releaseQueue(this.deps.db, chainId, address, owner);
+        try {
+          await releaseQueue(this.deps.db, chainId, address, owner);
+        } finally {
+          // Before the look below, as the lease: a send accepted after it is seen by that look or claims the queue itself.
+          this.#driving.delete(key);
+        }
       }
       // What was queued after the last look, while the lease was still held, is this holder's to see.
       if (stopped || round >= 2 || (await queuedOf(this.deps.db, chainId, address, 1)).length === 0) return worked;
@@ -746,23 +756,18 @@ export class TransactionEngine {
 
   async #settlePass(chain: Chain): Promise<void> {
     await this.#expire();
-    let head: bigint;
-    try {
-      head = BigInt(await chain.rpc.call<string>('eth_blockNumber', []));
-    } catch (err) {
-      if (err instanceof RpcUnavailable || err instanceof RpcError) return;
-      throw err;
-    }
     const rows = await unsettled(this.deps.db, chain.config.chainId, PER_PASS);
+    // Nothing unsettled: nothing to ask the node.
+    if (rows.length === 0) return;
     const attempts = await attemptsOfMany(
       this.deps.db,
       rows.map((r) => r.id),
     );
     const countOf = this.#counts(chain);
     try {
-      await this.#settleMany(chain, rows, attempts, head, countOf);
+      await this.#settleMany(chain, rows, attempts, countOf);
     } catch (err) {
-      if (err instanceof RpcUnavailable) return;
+      if (err instanceof RpcUnavailable || err instanceof RpcError) return;
       throw err;
     }
     // Gaps and counts raised elsewhere matter only where something waits: a send stuck past the chain's time, or whose nonce was used.
@@ -800,17 +805,24 @@ export class TransactionEngine {
    * enough already is `mined` then settled in the same database transaction); a mined one whose
    * block left the canonical chain goes back; the rest one by one (#settleUnmined).
    */
-  async #settleMany(chain: Chain, rows: readonly TransactionRow[], attempts: Map<number, AttemptRow[]>, head: bigint, countOf: (a: string) => Promise<bigint>) {
+  async #settleMany(chain: Chain, rows: readonly TransactionRow[], attempts: Map<number, AttemptRow[]>, countOf: (a: string) => Promise<bigint>) {
     const { rpc, config } = chain;
     const liveOf = (row: TransactionRow) => (attempts.get(row.id) ?? []).filter((a) => a.hash !== null && (a.status === 'signed' || a.status === 'broadcast'));
     const minedRows = rows.filter((r) => r.status === 'mined');
     const pending = rows.filter((r) => r.status !== 'mined');
     const hashes = pending.flatMap((r) => liveOf(r).map((a) => a.hash!));
     const blocks = [...new Set(minedRows.map((r) => BigInt(r.block_number ?? '0')))];
-    const [receipts, blockAnswers] = await Promise.all([
-      rpc.callMany<Record<string, unknown> | null>(hashes.map((h) => ({ method: 'eth_getTransactionReceipt', params: [h] }))),
-      rpc.callMany<{ hash?: string } | null>(blocks.map((b) => ({ method: 'eth_getBlockByNumber', params: [hexQ(b), false] }))),
+    // The head, the receipts and the mined ones' blocks in one round trip to the node.
+    const answers = await rpc.callMany<unknown>([
+      { method: 'eth_blockNumber', params: [] },
+      ...hashes.map((h) => ({ method: 'eth_getTransactionReceipt', params: [h] })),
+      ...blocks.map((b) => ({ method: 'eth_getBlockByNumber', params: [hexQ(b), false] })),
     ]);
+    const [headAnswer, ...facts] = answers;
+    if (headAnswer instanceof RpcError) throw headAnswer;
+    const head = quantityOf(headAnswer);
+    const receipts = facts.slice(0, hashes.length) as Array<Record<string, unknown> | null | RpcError>;
+    const blockAnswers = facts.slice(hashes.length) as Array<{ hash?: string } | null | RpcError>;
     const receiptOf = new Map(hashes.map((h, i) => [h, receipts[i]]));
     const blockHash = new Map(blocks.map((b, i) => [b.toString(), blockAnswers[i]]));
 
@@ -1076,8 +1088,7 @@ export class TransactionEngine {
     const chain = this.deps.chains.get(row.chain_id);
     if (!chain || (row.status !== 'signed' && row.status !== 'submitted')) return;
     try {
-      const head = BigInt(await chain.rpc.call<string>('eth_blockNumber', []));
-      await this.#settleMany(chain, [row], new Map([[row.id, await attemptsOf(this.deps.db, row.id)]]), head, this.#counts(chain));
+      await this.#settleMany(chain, [row], new Map([[row.id, await attemptsOf(this.deps.db, row.id)]]), this.#counts(chain));
     } catch (err) {
       if (err instanceof RpcUnavailable || err instanceof RpcError) return;
       throw err;
