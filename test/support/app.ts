@@ -141,7 +141,8 @@ export async function startApp(
       () => void handle(req, res),
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // Suites open up to 2,000 connections at once; past Node's default backlog (511) this machine's kernel resets them.
+  await new Promise<void>((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
