@@ -246,6 +246,9 @@ export async function releaseQueue(db: Executor, chainId: number, address: strin
   );
 }
 
+/** The most attempts prepareAttempts takes at once (a queue's batch). */
+export const ATTEMPTS_PER_STATEMENT = 25;
+
 /**
  * Prepares an attempt for each planned transaction at the queue's next nonces, in one statement:
  * the nonces taken (only while `owner` holds the lease; a lapsed holder takes nothing, and the
@@ -258,24 +261,25 @@ export async function prepareAttempts(
   queue: { chainId: number; address: string; owner: string; leaseMs: number; nonce?: bigint | undefined },
   plan: ReadonlyArray<Pick<NewAttempt, 'transaction_id' | 'purpose' | 'gas' | 'max_fee_per_gas' | 'max_priority_fee_per_gas'>>,
 ): Promise<AttemptRow[] | undefined> {
+  if (plan.length > ATTEMPTS_PER_STATEMENT) throw new Error(`at most ${ATTEMPTS_PER_STATEMENT} attempts are prepared at once`);
   // The queue's next nonces, taken under its lease; or the one a gap fill was given.
   const first =
     queue.nonce === undefined
-      ? `UPDATE send_queues SET next_nonce = next_nonce + $3, lease_until = now() + make_interval(secs => $4)
-          WHERE chain_id = $5 AND address = $6 AND lease_owner = $7 AND lease_until > now() RETURNING next_nonce - $3 AS first`
-      : 'SELECT $3::numeric AS first';
+      ? `UPDATE send_queues SET next_nonce = next_nonce + $2, lease_until = now() + make_interval(secs => $3)
+          WHERE chain_id = $4 AND address = $5 AND lease_owner = $6 AND lease_until > now() RETURNING next_nonce - $2 AS first`
+      : 'SELECT $2::numeric AS first';
   const bindings = queue.nonce === undefined ? [plan.length, queue.leaseMs / 1000, queue.chainId, queue.address, queue.owner] : [queue.nonce.toString()];
   const rows = await hotQuery<AttemptRow>(
     db,
     queue.nonce === undefined ? 'custody_attempts_prepare' : 'custody_attempts_prepare_at',
     `WITH q AS (${first}),
-     -- LIMIT: the planner's guess for a record set is 100 rows, which it joins by a sequential scan.
-     v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT $2),
+     -- LIMIT: the planner's guess for a record set is 100 rows, which it joins by a sequential scan (a constant: one generic plan for every call).
+     v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT ${ATTEMPTS_PER_STATEMENT}),
      t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
      a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
            SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING *)
      SELECT a.* FROM a LEFT JOIN (SELECT count(*) FROM t) n ON true`,
-    [JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), plan.length, ...bindings],
+    [JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), ...bindings],
   );
   if (rows.length === 0) return undefined;
   const byTransaction = new Map(rows.map(numericAttempt).map((r) => [r.transaction_id, r]));
