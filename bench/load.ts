@@ -21,7 +21,9 @@ export class LoadClient {
     const url = new URL(baseUrl);
     this.#host = url.hostname;
     this.#port = Number(url.port);
-    this.#agent = new Agent({ keepAlive: true, maxSockets });
+    // A socket left idle closes here before the server's keep-alive timeout (Node's 5 s) closes it:
+    // a request written on a socket the server was closing ended a run with "socket hang up".
+    this.#agent = new Agent({ keepAlive: true, maxSockets, timeout: 4_000 });
   }
 
   post(path: string, body: string, bearer: string): Promise<LoadReply> {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { spawnService, type Service } from '../test/support/process.js';
 import { startSigner, type RunningSigner } from '../test/support/signer.js';
 import type { Stack } from '../test/support/stack.js';
@@ -20,11 +21,16 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-/** After start-up a child's output is read and dropped, not kept in the generator's memory. */
+/**
+ * After start-up a child's output is read and dropped, not kept in the generator's memory; with
+ * BENCH_SERVICE_LOG set, appended to that file (to see why a run failed).
+ */
 export const drain = (s: Service) => {
+  const file = process.env['BENCH_SERVICE_LOG'];
   for (const stream of [s.proc.stdout, s.proc.stderr]) {
     stream?.removeAllListeners('data');
-    stream?.resume();
+    if (file) stream?.on('data', (chunk: Buffer) => appendFileSync(file, chunk));
+    else stream?.resume();
   }
 };
 
