@@ -279,8 +279,8 @@ const KEPT = 10_000;
 export class TransactionEngine {
   readonly #wallets = new Map<number, ActiveWallet>();
   readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
-  /** The queues (`chainId:address`) this process holds the lease of now. */
-  readonly #driving = new Set<string>();
+  /** The queues (`chainId:address`) this process holds the lease of now, with when that lease was taken to end. */
+  readonly #driving = new Map<string, number>();
 
   constructor(private readonly deps: EngineDeps) {}
 
@@ -334,8 +334,10 @@ export class TransactionEngine {
     const key = `${chainId}:${address}`;
     for (let round = 0; ; round++) {
       const owner = randomUUID();
-      // This process works the queue already and looks again after it lets go: no claim to ask the database for.
-      let claimed = this.#driving.has(key) ? undefined : await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
+      // This process works the queue already and looks again after it lets go: no claim to ask the
+      // database for (unless its holder has run past its lease, which another may then take).
+      const holding = (this.#driving.get(key) ?? 0) > this.deps.now();
+      let claimed = holding ? undefined : await claimQueue(this.deps.db, chainId, address, owner, this.deps.leaseMs);
       if (claimed === 'absent') {
         let count: string;
         try {
@@ -357,7 +359,7 @@ export class TransactionEngine {
       }
       let stopped = false;
       worked = true;
-      this.#driving.add(key);
+      this.#driving.set(key, this.deps.now() + this.deps.leaseMs);
       try {
         for (let taken = 0; taken < PER_TURN;) {
           const rows = await queuedOf(this.deps.db, chainId, address, BATCH);
@@ -835,7 +837,8 @@ export class TransactionEngine {
     ]);
     const [headAnswer, ...facts] = answers;
     if (headAnswer instanceof RpcError) throw headAnswer;
-    const head = quantityOf(headAnswer);
+    if (typeof headAnswer !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(headAnswer)) throw new RpcError(-32603, `eth_blockNumber answered ${JSON.stringify(headAnswer)?.slice(0, 80)}`);
+    const head = BigInt(headAnswer);
     const receipts = facts.slice(0, hashes.length) as Array<Record<string, unknown> | null | RpcError>;
     const blockAnswers = facts.slice(hashes.length) as Array<{ hash?: string } | null | RpcError>;
     const receiptOf = new Map(hashes.map((h, i) => [h, receipts[i]]));

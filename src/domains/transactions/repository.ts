@@ -61,6 +61,69 @@ export interface AttemptRow {
   broadcast_at: Date | null;
 }
 
+/**
+ * The columns a prepared statement reads, named: PostgreSQL fixes a named statement's result
+ * columns when it prepares it, so a `*` would fail on every connection that prepared it once a
+ * migration adds a column (the previous version keeps running beside a newer schema in an upgrade).
+ */
+const TRANSACTION_COLUMNS = [
+  'id',
+  'organisation_id',
+  'project_id',
+  'wallet_id',
+  'chain_id',
+  'from_address',
+  'to_address',
+  'value',
+  'data',
+  'gas',
+  'max_fee_per_gas',
+  'max_priority_fee_per_gas',
+  'kind',
+  'caller',
+  'actor',
+  'status',
+  'waiting',
+  'nonce',
+  'hash',
+  'sequence',
+  'events',
+  'block_number',
+  'block_hash',
+  'receipt',
+  'error',
+  'cancel_requested',
+  'speed_up_requested',
+  'created_at',
+  'updated_at',
+  'submitted_at',
+  'expires_at',
+  'request_key',
+] as const satisfies ReadonlyArray<keyof TransactionRow>;
+const ATTEMPT_COLUMNS = [
+  'id',
+  'transaction_id',
+  'purpose',
+  'nonce',
+  'gas',
+  'max_fee_per_gas',
+  'max_priority_fee_per_gas',
+  'replaces',
+  'status',
+  'hash',
+  'raw',
+  'signature_id',
+  'created_at',
+  'broadcast_at',
+] as const satisfies ReadonlyArray<keyof AttemptRow>;
+// Every field of the row types is read (the compiler says which one is missing).
+const allRead: [Exclude<keyof TransactionRow, (typeof TRANSACTION_COLUMNS)[number]>, Exclude<keyof AttemptRow, (typeof ATTEMPT_COLUMNS)[number]>] extends [never, never]
+  ? true
+  : never = true;
+void allRead;
+const T_COLS = TRANSACTION_COLUMNS.join(', ');
+const A_COLS = ATTEMPT_COLUMNS.join(', ');
+
 const numeric = (r: TransactionRow): TransactionRow => ({
   ...r,
   id: Number(r.id),
@@ -111,7 +174,7 @@ const INSERT_COLUMNS = [
   'nonce',
 ] as const satisfies ReadonlyArray<keyof NewTransaction>;
 const INSERT_SQL = `INSERT INTO transactions (${INSERT_COLUMNS.join(', ')}, status) VALUES (${INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}, 'queued')
-  ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING RETURNING *`;
+  ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING RETURNING ${T_COLS}`;
 
 /** A new queued transaction, or undefined when its request key already made one (`existing` then finds it). */
 export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow | undefined> {
@@ -157,7 +220,7 @@ export async function updateTransaction(db: Executor, id: number, patch: Partial
 }
 
 export async function attemptsOf(db: Executor, transactionId: number): Promise<AttemptRow[]> {
-  const rows = await hotQuery<AttemptRow>(db, 'custody_attempts_of', 'SELECT * FROM transaction_attempts WHERE transaction_id = $1 ORDER BY id', [
+  const rows = await hotQuery<AttemptRow>(db, 'custody_attempts_of', `SELECT ${A_COLS} FROM transaction_attempts WHERE transaction_id = $1 ORDER BY id`, [
     transactionId,
   ]);
   return rows.map(numericAttempt);
@@ -169,7 +232,7 @@ export async function attemptsOfMany(db: Executor, ids: readonly number[]): Prom
   const rows = await hotQuery<AttemptRow>(
     db,
     'custody_attempts_of_many',
-    'SELECT * FROM transaction_attempts WHERE transaction_id = ANY($1::bigint[]) ORDER BY id',
+    `SELECT ${A_COLS} FROM transaction_attempts WHERE transaction_id = ANY($1::bigint[]) ORDER BY id`,
     [[...ids]],
   );
   for (const r of rows.map(numericAttempt)) {
@@ -277,7 +340,7 @@ export async function prepareAttempts(
      v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT ${ATTEMPTS_PER_STATEMENT}),
      t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
      a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
-           SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING *)
+           SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING ${A_COLS})
      SELECT a.* FROM a LEFT JOIN (SELECT count(*) FROM t) n ON true`,
     [JSON.stringify(plan.map((p, ord) => ({ ord, ...p }))), ...bindings],
   );
@@ -313,7 +376,7 @@ export async function queuedOf(db: Executor, chainId: number, address: string, l
     db,
     'custody_queued_of',
     // A gap fill (its nonce given) before the sends that wait behind its gap.
-    `SELECT * FROM transactions WHERE chain_id = $1 AND from_address = $2 AND status = 'queued' ORDER BY (kind = 'gapFill') DESC, id LIMIT $3`,
+    `SELECT ${T_COLS} FROM transactions WHERE chain_id = $1 AND from_address = $2 AND status = 'queued' ORDER BY (kind = 'gapFill') DESC, id LIMIT $3`,
     [chainId, address, limit],
   );
   return rows.map(numeric);
@@ -330,7 +393,7 @@ export async function unsettled(db: Executor, chainId: number, limit: number): P
   const rows = await hotQuery<TransactionRow>(
     db,
     'custody_unsettled',
-    `SELECT * FROM transactions WHERE chain_id = $1 AND status IN ('signed', 'submitted', 'mined') ORDER BY id LIMIT $2`,
+    `SELECT ${T_COLS} FROM transactions WHERE chain_id = $1 AND status IN ('signed', 'submitted', 'mined') ORDER BY id LIMIT $2`,
     [chainId, limit],
   );
   return rows.map(numeric);
@@ -359,7 +422,7 @@ export async function reloadTransactions(db: Executor, ids: readonly number[]): 
 }
 
 export async function reloadTransaction(db: Executor, id: number): Promise<TransactionRow | undefined> {
-  const [row] = await hotQuery<TransactionRow>(db, 'custody_transaction_reload', 'SELECT * FROM transactions WHERE id = $1', [id]);
+  const [row] = await hotQuery<TransactionRow>(db, 'custody_transaction_reload', `SELECT ${T_COLS} FROM transactions WHERE id = $1`, [id]);
   return row ? numeric(row) : undefined;
 }
 

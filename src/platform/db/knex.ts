@@ -66,6 +66,8 @@ interface PooledPg {
  * (PgBouncer before 1.21 in transaction mode cannot keep prepared statements) they go unnamed.
  */
 export async function hotQuery<R>(db: Executor, name: string, sql: string, bindings: readonly unknown[]): Promise<R[]> {
+  // A finished transaction's connection is back in the pool, maybe in another borrower's transaction: refused, as knex refuses it.
+  if (db.isTransaction && (db as Knex.Transaction).isCompleted()) throw new Error(`${name}: the transaction is already complete`);
   // A transaction's client answers its own connection and releases nothing (knex's makeTxClient).
   const pool = db.client as unknown as PooledPg & { config: object };
   const connection = await pool.acquireConnection();

@@ -7,6 +7,7 @@ import { findLiveTokenByHash, type LiveToken } from '../../../src/domains/tokens
 import type { ProjectRow } from '../../../src/domains/projects/repository.js';
 import { findVisibleProject, visibleProjects } from '../../../src/access/tenancy/visible.js';
 import { findProjectWallet } from '../../../src/domains/wallets/repository.js';
+import { attemptsOf, attemptsOfMany, queuedOf, reloadTransaction, unsettled } from '../../../src/domains/transactions/repository.js';
 import type { Principal } from '../../../src/access/auth/principal.js';
 import { startApp, type TestApp } from '../../support/app.js';
 import { testDatabaseUrl } from '../../support/db.js';
@@ -60,6 +61,43 @@ describe('hot-path queries (platform/db/knex.ts hotQuery)', () => {
     expect(String(failed)).to.match(/no_such_table_here/);
     const after = await app.db.raw<{ rows: Array<{ n: number }> }>('SELECT count(*)::int AS n FROM organisations');
     expect(after.rows[0]?.n).to.equal(before.rows[0]?.n);
+  });
+
+  it("keeps answering on a connection that prepared the transactions' statements after a migration adds a column (an upgrade's old version)", async () => {
+    const one = createDb({ url: testDatabaseUrl(), poolMax: 1 });
+    const reads = async () => {
+      expect(await reloadTransaction(one, 0)).to.equal(undefined);
+      expect(await attemptsOf(one, 0)).to.deep.equal([]);
+      expect(await attemptsOfMany(one, [0])).to.deep.equal(new Map());
+      expect(await queuedOf(one, 0, '0x00', 1)).to.deep.equal([]);
+      expect(await unsettled(one, 0, 1)).to.deep.equal([]);
+    };
+    try {
+      await reads();
+      await app.db.raw('ALTER TABLE transactions ADD COLUMN upgrade_probe int');
+      await app.db.raw('ALTER TABLE transaction_attempts ADD COLUMN upgrade_probe int');
+      // A `*` here fails with "cached plan must not change result type" on the connection that prepared it.
+      await reads();
+    } finally {
+      await app.db.raw('ALTER TABLE transactions DROP COLUMN IF EXISTS upgrade_probe');
+      await app.db.raw('ALTER TABLE transaction_attempts DROP COLUMN IF EXISTS upgrade_probe');
+      await one.destroy();
+    }
+  });
+
+  it('refuses to run in a transaction that has already ended', async () => {
+    let done: Knex.Transaction | undefined;
+    await app.db.transaction((tx) => {
+      done = tx;
+      return Promise.resolve();
+    });
+    let refused: unknown;
+    try {
+      await hotQuery(done!, 'custody_test_after_end', 'SELECT 1 AS one', []);
+    } catch (err) {
+      refused = err;
+    }
+    expect(String(refused)).to.match(/already complete/);
   });
 
   it('finds a project by its key and the wallet of an email the same way on all three paths', async () => {
