@@ -670,6 +670,22 @@ describe('Helm chart (helm/custody)', function () {
     });
   });
 
+  it('the prepared-statements setting reaches every role that runs the hot statements: the API and the worker', () => {
+    const envOf = (ms: Manifest[], name: string) =>
+      new Map<string, string>(
+        (byKind(ms, 'Deployment').find((d) => component(d) === name)?.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).map(
+          (e) => [e.name, e.value ?? ''],
+        ),
+      );
+    for (const [set, want] of [
+      [[], 'true'],
+      [['api.dbPreparedStatements=false'], 'false'],
+    ] as const) {
+      const ms = render(setArgs(...set));
+      for (const name of ['api', 'worker']) expect(envOf(ms, name).get('DB_PREPARED_STATEMENTS'), `${name} ${set.join()}`).to.equal(want);
+    }
+  });
+
   describe('TLS between the API and the signer (another pod)', () => {
     const setRender = (...sets: string[]) => render(setArgs(...sets));
     const deployment = (ms: Manifest[], name: string) => byKind(ms, 'Deployment').find((d) => component(d) === name);
