@@ -837,7 +837,8 @@ export class TransactionEngine {
     ]);
     const [headAnswer, ...facts] = answers;
     if (headAnswer instanceof RpcError) throw headAnswer;
-    if (typeof headAnswer !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(headAnswer)) throw new RpcError(-32603, `eth_blockNumber answered ${JSON.stringify(headAnswer)?.slice(0, 80)}`);
+    if (typeof headAnswer !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(headAnswer))
+      throw new RpcError(-32603, `eth_blockNumber answered ${JSON.stringify(headAnswer)?.slice(0, 80)}`);
     const head = BigInt(headAnswer);
     const receipts = facts.slice(0, hashes.length) as Array<Record<string, unknown> | null | RpcError>;
     const blockAnswers = facts.slice(hashes.length) as Array<{ hash?: string } | null | RpcError>;

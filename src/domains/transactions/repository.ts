@@ -117,7 +117,10 @@ const ATTEMPT_COLUMNS = [
   'broadcast_at',
 ] as const satisfies ReadonlyArray<keyof AttemptRow>;
 // Every field of the row types is read (the compiler says which one is missing).
-const allRead: [Exclude<keyof TransactionRow, (typeof TRANSACTION_COLUMNS)[number]>, Exclude<keyof AttemptRow, (typeof ATTEMPT_COLUMNS)[number]>] extends [never, never]
+const allRead: [Exclude<keyof TransactionRow, (typeof TRANSACTION_COLUMNS)[number]>, Exclude<keyof AttemptRow, (typeof ATTEMPT_COLUMNS)[number]>] extends [
+  never,
+  never,
+]
   ? true
   : never = true;
 void allRead;
