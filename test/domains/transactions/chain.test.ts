@@ -252,8 +252,9 @@ describe('transactions: an RPC URL failing half the time', function () {
     // A crash after a broadcast and before it was recorded: the settling pass sends the same bytes
     // again and the node says "nonce too low" (it is mined): read as the transaction's state.
     flaky.setFaults(() => 'ok');
-    // The faults set the first URL aside for a while: after that it is first again.
-    await new Promise((r) => setTimeout(r, 300));
+    // The faults set the first URL aside for a while: after that it is first again. A 'timeout'
+    // fault still in flight sets it aside when it times out (300 ms) for another 100 ms: wait both.
+    await new Promise((r) => setTimeout(r, 300 + 100 + 200));
     const last = done[done.length - 1]!;
     // The row as a crash between preparing the attempt and recording its signature leaves it:
     // the same fields are signed again (the same bytes), and the node answers "nonce too low".
