@@ -10,6 +10,8 @@ import { TestIssuer } from './support/idp.js';
 import { startDevVault } from './support/vault.js';
 import { testDatabaseUrl } from './support/db.js';
 import { createDb } from '../src/platform/db/knex.js';
+import { migrateLatest } from '../src/platform/db/migrate.js';
+import { scratchDatabase } from './support/process.js';
 import { tenantActive } from '../src/access/tenancy/quiet.js';
 
 const AUDIENCE = 'urn:custody:testnet';
@@ -158,8 +160,12 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
   });
 
   it('a failing receiver: the age of its oldest retrying delivery, while the outbox is not stuck; a stopped relay: the oldest due row ages until it runs again', async () => {
+    // Its own database: a delivery an earlier suite's relay had claimed when its app closed stays due, and locked, until its lease ends.
+    const scratch = await scratchDatabase();
+    const own = createDb({ url: scratch.url, poolMax: 10 });
+    await migrateLatest(own);
     // One retry a minute later: the failed delivery stays pending, not due.
-    const env = await startAppWithIdp({ WEBHOOK_RETRY_SCHEDULE: '0,60000', RELAY_POLL_MS: '50' });
+    const env = await startAppWithIdp({ WEBHOOK_RETRY_SCHEDULE: '0,60000', RELAY_POLL_MS: '50' }, own);
     try {
       const { app, receiver } = env;
       receiver.status = 500;
@@ -202,6 +208,8 @@ describe('metrics for the conditions operators are alerted on (helm/custody/file
       await until('the relay takes it again', async () => (sample(await scrape(app.url), 'custody_outbox_oldest_due_age_seconds', { kind: 'event' }) ?? 0) < 1);
     } finally {
       await env.close();
+      await own.destroy();
+      await scratch.drop();
     }
   });
 
