@@ -113,13 +113,27 @@ export interface FaultProxy {
   url: string;
   /** What the next requests get; a function of the request's count. */
   setFaults(next: (n: number, method: string) => Fault): void;
+  /** Rewrites what the node answers, call by call (a node that answers otherwise than anvil). */
+  setAnswers(rewrite: (method: string, result: unknown) => unknown): void;
   /** Requests seen, by fault. */
   seen: Record<Fault, number>;
   stop(): Promise<void>;
 }
 
+type RpcMessage = { id?: unknown; method?: unknown; result?: unknown };
+
+/** A node's answer (one call or a batch) with each result rewritten by its call's method. */
+function rewritten(request: Buffer, answer: Buffer, rewrite: (method: string, result: unknown) => unknown): Buffer {
+  const calls = [JSON.parse(request.toString()) as RpcMessage | RpcMessage[]].flat();
+  const parsed = JSON.parse(answer.toString()) as RpcMessage | RpcMessage[];
+  const methodOf = new Map(calls.map((c) => [c.id, String(c.method)]));
+  const each = (a: RpcMessage): RpcMessage => ('result' in a ? { ...a, result: rewrite(methodOf.get(a.id) ?? '', a.result) } : a);
+  return Buffer.from(JSON.stringify(Array.isArray(parsed) ? parsed.map(each) : each(parsed)));
+}
+
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let next: (n: number, method: string) => Fault = () => 'ok';
+  let rewrite: ((method: string, result: unknown) => unknown) | undefined;
   let n = 0;
   const seen: Record<Fault, number> = { ok: 0, '429': 0, '500': 0, '502': 0, timeout: 0, garbage: 0, reset: 0 };
   const hung = new Set<ServerResponse>();
@@ -147,7 +161,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       if (fault === 'reset') return void req.socket.destroy();
       if (fault === 'timeout') return void hung.add(res);
       void fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-        .then(async (r) => res.writeHead(r.status, { 'content-type': 'application/json' }).end(Buffer.from(await r.arrayBuffer())))
+        .then(async (r) => {
+          let answer: Buffer = Buffer.from(await r.arrayBuffer());
+          if (rewrite) answer = rewritten(body, answer, rewrite);
+          res.writeHead(r.status, { 'content-type': 'application/json' }).end(answer);
+        })
         .catch(() => req.socket.destroy());
     });
   });
@@ -155,6 +173,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     setFaults: (f) => (next = f),
+    setAnswers: (f) => (rewrite = f),
     seen,
     stop: async () => {
       for (const r of hung) r.socket?.destroy();

@@ -3,12 +3,15 @@ import { ChainRpc } from '../../platform/eth/rpc.js';
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import { FeeOracle } from './fees.js';
+import { TransferGas } from './gas.js';
 
 /** A configured chain as a process uses it: its settings, its RPC URLs, its fee market. */
 export interface Chain {
   readonly config: ChainConfig;
   readonly rpc: ChainRpc;
   readonly fees: FeeOracle;
+  /** Whether a plain transfer costs exactly its intrinsic gas here (learned from the node's estimates). */
+  readonly transfers: TransferGas;
 }
 
 /** The chains of the process's configuration, each with one RPC client (its URL states and fee answers are shared by every send). */
@@ -19,7 +22,12 @@ export class Chains {
     for (const config of configs) {
       const rpc = new ChainRpc(config, { log, now, timeoutMs: config.rpcTimeoutMs, cooldownMs: config.rpcCooldownMs });
       // Asked at most a few times per block: a busy second's sends share one answer.
-      this.#chains.set(config.chainId, { config, rpc, fees: new FeeOracle(rpc, now, Math.max(50, Math.floor(config.blockTimeMs / 4))) });
+      this.#chains.set(config.chainId, {
+        config,
+        rpc,
+        fees: new FeeOracle(rpc, now, Math.max(50, Math.floor(config.blockTimeMs / 4))),
+        transfers: new TransferGas(now),
+      });
     }
   }
 

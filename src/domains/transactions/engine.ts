@@ -18,6 +18,7 @@ import { walletById } from '../wallets/commands.js';
 import { decideAndSign, type SignDeps } from '../signing/sign.js';
 import type { Chain, Chains } from './chains.js';
 import { feesFor, replacementFees, type Fees } from './fees.js';
+import { gasOf, type GasRefusal } from './gas.js';
 import { presentTransaction } from './presenter.js';
 import {
   ATTEMPTS_PER_STATEMENT,
@@ -402,8 +403,8 @@ export class TransactionEngine {
       await this.#wait(first, 'rpc_unavailable');
       return 'stop';
     }
-    // A failed estimate fails its transaction; the others go on.
-    const failed = fresh.filter((r) => gas.get(r.id) instanceof RpcError);
+    // A send with no gas fails; the others go on.
+    const failed = fresh.filter((r) => typeof gas.get(r.id) === 'object');
     if (failed.length > 0) {
       const at = new Date(this.deps.now());
       await this.deps.db.transaction((tx) =>
@@ -414,7 +415,7 @@ export class TransactionEngine {
             patch: {
               status: 'failed',
               waiting: null,
-              error: { code: 'estimate_failed', message: `The node's gas estimate failed: ${(gas.get(row.id) as RpcError).message}` },
+              error: { code: 'estimate_failed', message: (gas.get(row.id) as GasRefusal).message },
             },
             event: 'wallet.transaction.failed',
           })),
@@ -471,28 +472,23 @@ export class TransactionEngine {
     return stop ? 'stop' : step;
   }
 
-  /** Each send's gas: its own, a no-op's, or the node's estimate plus the chain's margin (or the node's refusal), asked in one batch. */
-  async #gasOf(chain: Chain, rows: readonly TransactionRow[]): Promise<Map<number, bigint | RpcError> | 'unavailable'> {
-    const out = new Map<number, bigint | RpcError>();
-    const asked = rows.filter((r) => r.gas === null && r.kind !== 'gapFill');
+  /** Each send's gas: its own, a no-op's, or found on the chain (gas.ts), or why it has none. */
+  async #gasOf(chain: Chain, rows: readonly TransactionRow[]): Promise<Map<number, bigint | GasRefusal> | 'unavailable'> {
+    const out = new Map<number, bigint | GasRefusal>();
     for (const r of rows) if (r.gas !== null) out.set(r.id, BigInt(r.gas));
     for (const r of rows) if (r.gas === null && r.kind === 'gapFill') out.set(r.id, NO_OP_GAS);
-    let estimates: Array<string | RpcError>;
     try {
-      estimates = await chain.rpc.callMany<string>(
-        asked.map((r) => ({
-          method: 'eth_estimateGas',
-          params: [{ from: r.from_address, ...(r.to_address ? { to: r.to_address } : {}), value: hexQ(BigInt(r.value)), data: hexB(r.data) }],
-        })),
+      const found = await gasOf(
+        chain.rpc,
+        chain.transfers,
+        chain.config.gasMarginPercent,
+        rows.filter((r) => !out.has(r.id)),
       );
+      for (const [id, gas] of found) out.set(id, gas);
     } catch (err) {
       if (err instanceof RpcUnavailable) return 'unavailable';
       throw err;
     }
-    asked.forEach((r, i) => {
-      const e = estimates[i];
-      out.set(r.id, e instanceof RpcError ? e : (quantityOf(e) * BigInt(100 + chain.config.gasMarginPercent)) / 100n);
-    });
     return out;
   }
 

@@ -12,7 +12,8 @@ interface Tx {
   hash: string | null;
   waiting: string | null;
   blockNumber: string | null;
-  attempts?: Array<{ hash: string; purpose: string; maxFeePerGas: string; status: string }>;
+  error?: { code: string; message: string } | null;
+  attempts?: Array<{ hash: string; purpose: string; gas: string; maxFeePerGas: string; status: string }>;
 }
 
 const send = async (env: ChainEnv, s: Sender, wallet: number, body: Record<string, unknown> = {}) => {
@@ -339,5 +340,92 @@ describe('transactions: a URL that answers another chain id is never used', func
     });
     expect(await env.anvil.rpc('eth_getTransactionReceipt', [done.hash])).to.not.equal(null);
     expect(watched.seen.ok, 'the wrong chain was asked its id only').to.equal(1);
+  });
+});
+
+describe('transactions: the gas of a plain transfer', function () {
+  this.timeout(120_000);
+  // An account whose code stores a word (22,100 gas and more when run): a transfer to it is no plain transfer.
+  const CAROL = '0x000000000000000000000000000000000000ca01';
+  const gasOfSend = async (env: ChainEnv, s: Sender, body: Record<string, unknown>) => {
+    const t = await submitted(s, await send(env, s, 0, body));
+    return BigInt(t.attempts![0]!.gas);
+  };
+
+  describe('on a chain that charges a transfer its intrinsic gas (anvil)', () => {
+    let env: ChainEnv;
+    let watched: FaultProxy;
+    before(async () => {
+      env = await startChainEnv({
+        chain: { confirmations: 1 },
+        rpcUrls: async (anvil) => {
+          watched = await startFaultProxy(anvil.url);
+          return [watched.url];
+        },
+      });
+      await env.anvil.rpc('anvil_setCode', [CAROL, '0x6001600055']);
+    });
+    after(async () => {
+      await env.close();
+      await watched.stop();
+    });
+
+    it("takes 21,000 without an estimate once the node's estimate said so; a transfer to code and a call are estimated; a value above the balance fails without a nonce", async () => {
+      const s = await sendingProject(env);
+      const estimates: string[] = [];
+      watched.setAnswers((method, result) => {
+        if (method === 'eth_estimateGas') estimates.push(String(result));
+        return result;
+      });
+      expect(await gasOfSend(env, s, {}), "the first is estimated: the node's 21,000 and the margin").to.equal(25_200n);
+      const asked = estimates.length;
+      expect(await gasOfSend(env, s, { value: '2' }), 'then exactly the intrinsic gas').to.equal(21_000n);
+      expect(await gasOfSend(env, s, { value: '3' })).to.equal(21_000n);
+      expect(estimates.length, 'and the node estimated neither').to.equal(asked);
+
+      const toCode = await gasOfSend(env, s, { to: CAROL, value: '4' });
+      expect(toCode > 25_200n, `a transfer to code is estimated (${toCode})`).to.equal(true);
+      const call = await gasOfSend(env, s, { data: '0xabcdef01', value: '5' });
+      expect(call, 'a call (data) is estimated, with the margin').to.equal((BigInt(estimates[estimates.length - 1]!) * 120n) / 100n);
+      expect(estimates.length).to.equal(asked + 2);
+
+      const tooMuch = await send(env, s, 0, { value: String(10n ** 21n) });
+      const failed = await until('failed', async () => {
+        const t = await get(s, tooMuch.id);
+        return t.status === 'failed' ? t : undefined;
+      });
+      expect(failed.error?.code).to.equal('estimate_failed');
+      expect(failed.nonce).to.equal(null);
+      const next = await submitted(s, await send(env, s, 0, { value: '6' }));
+      expect(next.nonce, 'the nonces stay contiguous').to.equal('5');
+      const all = await allIn(s, [next.id], ['confirmed'], 'confirmed');
+      expect(await env.anvil.rpc<{ status: string }>('eth_getTransactionReceipt', [all[0]!.hash])).to.include({ status: '0x1' });
+    });
+  });
+
+  describe('on a chain whose node estimates a transfer above its intrinsic gas (as Arbitrum folds in its L1 cost)', () => {
+    let env: ChainEnv;
+    let node: FaultProxy;
+    before(async () => {
+      env = await startChainEnv({
+        chain: { confirmations: 1 },
+        rpcUrls: async (anvil) => {
+          node = await startFaultProxy(anvil.url);
+          node.setAnswers((method, result) =>
+            method === 'eth_estimateGas' && typeof result === 'string' ? `0x${(BigInt(result) + 4_000n).toString(16)}` : result,
+          );
+          return [node.url];
+        },
+      });
+    });
+    after(async () => {
+      await env.close();
+      await node.stop();
+    });
+
+    it('estimates every send', async () => {
+      const s = await sendingProject(env);
+      for (let i = 1; i <= 3; i++) expect(await gasOfSend(env, s, { value: String(i) })).to.equal(30_000n);
+    });
   });
 });

@@ -1,0 +1,105 @@
+import type { Clock } from '../../platform/runtime/clock.js';
+import { RpcError, type ChainRpc } from '../../platform/eth/rpc.js';
+import type { TransactionRow } from './repository.js';
+
+/** The intrinsic gas of a transaction: all a value transfer to an account without code costs on an Ethereum-like chain. */
+export const TRANSFER_GAS = 21_000n;
+/** How long a chain's estimate of a plain transfer at TRANSFER_GAS is trusted before one is asked again. */
+const TRUSTED_MS = 60_000;
+/**
+ * Addresses up to here are kept for precompiles (Ethereum's 0x01–0x11, P-256 at 0x100 on L2s):
+ * one runs, and costs gas, though it holds no code. A transfer to one is estimated.
+ */
+const SYSTEM_ADDRESSES = 0x3ffn;
+
+/** Why a send has no gas: the node's estimate failed, or its value is more than the wallet holds. */
+export interface GasRefusal {
+  message: string;
+}
+
+/**
+ * Whether a chain charges a plain transfer (no data, to an account without code) exactly its
+ * intrinsic gas, learned from the node's own estimates of such transfers and asked again every
+ * TRUSTED_MS. Ethereum and most L2s do; a chain that folds its L1 data cost into gas (Arbitrum) or
+ * prices transfers otherwise (zkSync) answers more, and its sends are estimated every time.
+ */
+export class TransferGas {
+  #trustedUntil = 0;
+
+  constructor(private readonly now: Clock) {}
+
+  get trusted(): boolean {
+    return this.now() < this.#trustedUntil;
+  }
+
+  learn(estimate: bigint): void {
+    this.#trustedUntil = estimate === TRANSFER_GAS ? this.now() + TRUSTED_MS : 0;
+  }
+}
+
+type Needing = Pick<TransactionRow, 'id' | 'from_address' | 'to_address' | 'value' | 'data'>;
+
+/** A value transfer with no data to an address outside the system range: its gas may be the intrinsic gas, if the recipient has no code. */
+const plainTransfer = (r: Needing): boolean => r.data.length === 0 && r.to_address !== null && BigInt(r.to_address) > SYSTEM_ADDRESSES;
+
+const quantity = (v: unknown): bigint | undefined => (typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v) ? BigInt(v) : undefined);
+const estimateCall = (r: Needing) => ({
+  method: 'eth_estimateGas',
+  params: [
+    { from: r.from_address, ...(r.to_address ? { to: r.to_address } : {}), value: `0x${BigInt(r.value).toString(16)}`, data: `0x${r.data.toString('hex')}` },
+  ],
+});
+
+/**
+ * The gas of sends of one wallet that did not give theirs (docs/transactions.md, "Gas"): a plain
+ * transfer to an account without code on a chain that charges it its intrinsic gas takes exactly
+ * that, with no estimate (the recipients' code and the wallet's balance are asked instead: the
+ * node executes nothing); the others the node's estimate plus the chain's margin. One JSON-RPC
+ * batch, and a second for transfers whose recipient turned out to have code. Throws
+ * RpcUnavailable when no URL answers.
+ */
+export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent: number, rows: readonly Needing[]): Promise<Map<number, bigint | GasRefusal>> {
+  const out = new Map<number, bigint | GasRefusal>();
+  const first = rows[0];
+  if (!first) return out;
+  const withMargin = (estimate: bigint) => (estimate * BigInt(100 + marginPercent)) / 100n;
+  const refused = (e: unknown): GasRefusal => ({
+    message: `The node's gas estimate failed: ${e instanceof RpcError ? e.message : `it answered ${JSON.stringify(e)?.slice(0, 80)}`}`,
+  });
+  const plain = rows.filter(plainTransfer);
+  const recipients = [...new Set(plain.map((r) => r.to_address!))];
+  const trusted = transfers.trusted && plain.length > 0;
+  // While the chain is not trusted, transfers are estimated too, and their recipients' code asked beside (to learn from them).
+  const estimated = trusted ? rows.filter((r) => !plainTransfer(r)) : rows;
+  const answers = await rpc.callMany<unknown>([
+    ...recipients.map((to) => ({ method: 'eth_getCode', params: [to, 'latest'] })),
+    ...(trusted ? [{ method: 'eth_getBalance', params: [first.from_address, 'latest'] }] : []),
+    ...estimated.map(estimateCall),
+  ]);
+  const codeOf = new Map(recipients.map((to, i) => [to, answers[i]]));
+  const balance = trusted ? quantity(answers[recipients.length]) : undefined;
+  const estimates = answers.slice(recipients.length + (trusted ? 1 : 0));
+  const codeless = (r: Needing) => plainTransfer(r) && codeOf.get(r.to_address!) === '0x';
+  estimated.forEach((r, i) => {
+    const e = estimates[i];
+    const gas = quantity(e);
+    if (gas === undefined) return void out.set(r.id, refused(e));
+    if (codeless(r)) transfers.learn(gas);
+    out.set(r.id, withMargin(gas));
+  });
+  if (!trusted) return out;
+  // Trusted: a transfer to an account without code takes the intrinsic gas; one to code (or whose recipient's code the node did not tell) is estimated.
+  const again: Needing[] = [];
+  for (const r of plain) {
+    if (!codeless(r) || balance === undefined) again.push(r);
+    else if (BigInt(r.value) > balance) out.set(r.id, { message: `The wallet's balance (${balance} wei) is less than the value sent (${r.value} wei).` });
+    else out.set(r.id, TRANSFER_GAS);
+  }
+  if (again.length === 0) return out;
+  const more = await rpc.callMany<unknown>(again.map(estimateCall));
+  again.forEach((r, i) => {
+    const gas = quantity(more[i]);
+    out.set(r.id, gas === undefined ? refused(more[i]) : withMargin(gas));
+  });
+  return out;
+}
