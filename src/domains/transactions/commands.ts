@@ -98,30 +98,28 @@ export async function sendTransaction(
   const value = quantity(input.value) ?? 0n;
   const now = deps.now();
   const from = wallet.address.toLowerCase();
-  const row = await deps.db.transaction((tx) =>
-    accept(
-      tx,
-      {
-        organisation_id: project.organisation_id,
-        project_id: project.id,
-        wallet_id: wallet.id,
-        chain_id: config.chainId,
-        from_address: from,
-        to_address: to,
-        value: value.toString(),
-        data,
-        gas: gas?.toString() ?? null,
-        max_fee_per_gas: maxFee?.toString() ?? null,
-        max_priority_fee_per_gas: tip?.toString() ?? null,
-        kind: 'send',
-        caller: who.caller,
-        actor: who.actor,
-        expires_at: new Date(now + config.queuedTtlMs),
-        request_key: who.requestKey ?? null,
-      },
-      new Date(now),
-      who.requestId,
-    ),
+  const row = await accept(
+    deps.db,
+    {
+      organisation_id: project.organisation_id,
+      project_id: project.id,
+      wallet_id: wallet.id,
+      chain_id: config.chainId,
+      from_address: from,
+      to_address: to,
+      value: value.toString(),
+      data,
+      gas: gas?.toString() ?? null,
+      max_fee_per_gas: maxFee?.toString() ?? null,
+      max_priority_fee_per_gas: tip?.toString() ?? null,
+      kind: 'send',
+      caller: who.caller,
+      actor: who.actor,
+      expires_at: new Date(now + config.queuedTtlMs),
+      request_key: who.requestKey ?? null,
+    },
+    new Date(now),
+    who.requestId,
   );
   let worked = true;
   try {

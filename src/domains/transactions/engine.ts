@@ -31,7 +31,10 @@ import {
   expiredQueued,
   giveNoncesBack,
   insertAttempt,
-  insertTransaction,
+  INSERT_COLUMNS,
+  nextTransactionId,
+  numeric,
+  T_COLS,
   transactionOfRequest,
   liveNonces,
   newestOfQueue,
@@ -110,6 +113,16 @@ const PATCH_COLUMNS = Object.keys(PATCHABLE) as Array<keyof typeof PATCHABLE>;
  * than half the calls, 1.2 ms each).
  */
 const CHANGES_PER_STATEMENT = 25;
+/**
+ * CTEs writing each changed row's event (if a subscription wants it; `wake` wakes the relays)
+ * and audit entry (`au`), from JSON record sets keyed by the ids of `changed`, a CTE of the rows written.
+ */
+const eventsAndAudit = (changed: string, events: string, audits: string): string => `
+  e AS (SELECT d.* FROM jsonb_to_recordset(${events}::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN ${changed} USING (id)),
+  ev AS (${subscribedEventsFrom('e')}),
+  wake AS (${wakeRelaysIfAny('ev')}),
+  a AS (SELECT d.* FROM jsonb_to_recordset(${audits}::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN ${changed} USING (id)),
+  au AS (${auditInsertFrom('a')} RETURNING 1)`;
 const CHANGES_SQL = `
   WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, sequence int, event text, updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')}) LIMIT ${CHANGES_PER_STATEMENT}),
   up AS (
@@ -117,17 +130,51 @@ const CHANGES_SQL = `
            sequence = t.sequence + 1, events = array_append(t.events, v.event), updated_at = v.updated_at
       FROM v WHERE t.id = v.id AND t.sequence = v.sequence
     RETURNING t.id),
-  e AS (SELECT d.* FROM jsonb_to_recordset($2::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN up ON up.id = d.id),
-  ev AS (${subscribedEventsFrom('e')}),
-  wake AS (${wakeRelaysIfAny('ev')}),
-  a AS (SELECT d.* FROM jsonb_to_recordset($3::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN up ON up.id = d.id),
-  au AS (${auditInsertFrom('a')} RETURNING 1),
+  ${eventsAndAudit('up', '$2', '$3')},
   att AS (
     UPDATE transaction_attempts a SET status = coalesce(w.status, a.status), hash = coalesce(w.hash, a.hash), raw = coalesce(decode(w.raw, 'hex'), a.raw),
            signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
       FROM (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) LIMIT ${CHANGES_PER_STATEMENT}) w
      WHERE a.id = w.id RETURNING 1)
   SELECT up.id FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+
+/** Each changed row's event (`event`, numbered by its `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
+async function recordsOf(
+  rows: readonly TransactionRow[],
+  events: readonly EventType[],
+  at: Date,
+  requestId: string | null,
+): Promise<{ events: string; audits: string }> {
+  // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
+  const eventRows = await Promise.all(
+    rows.map(async (n, i) => ({
+      id: n.id,
+      ...(await eventRowOf(
+        n.project_id,
+        [
+          {
+            type: events[i]!,
+            data: { ...presentTransaction(n, undefined, false), stream: `transaction:${n.id}`, sequence: n.sequence, events: n.events },
+            walletId: n.wallet_id,
+          },
+        ],
+        at,
+      )),
+    })),
+  );
+  const audits = rows.map((n, i) => ({
+    id: n.id,
+    organisation_id: n.organisation_id,
+    project_id: n.project_id,
+    actor: n.actor,
+    action: events[i],
+    target: `transaction:${n.id}`,
+    status: n.status === 'failed' ? 422 : 200,
+    request_id: requestId,
+    details: { walletId: n.wallet_id, chainId: n.chain_id, status: n.status, nonce: n.nonce, hash: n.hash, sequence: n.sequence, error: n.error },
+  }));
+  return { events: JSON.stringify(eventRows), audits: JSON.stringify(audits) };
+}
 
 /** What a change does to attempts besides (their signatures recorded, their broadcast, the ones another was mined instead of). */
 export interface AttemptChange {
@@ -176,38 +223,16 @@ export async function changeMany(
     set: Object.keys(patch),
     ...Object.fromEntries(PATCH_COLUMNS.map((c) => [c, c in patch ? (patch[c] ?? null) : null])),
   }));
-  // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
-  const events = await Promise.all(
-    next.map(async (n, i) => ({
-      id: n.id,
-      ...(await eventRowOf(
-        n.project_id,
-        [
-          {
-            type: changes[i]!.event,
-            data: { ...presentTransaction(n, undefined, false), stream: `transaction:${n.id}`, sequence: n.sequence, events: n.events },
-            walletId: n.wallet_id,
-          },
-        ],
-        at,
-      )),
-    })),
+  const { events, audits } = await recordsOf(
+    next,
+    changes.map((c) => c.event),
+    at,
+    requestId,
   );
-  const audits = next.map((n, i) => ({
-    id: n.id,
-    organisation_id: n.organisation_id,
-    project_id: n.project_id,
-    actor: n.actor,
-    action: changes[i]!.event,
-    target: `transaction:${n.id}`,
-    status: n.status === 'failed' ? 422 : 200,
-    request_id: requestId,
-    details: { walletId: n.wallet_id, chainId: n.chain_id, status: n.status, nonce: n.nonce, hash: n.hash, sequence: n.sequence, error: n.error },
-  }));
   const rows = await hotQuery<{ id: string | number }>(tx, 'custody_transaction_changes', CHANGES_SQL, [
     JSON.stringify(values),
-    JSON.stringify(events),
-    JSON.stringify(audits),
+    events,
+    audits,
     JSON.stringify(attempts.map((a) => ({ ...a, raw: a.raw?.toString('hex') }))),
   ]);
   const done = new Set(rows.map((r) => Number(r.id)));
@@ -229,15 +254,47 @@ export async function change(
   return next ?? row;
 }
 
-/** Accepts a send: a `queued` row and its event, in the caller's transaction; the one its request key made already, if any. */
-export async function accept(tx: Executor, t: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
-  const row = await insertTransaction(tx, t);
-  if (!row) {
-    const existing = t.request_key === null ? undefined : await transactionOfRequest(tx, t.project_id, t.request_key);
-    if (!existing) throw new Error('a send neither inserted nor found by its request key');
-    return existing;
-  }
-  return change(tx, row, {}, 'wallet.transaction.queued', at, requestId);
+const ACCEPT_SQL = `
+  WITH up AS (
+    INSERT INTO transactions (id, ${INSERT_COLUMNS.join(', ')}, status, sequence, events, created_at, updated_at)
+    VALUES ($1, ${INSERT_COLUMNS.map((_, i) => `$${i + 2}`).join(', ')}, 'queued', 1, ARRAY['wallet.transaction.queued'], $${INSERT_COLUMNS.length + 2}, $${INSERT_COLUMNS.length + 2})
+    ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING
+    RETURNING ${T_COLS}),
+  ${eventsAndAudit('up', `$${INSERT_COLUMNS.length + 3}`, `$${INSERT_COLUMNS.length + 4}`)}
+  SELECT up.* FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+
+/**
+ * Accepts a send: a `queued` row with its event and audit entry, in one statement (its id taken
+ * first: the event names it); the one its request key made already, if any.
+ */
+export async function accept(db: Executor, t: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
+  const id = await nextTransactionId(db);
+  const row: TransactionRow = {
+    ...t,
+    id,
+    nonce: t.nonce ?? null,
+    status: 'queued',
+    waiting: null,
+    hash: null,
+    sequence: 1,
+    events: ['wallet.transaction.queued'],
+    block_number: null,
+    block_hash: null,
+    receipt: null,
+    error: null,
+    cancel_requested: false,
+    speed_up_requested: false,
+    created_at: at,
+    updated_at: at,
+    submitted_at: null,
+  };
+  const { events, audits } = await recordsOf([row], ['wallet.transaction.queued'], at, requestId);
+  const values = INSERT_COLUMNS.map((c) => (c === 'nonce' ? row.nonce : t[c]));
+  const [inserted] = await hotQuery<TransactionRow>(db, 'custody_transaction_accept', ACCEPT_SQL, [id, ...values, at, events, audits]);
+  if (inserted) return numeric(inserted);
+  const existing = t.request_key === null ? undefined : await transactionOfRequest(db, t.project_id, t.request_key);
+  if (!existing) throw new Error('a send neither inserted nor found by its request key');
+  return existing;
 }
 
 const EVENT_OF: Partial<Record<Status, EventType>> = {
@@ -1035,31 +1092,29 @@ export class TransactionEngine {
     const of = await newestOfQueue(db, chainId, address);
     if (!of) return;
     const at = new Date(now);
-    const fill = await db.transaction((tx) =>
-      accept(
-        tx,
-        {
-          organisation_id: of.organisation_id,
-          project_id: of.project_id,
-          wallet_id: of.wallet_id,
-          chain_id: chainId,
-          from_address: address,
-          to_address: address,
-          value: '0',
-          data: Buffer.alloc(0),
-          gas: NO_OP_GAS.toString(),
-          max_fee_per_gas: null,
-          max_priority_fee_per_gas: null,
-          kind: 'gapFill',
-          caller: 'server',
-          actor: 'system:gap-fill',
-          expires_at: new Date(now + chain.config.queuedTtlMs),
-          nonce: count.toString(),
-          request_key: null,
-        },
-        at,
-        null,
-      ),
+    const fill = await accept(
+      db,
+      {
+        organisation_id: of.organisation_id,
+        project_id: of.project_id,
+        wallet_id: of.wallet_id,
+        chain_id: chainId,
+        from_address: address,
+        to_address: address,
+        value: '0',
+        data: Buffer.alloc(0),
+        gas: NO_OP_GAS.toString(),
+        max_fee_per_gas: null,
+        max_priority_fee_per_gas: null,
+        kind: 'gapFill',
+        caller: 'server',
+        actor: 'system:gap-fill',
+        expires_at: new Date(now + chain.config.queuedTtlMs),
+        nonce: count.toString(),
+        request_key: null,
+      },
+      at,
+      null,
     );
     this.deps.log.warn({ chainId, nonce: count.toString(), transactionId: fill.id }, 'a gap in a queue: filling it with a no-op');
     await this.drive(chainId, address);

@@ -124,10 +124,10 @@ const allRead: [Exclude<keyof TransactionRow, (typeof TRANSACTION_COLUMNS)[numbe
   ? true
   : never = true;
 void allRead;
-const T_COLS = TRANSACTION_COLUMNS.join(', ');
+export const T_COLS = TRANSACTION_COLUMNS.join(', ');
 const A_COLS = ATTEMPT_COLUMNS.join(', ');
 
-const numeric = (r: TransactionRow): TransactionRow => ({
+export const numeric = (r: TransactionRow): TransactionRow => ({
   ...r,
   id: Number(r.id),
   organisation_id: Number(r.organisation_id),
@@ -157,7 +157,7 @@ export type NewTransaction = Pick<
   | 'expires_at'
 > & { nonce?: string };
 
-const INSERT_COLUMNS = [
+export const INSERT_COLUMNS = [
   'request_key',
   'organisation_id',
   'project_id',
@@ -176,14 +176,10 @@ const INSERT_COLUMNS = [
   'expires_at',
   'nonce',
 ] as const satisfies ReadonlyArray<keyof NewTransaction>;
-const INSERT_SQL = `INSERT INTO transactions (${INSERT_COLUMNS.join(', ')}, status) VALUES (${INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}, 'queued')
-  ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING RETURNING ${T_COLS}`;
-
-/** A new queued transaction, or undefined when its request key already made one (`existing` then finds it). */
-export async function insertTransaction(db: Executor, t: NewTransaction): Promise<TransactionRow | undefined> {
-  const values = INSERT_COLUMNS.map((c) => (c === 'nonce' ? (t.nonce ?? null) : t[c]));
-  const [row] = await hotQuery<TransactionRow>(db, 'custody_transaction_insert', INSERT_SQL, values);
-  return row ? numeric(row) : undefined;
+/** The id the next transaction takes (its events name it before it is written). */
+export async function nextTransactionId(db: Executor): Promise<number> {
+  const [row] = await hotQuery<{ id: string }>(db, 'custody_transaction_next_id', `SELECT nextval('transactions_id_seq') AS id`, []);
+  return Number(row!.id);
 }
 
 export async function transactionOfRequest(db: Executor, projectId: number, requestKey: string): Promise<TransactionRow | undefined> {
