@@ -13,6 +13,22 @@ import { LIMIT_CASES, MAXIMAL, typedDataOfValues } from '../support/limits.js';
 const body = (operation: unknown) => Buffer.from(JSON.stringify({ caller: 'server', operation }));
 const SIG = { r: 1n, s: 2n, yParity: 1 as const };
 
+/**
+ * Whether reading off the main thread keeps the event loop free: the longest stall under a quarter
+ * of what reading inline holds it, in one of up to three trials. Work on the main thread stalls
+ * every trial by its whole length; the kernel's scheduler on a busy 2-core machine can stall any
+ * one trial by itself (a CI run failed so).
+ */
+async function expectFreeLoop(trial: () => Promise<{ stallMs: number; inlineMs: number }>): Promise<void> {
+  const trials: Array<{ stallMs: number; inlineMs: number }> = [];
+  while (trials.length < 3) {
+    const t = await trial();
+    trials.push(t);
+    if (t.stallMs < t.inlineMs / 4) return;
+  }
+  expect.fail(trials.map((t) => `worker: ${t.stallMs.toFixed(1)} ms, inline: ${t.inlineMs.toFixed(1)} ms`).join('; '));
+}
+
 describe('signer: operations read off the main thread', function () {
   this.timeout(120_000);
   let pool: ReadPool;
@@ -94,12 +110,13 @@ describe('signer: operations read off the main thread', function () {
       return h.max / 1e6;
     };
     await stall(pool);
-    const offThread = await stall(pool);
     const inline = new ReadPool(0);
-    const onThread = await stall(inline);
-    await inline.close();
     // A ratio against the inline reading in the same run, not a fixed bound: these machines are noisy.
-    expect(offThread, `worker: ${offThread.toFixed(1)} ms, main thread: ${onThread.toFixed(1)} ms`).to.be.below(onThread / 4);
+    try {
+      await expectFreeLoop(async () => ({ stallMs: await stall(pool), inlineMs: await stall(inline) }));
+    } finally {
+      await inline.close();
+    }
   });
 
   it('reads policies on a worker as on the main thread, refusals too; thousands of checksummed addresses do not hold the event loop', async () => {
@@ -112,16 +129,19 @@ describe('signer: operations read off the main thread', function () {
         conditions: [{ field: 'to', op: 'in', value: addresses.slice(r * 1000, r * 1000 + 1000) }],
       })),
     };
-    const h = monitorEventLoopDelay({ resolution: 1 });
-    h.enable();
-    await new Promise((r) => setTimeout(r, 10));
-    const there = await pool.policy(document);
-    await new Promise((r) => setTimeout(r, 10));
-    h.disable();
-    const at = performance.now();
-    expect(there).to.deep.equal(parsePolicy(document));
-    const inlineMs = performance.now() - at;
-    expect(h.max / 1e6, `worker: ${(h.max / 1e6).toFixed(1)} ms, inline: ${inlineMs.toFixed(1)} ms`).to.be.below(inlineMs / 4);
+    await expectFreeLoop(async () => {
+      const h = monitorEventLoopDelay({ resolution: 1 });
+      h.enable();
+      await new Promise((r) => setTimeout(r, 10));
+      const there = await pool.policy(document);
+      await new Promise((r) => setTimeout(r, 10));
+      h.disable();
+      const at = performance.now();
+      const inline = parsePolicy(document);
+      const inlineMs = performance.now() - at;
+      expect(there).to.deep.equal(inline);
+      return { stallMs: h.max / 1e6, inlineMs };
+    });
     const bad = {
       rules: [
         {
