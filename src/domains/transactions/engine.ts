@@ -11,7 +11,7 @@ import { setRecent } from '../../platform/runtime/recent.js';
 import type { ActiveWallet } from '../wallets/activated.js';
 import { auditInsertFrom } from '../audit/record.js';
 import { eventRowOf, subscribedEventsFrom } from '../webhooks/record.js';
-import { EVENT_ROW_COLUMNS, wakeRelaysIfAny } from '../../platform/outbox/repository.js';
+import { EVENT_ROW_COLUMNS, ranBy, wakeRelaysIfAny } from '../../platform/outbox/repository.js';
 import type { EventType } from '../webhooks/catalogue.js';
 import { projectById } from '../projects/commands.js';
 import { walletById } from '../wallets/commands.js';
@@ -136,7 +136,7 @@ const CHANGES_SQL = `
            signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
       FROM (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) LIMIT ${CHANGES_PER_STATEMENT}) w
      WHERE a.id = w.id RETURNING 1)
-  SELECT up.id FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+  SELECT up.id FROM up ${ranBy('wake')} LEFT JOIN (SELECT count(*) FROM au) n ON true`;
 
 /** Each changed row's event (`event`, numbered by its `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
 async function recordsOf(
@@ -261,7 +261,7 @@ const ACCEPT_SQL = `
     ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING
     RETURNING ${T_COLS}),
   ${eventsAndAudit('up', `$${INSERT_COLUMNS.length + 3}`, `$${INSERT_COLUMNS.length + 4}`)}
-  SELECT up.* FROM up LEFT JOIN (SELECT count(*) FROM wake) w ON true LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+  SELECT up.* FROM up ${ranBy('wake')} LEFT JOIN (SELECT count(*) FROM au) n ON true`;
 
 /**
  * Accepts a send: a `queued` row with its event and audit entry, in one statement (its id taken

@@ -54,9 +54,18 @@ export async function notifyOutbox(db: Executor): Promise<void> {
 
 /**
  * A statement's last part that wakes the relays once if the CTE `queued` returned a row: for a
- * statement that is its transaction on its own (a group commit), so one notice per commit.
+ * statement that is its transaction on its own (a group commit), so one notice per commit. As a
+ * CTE of its own, its statement must read it through `ranBy`: a SELECT in WITH runs only as far
+ * as the statement reads it.
  */
 export const wakeRelaysIfAny = (queued: string): string => `SELECT pg_notify('${OUTBOX_CHANNEL}', '') FROM (SELECT 1 FROM ${queued} LIMIT 1) queued`;
+
+/**
+ * The join that makes a statement run the CTE `cte` (a wake) to its end. A `LEFT JOIN … ON true`
+ * to its count is removed by the planner (its row is unique and unread), and the CTE never runs:
+ * the transactions' events waited for the relays' next poll.
+ */
+export const ranBy = (cte: string): string => `CROSS JOIN (SELECT count(*) FROM ${cte}) ${cte}_ran`;
 
 type NewOutboxRow = Pick<OutboxRow, 'project_id' | 'kind'> &
   Partial<Pick<OutboxRow, 'delivery_kind' | 'wallet_id' | 'subscription_id' | 'event' | 'event_id' | 'url' | 'payload' | 'destination'>>;

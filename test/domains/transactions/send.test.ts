@@ -196,3 +196,48 @@ describe('transactions: a wallet sends, and the service follows the transaction 
     expect(withNonce.status, 'the service chooses nonces').to.equal(400);
   });
 });
+
+describe("transactions: a send's events wake the outbox relays", function () {
+  this.timeout(60_000);
+  let env: ChainEnv;
+  // The relays poll once a minute here: only the statements that write the events, waking them, deliver the events within the test.
+  before(async () => {
+    env = await startChainEnv({ env: { RELAY_POLL_MS: '60000' } });
+  });
+  after(() => env.close());
+
+  it('delivers each event of a send at once, not at the next poll', async () => {
+    const s = await sendingProject(env);
+    const hook = await s.admin.post(`/api/v1/project/${s.projectId}/webhooks`, { url: `${env.receiver.url}?wake=${s.projectId}`, events: ['*'] });
+    expect(hook.status, hook.text).to.equal(201);
+    const sent = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${s.wallets[0]!.id}/transactions`, {
+      chainId: env.anvil.chainId,
+      to: BOB,
+      value: '1',
+    });
+    expect(sent.status, sent.text).to.equal(202);
+    const id = (sent.body as Tx).id;
+    await until('mined', async () => {
+      const r = await s.signer.get(`/api/v1/project/${s.projectId}/transactions/${id}`);
+      return (r.body as Tx).status === 'mined' ? true : undefined;
+    });
+    await env.anvil.rpc('anvil_mine', ['0x2']);
+    const types = await until(
+      'the five events delivered',
+      () => {
+        const got = env.receiver.received
+          .filter((r) => r.body.includes(`"projectId":${s.projectId}`) && r.body.includes('"wallet.transaction.'))
+          .map((r) => (JSON.parse(r.body) as { type: string }).type);
+        return got.length >= 5 ? got : undefined;
+      },
+      20_000,
+    );
+    expect(types).to.deep.equal([
+      'wallet.transaction.queued',
+      'wallet.transaction.signed',
+      'wallet.transaction.submitted',
+      'wallet.transaction.mined',
+      'wallet.transaction.confirmed',
+    ]);
+  });
+});
