@@ -1,5 +1,5 @@
 import type { Clock } from '../../platform/runtime/clock.js';
-import { RpcError, type ChainRpc } from '../../platform/eth/rpc.js';
+import { RpcError, RpcUnavailable, type ChainRpc } from '../../platform/eth/rpc.js';
 import type { TransactionRow } from './repository.js';
 
 /** The intrinsic gas of a transaction: all a value transfer to an account without code costs on an Ethereum-like chain. */
@@ -56,16 +56,20 @@ const estimateCall = (r: Needing) => ({
  * that, with no estimate (the recipients' code and the wallet's balance are asked instead: the
  * node executes nothing); the others the node's estimate plus the chain's margin. One JSON-RPC
  * batch, and a second for transfers whose recipient turned out to have code. Throws
- * RpcUnavailable when no URL answers.
+ * RpcUnavailable when no URL answers, or one answers an estimate that is no quantity.
  */
 export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent: number, rows: readonly Needing[]): Promise<Map<number, bigint | GasRefusal>> {
   const out = new Map<number, bigint | GasRefusal>();
   const first = rows[0];
   if (!first) return out;
   const withMargin = (estimate: bigint) => (estimate * BigInt(100 + marginPercent)) / 100n;
-  const refused = (e: unknown): GasRefusal => ({
-    message: `The node's gas estimate failed: ${e instanceof RpcError ? e.message : `it answered ${JSON.stringify(e)?.slice(0, 80)}`}`,
-  });
+  // The node's refusal fails the send; an answer that is no quantity is a fault of the URL: the queue waits and asks again.
+  const gasFrom = (e: unknown): bigint | GasRefusal => {
+    if (e instanceof RpcError) return { message: `The node's gas estimate failed: ${e.message}` };
+    const gas = quantity(e);
+    if (gas === undefined) throw new RpcUnavailable(rpc.chain.chainId);
+    return gas;
+  };
   const plain = rows.filter(plainTransfer);
   const recipients = [...new Set(plain.map((r) => r.to_address!))];
   const trusted = transfers.trusted && plain.length > 0;
@@ -80,13 +84,15 @@ export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent
   const balance = trusted ? quantity(answers[recipients.length]) : undefined;
   const estimates = answers.slice(recipients.length + (trusted ? 1 : 0));
   const codeless = (r: Needing) => plainTransfer(r) && codeOf.get(r.to_address!) === '0x';
+  const learnt: bigint[] = [];
   estimated.forEach((r, i) => {
-    const e = estimates[i];
-    const gas = quantity(e);
-    if (gas === undefined) return void out.set(r.id, refused(e));
-    if (codeless(r)) transfers.learn(gas);
+    const gas = gasFrom(estimates[i]);
+    if (typeof gas !== 'bigint') return void out.set(r.id, gas);
+    if (codeless(r)) learnt.push(gas);
     out.set(r.id, withMargin(gas));
   });
+  // Trusted only when every transfer of the batch was estimated at the intrinsic gas.
+  if (learnt.length > 0) transfers.learn(learnt.find((g) => g !== TRANSFER_GAS) ?? TRANSFER_GAS);
   if (!trusted) return out;
   // Trusted: a transfer to an account without code takes the intrinsic gas; one to code (or whose recipient's code the node did not tell) is estimated.
   const again: Needing[] = [];
@@ -98,8 +104,8 @@ export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent
   if (again.length === 0) return out;
   const more = await rpc.callMany<unknown>(again.map(estimateCall));
   again.forEach((r, i) => {
-    const gas = quantity(more[i]);
-    out.set(r.id, gas === undefined ? refused(more[i]) : withMargin(gas));
+    const gas = gasFrom(more[i]);
+    out.set(r.id, typeof gas === 'bigint' ? withMargin(gas) : gas);
   });
   return out;
 }

@@ -178,7 +178,7 @@ export const INSERT_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof NewTransaction>;
 /** The id the next transaction takes (its events name it before it is written). */
 export async function nextTransactionId(db: Executor): Promise<number> {
-  const [row] = await hotQuery<{ id: string }>(db, 'custody_transaction_next_id', `SELECT nextval('transactions_id_seq') AS id`, []);
+  const [row] = await hotQuery<{ id: string }>(db, 'custody_transaction_next_id', `SELECT nextval(pg_get_serial_sequence('transactions', 'id')) AS id`, []);
   return Number(row!.id);
 }
 

@@ -427,5 +427,17 @@ describe('transactions: the gas of a plain transfer', function () {
       const s = await sendingProject(env);
       for (let i = 1; i <= 3; i++) expect(await gasOfSend(env, s, { value: String(i) })).to.equal(30_000n);
     });
+
+    it('takes an estimate that is no quantity for a fault of the URL: the send waits and goes when the node answers again', async () => {
+      const s = await sendingProject(env);
+      let junk = 0;
+      node.setAnswers((method, result) => {
+        if (method !== 'eth_estimateGas') return result;
+        if (junk++ < 2) return null;
+        return typeof result === 'string' ? `0x${(BigInt(result) + 4_000n).toString(16)}` : result;
+      });
+      expect(await gasOfSend(env, s, { value: '7' })).to.equal(30_000n);
+      expect(junk, 'the junk answers were given').to.be.greaterThan(2);
+    });
   });
 });
