@@ -4,7 +4,7 @@ import { hotQuery, type Executor } from '../../platform/db/knex.js';
 import { AppError, DependencyUnavailableError } from '../../platform/http/errors.js';
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
-import { broadcastFact, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
+import { broadcastFact, hexBytes, hexQuantity, quantityOf, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
 import { isUniqueViolation } from '../../platform/db/pg-errors.js';
 import { NonceConflictError, type ProjectUid } from '../../platform/signer/client.js';
 import { setRecent } from '../../platform/runtime/recent.js';
@@ -18,7 +18,7 @@ import { walletById } from '../wallets/commands.js';
 import { decideAndSign, type SignDeps } from '../signing/sign.js';
 import type { Chain, Chains } from './chains.js';
 import { feesFor, replacementFees, type Fees } from './fees.js';
-import { gasOf, type GasRefusal } from './gas.js';
+import { gasOf, TRANSFER_GAS, type GasRefusal } from './gas.js';
 import { presentTransaction } from './presenter.js';
 import {
   ATTEMPTS_PER_STATEMENT,
@@ -73,13 +73,8 @@ const BATCH = ATTEMPTS_PER_STATEMENT;
 const PER_PASS = 2_000;
 /** Calls to a chain's RPC in flight per pass. */
 const RPC_PARALLEL = 16;
-/** What a cancel or gap fill costs in gas: a plain transfer. */
-const NO_OP_GAS = 21_000n;
-
-/** A node's hex quantity; 0 for anything else. */
-const quantityOf = (v: unknown): bigint => (typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v) ? BigInt(v) : 0n);
-const hexQ = (v: bigint): string => `0x${v.toString(16)}`;
-const hexB = (b: Buffer): string => `0x${b.toString('hex')}`;
+/** What a cancel or gap fill costs in gas: a plain transfer's. */
+const NO_OP_GAS = TRANSFER_GAS;
 
 /** One status change: the transaction as read, the columns that change, the event that says so. */
 export interface Change {
@@ -114,8 +109,9 @@ const PATCH_COLUMNS = Object.keys(PATCHABLE) as Array<keyof typeof PATCHABLE>;
  */
 const CHANGES_PER_STATEMENT = 25;
 /**
- * CTEs writing each changed row's event (if a subscription wants it; `wake` wakes the relays)
- * and audit entry (`au`), from JSON record sets keyed by the ids of `changed`, a CTE of the rows written.
+ * CTEs writing each changed row's event (if a subscription wants it; `wake` wakes the relays:
+ * the statement must read it through ranBy) and audit entry (`au`, an insert: it runs unread),
+ * from JSON record sets keyed by the ids of `changed`, a CTE of the rows written.
  */
 const eventsAndAudit = (changed: string, events: string, audits: string): string => `
   e AS (SELECT d.* FROM jsonb_to_recordset(${events}::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN ${changed} USING (id)),
@@ -136,7 +132,7 @@ const CHANGES_SQL = `
            signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
       FROM (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) LIMIT ${CHANGES_PER_STATEMENT}) w
      WHERE a.id = w.id RETURNING 1)
-  SELECT up.id FROM up ${ranBy('wake')} LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+  SELECT up.id FROM up ${ranBy('wake')}`;
 
 /** Each changed row's event (`event`, numbered by its `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
 async function recordsOf(
@@ -261,7 +257,7 @@ const ACCEPT_SQL = `
     ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING
     RETURNING ${T_COLS}),
   ${eventsAndAudit('up', `$${INSERT_COLUMNS.length + 3}`, `$${INSERT_COLUMNS.length + 4}`)}
-  SELECT up.* FROM up ${ranBy('wake')} LEFT JOIN (SELECT count(*) FROM au) n ON true`;
+  SELECT up.* FROM up ${ranBy('wake')}`;
 
 /**
  * Accepts a send: a `queued` row with its event and audit entry, in one statement (its id taken
@@ -604,7 +600,7 @@ export class TransactionEngine {
       maxPriorityFeePerGas: attempt.max_priority_fee_per_gas,
       ...(noOp ? { to: row.from_address } : row.to_address ? { to: row.to_address } : {}),
       value: value.toString(),
-      ...(noOp ? {} : { data: hexB(row.data) }),
+      ...(noOp ? {} : { data: hexBytes(row.data) }),
     };
     const replaced = attempt.replaces ? (await attemptsOf(db, row.id)).find((a) => a.hash === attempt.replaces) : undefined;
     const operation = {
@@ -755,7 +751,7 @@ export class TransactionEngine {
     if (!first) return 'next';
     let answers: unknown[];
     try {
-      answers = await chain.rpc.callMany(sendable.map((i) => ({ method: 'eth_sendRawTransaction', params: [hexB(i.attempt.raw!)] })));
+      answers = await chain.rpc.callMany(sendable.map((i) => ({ method: 'eth_sendRawTransaction', params: [hexBytes(i.attempt.raw!)] })));
     } catch (err) {
       if (err instanceof RpcUnavailable) {
         await this.#wait(first.row, 'rpc_unavailable');
@@ -886,13 +882,12 @@ export class TransactionEngine {
     const answers = await rpc.callMany<unknown>([
       { method: 'eth_blockNumber', params: [] },
       ...hashes.map((h) => ({ method: 'eth_getTransactionReceipt', params: [h] })),
-      ...blocks.map((b) => ({ method: 'eth_getBlockByNumber', params: [hexQ(b), false] })),
+      ...blocks.map((b) => ({ method: 'eth_getBlockByNumber', params: [hexQuantity(b), false] })),
     ]);
     const [headAnswer, ...facts] = answers;
     if (headAnswer instanceof RpcError) throw headAnswer;
-    if (typeof headAnswer !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(headAnswer))
-      throw new RpcError(-32603, `eth_blockNumber answered ${JSON.stringify(headAnswer)?.slice(0, 80)}`);
-    const head = BigInt(headAnswer);
+    const head = quantityOf(headAnswer);
+    if (head === undefined) throw new RpcError(-32603, `eth_blockNumber answered ${JSON.stringify(headAnswer)?.slice(0, 80)}`);
     const receipts = facts.slice(0, hashes.length) as Array<Record<string, unknown> | null | RpcError>;
     const blockAnswers = facts.slice(hashes.length) as Array<{ hash?: string } | null | RpcError>;
     const receiptOf = new Map(hashes.map((h, i) => [h, receipts[i]]));
@@ -930,12 +925,12 @@ export class TransactionEngine {
           status: 'mined',
           hash: minedAttempt.hash,
           waiting: null,
-          block_number: quantityOf(receipt['blockNumber']).toString(),
+          block_number: (quantityOf(receipt['blockNumber']) ?? 0n).toString(),
           block_hash: String(receipt['blockHash']),
           receipt: {
             status: receipt['status'] === '0x1' ? 'success' : 'reverted',
-            gasUsed: quantityOf(receipt['gasUsed']).toString(),
-            effectiveGasPrice: quantityOf(receipt['effectiveGasPrice']).toString(),
+            gasUsed: (quantityOf(receipt['gasUsed']) ?? 0n).toString(),
+            effectiveGasPrice: (quantityOf(receipt['effectiveGasPrice']) ?? 0n).toString(),
           },
         },
         event: 'wallet.transaction.mined',

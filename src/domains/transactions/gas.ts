@@ -1,5 +1,5 @@
 import type { Clock } from '../../platform/runtime/clock.js';
-import { RpcError, RpcUnavailable, type ChainRpc } from '../../platform/eth/rpc.js';
+import { hexBytes, hexQuantity, quantityOf, RpcError, RpcUnavailable, type ChainRpc } from '../../platform/eth/rpc.js';
 import type { TransactionRow } from './repository.js';
 
 /** The intrinsic gas of a transaction: all a value transfer to an account without code costs on an Ethereum-like chain. */
@@ -42,12 +42,9 @@ type Needing = Pick<TransactionRow, 'id' | 'from_address' | 'to_address' | 'valu
 /** A value transfer with no data to an address outside the system range: its gas may be the intrinsic gas, if the recipient has no code. */
 const plainTransfer = (r: Needing): boolean => r.data.length === 0 && r.to_address !== null && BigInt(r.to_address) > SYSTEM_ADDRESSES;
 
-const quantity = (v: unknown): bigint | undefined => (typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v) ? BigInt(v) : undefined);
 const estimateCall = (r: Needing) => ({
   method: 'eth_estimateGas',
-  params: [
-    { from: r.from_address, ...(r.to_address ? { to: r.to_address } : {}), value: `0x${BigInt(r.value).toString(16)}`, data: `0x${r.data.toString('hex')}` },
-  ],
+  params: [{ from: r.from_address, ...(r.to_address ? { to: r.to_address } : {}), value: hexQuantity(BigInt(r.value)), data: hexBytes(r.data) }],
 });
 
 /**
@@ -66,7 +63,7 @@ export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent
   // The node's refusal fails the send; an answer that is no quantity is a fault of the URL: the queue waits and asks again.
   const gasFrom = (e: unknown): bigint | GasRefusal => {
     if (e instanceof RpcError) return { message: `The node's gas estimate failed: ${e.message}` };
-    const gas = quantity(e);
+    const gas = quantityOf(e);
     if (gas === undefined) throw new RpcUnavailable(rpc.chain.chainId);
     return gas;
   };
@@ -81,7 +78,7 @@ export async function gasOf(rpc: ChainRpc, transfers: TransferGas, marginPercent
     ...estimated.map(estimateCall),
   ]);
   const codeOf = new Map(recipients.map((to, i) => [to, answers[i]]));
-  const balance = trusted ? quantity(answers[recipients.length]) : undefined;
+  const balance = trusted ? quantityOf(answers[recipients.length]) : undefined;
   const estimates = answers.slice(recipients.length + (trusted ? 1 : 0));
   const codeless = (r: Needing) => plainTransfer(r) && codeOf.get(r.to_address!) === '0x';
   const learnt: bigint[] = [];

@@ -1,6 +1,12 @@
 import type { Logger } from '../logging/logger.js';
 import type { ChainConfig } from './chains.js';
 
+/** A node's hex quantity (`0x…`, at most 256 bits); undefined for any other answer. */
+export const quantityOf = (v: unknown): bigint | undefined => (typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v) ? BigInt(v) : undefined);
+/** A quantity or bytes as JSON-RPC takes them. */
+export const hexQuantity = (v: bigint): string => `0x${v.toString(16)}`;
+export const hexBytes = (b: Buffer): string => `0x${b.toString('hex')}`;
+
 /** The node answered the call with a JSON-RPC error: a fact about the request, never about the provider. */
 export class RpcError extends Error {
   constructor(
