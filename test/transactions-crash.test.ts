@@ -105,12 +105,16 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
       await anvil.fund(String(s.body['walletAddress']), 10n ** 21n);
     }
 
-    // The killer: one of the three processes at a random moment, started again at once.
+    // The killer: one of the three processes at random points of the run (by sends taken, not by
+    // time: a faster service finished 1,000 sends before a timed killer had struck four times),
+    // started again at once.
     let sending = true;
+    let next = 0;
     const kills: string[] = [];
+    const points = Array.from({ length: 6 }, () => Math.floor(SENDS * (0.05 + Math.random() * 0.85))).sort((a, b) => a - b);
     const killer = (async () => {
-      while (sending) {
-        await new Promise((r) => setTimeout(r, 500 + Math.random() * 1_500));
+      for (const point of points) {
+        while (sending && next < point) await new Promise((r) => setTimeout(r, 20));
         if (!sending) break;
         const which = (['worker', 'api', 'signer'] as const)[Math.floor(Math.random() * 3)]!;
         kills.push(which);
@@ -133,7 +137,6 @@ describe('transactions: SIGKILL of the worker, the API and the signer during 1,0
     // after a few seconds of that the client moves on; the key is looked up in the database below.
     const accepted = new Map<string, number>();
     const unknown = new Set<string>();
-    let next = 0;
     await Promise.all(
       Array.from({ length: 20 }, async () => {
         while (next < SENDS) {
