@@ -281,6 +281,7 @@ export class Lane {
         this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'fed batch not finished');
       })
       .finally(() => {
+        for (const outcome of batch.outcomes.values()) if (outcome) this.#wakeWhenDue(outcome);
         this.#batches.delete(finishing);
         this.#checkIdle();
       });
@@ -380,6 +381,7 @@ export class Lane {
       } else if (outcome) {
         try {
           await this.#settle(row.id, outcome);
+          this.#wakeWhenDue(outcome);
         } catch (err) {
           this.options.log.warn({ outboxId: row.id, kind: row.kind, err: err instanceof Error ? err.message : String(err) }, 'outbox row not settled');
         }
@@ -387,6 +389,27 @@ export class Lane {
       this.#checkIdle();
     })();
   }
+
+  /**
+   * A row to be tried again (an event waiting for an earlier one of its stream, a retry of a failed
+   * attempt) is claimed when it is due, not at the next poll or news: one timer, set for the
+   * earliest. Called once its outcome is recorded, so the row is due by the database's clock too.
+   */
+  #wakeWhenDue(outcome: Outcome): void {
+    if (outcome.retryInMs === null || this.#stopping) return;
+    const at = this.options.now() + outcome.retryInMs;
+    if (this.#dueTimer !== undefined && this.#dueAt <= at) return;
+    clearTimeout(this.#dueTimer);
+    this.#dueAt = at;
+    this.#dueTimer = setTimeout(() => {
+      this.#dueTimer = undefined;
+      this.wake(true);
+    }, outcome.retryInMs);
+    this.#dueTimer.unref();
+  }
+
+  #dueTimer: NodeJS.Timeout | undefined;
+  #dueAt = 0;
 
   #checkIdle(): void {
     if (this.#inFlight === 0 && this.#toSettle.length === 0 && !this.#settling && this.#batches.size === 0) for (const done of this.#idle.splice(0)) done();
@@ -421,6 +444,7 @@ export class Lane {
   /** Stops claiming, gives back what was not started, waits for what is in flight. */
   async stop(): Promise<void> {
     this.#stopping = true;
+    clearTimeout(this.#dueTimer);
     const unstarted = this.#take(() => true);
     for (const b of unstarted) b.inline?.done(b.row, undefined);
     await release(

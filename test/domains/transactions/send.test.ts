@@ -51,8 +51,9 @@ describe('transactions: a wallet sends, and the service follows the transaction 
       { headers: { 'idempotency-key': 'send-1' } },
     );
     expect(sent.status, sent.text).to.equal(202);
-    // Submitted by this request, or (when the worker held the wallet's queue at that moment) by the worker just after.
-    expect((sent.body as Tx).status).to.be.oneOf(['queued', 'signed', 'submitted']);
+    // Submitted by this request, or (when the worker held the wallet's queue at that moment) by the worker just after;
+    // anvil mines it at once, and a settling pass may find its receipt before the answer is read. Not confirmed: that takes a second block.
+    expect((sent.body as Tx).status).to.be.oneOf(['queued', 'signed', 'submitted', 'mined']);
     const tx = await until('submitted', async () => {
       const t = await get(s, (sent.body as Tx).id);
       return t.hash !== null && t.status !== 'queued' && t.status !== 'signed' ? t : undefined;
@@ -239,5 +240,44 @@ describe("transactions: a send's events wake the outbox relays", function () {
       'wallet.transaction.mined',
       'wallet.transaction.confirmed',
     ]);
+  });
+});
+
+describe('transactions: an event waiting for an earlier one of its stream', function () {
+  this.timeout(60_000);
+  let env: ChainEnv;
+  // The relays poll once a minute; one confirmation, so a transaction's mined and confirmed events are written together.
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 1 }, env: { RELAY_POLL_MS: '60000' } });
+  });
+  after(() => env.close());
+
+  it('is delivered when its wait is over, not at the next poll', async () => {
+    const s = await sendingProject(env, 4);
+    const hook = await s.admin.post(`/api/v1/project/${s.projectId}/webhooks`, { url: `${env.receiver.url}?due=${s.projectId}`, events: ['*'] });
+    expect(hook.status, hook.text).to.equal(201);
+    // Claimed together, a confirmed event finds its mined one still in flight and waits its turn (250 ms).
+    const ids = await Promise.all(
+      s.wallets.map(async (w) => {
+        const sent = await s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`, { chainId: env.anvil.chainId, to: BOB, value: '1' });
+        expect(sent.status, sent.text).to.equal(202);
+        return (sent.body as Tx).id;
+      }),
+    );
+    const got = await until(
+      'every event of the four sends delivered',
+      () => {
+        const events = env.receiver.received
+          .filter((r) => r.body.includes(`"projectId":${s.projectId}`) && r.body.includes('"wallet.transaction.'))
+          .map((r) => JSON.parse(r.body) as { type: string; data: { id: number; sequence: number } });
+        return events.length >= 20 ? events : undefined;
+      },
+      15_000,
+    );
+    for (const id of ids)
+      expect(
+        got.filter((e) => e.data.id === id).map((e) => e.data.sequence),
+        `transaction ${id}`,
+      ).to.deep.equal([1, 2, 3, 4, 5]);
   });
 });
