@@ -76,11 +76,16 @@ const RPC_PARALLEL = 16;
 /** What a cancel or gap fill costs in gas: a plain transfer's. */
 const NO_OP_GAS = TRANSFER_GAS;
 
-/** One status change: the transaction as read, the columns that change, the event that says so. */
+/**
+ * One status change: the transaction as read, the columns that change, the event that says so;
+ * `then`, a second change straight after it, written with it as one row update (mined and deep
+ * enough in the same pass: `mined`, then `confirmed`), each with its own event and audit entry.
+ */
 export interface Change {
   row: TransactionRow;
   patch: Partial<TransactionRow>;
   event: EventType;
+  then?: { patch: Partial<TransactionRow>; event: EventType };
 }
 
 /** The columns a change may set, with their SQL types (the rest never change after a send is accepted). */
@@ -108,22 +113,35 @@ const PATCH_COLUMNS = Object.keys(PATCHABLE) as Array<keyof typeof PATCHABLE>;
  * than half the calls, 1.2 ms each).
  */
 const CHANGES_PER_STATEMENT = 25;
+/** The columns of an audit entry's record (JSON) in a status change, with their types. */
+const AUDIT_RECORD = [
+  'id bigint',
+  'organisation_id bigint',
+  'project_id bigint',
+  'actor text',
+  'action text',
+  'target text',
+  'status int',
+  'request_id text',
+  'details jsonb',
+];
 /**
- * CTEs writing each changed row's event (if a subscription wants it; `wake` wakes the relays:
- * the statement must read it through ranBy) and audit entry (`au`, an insert: it runs unread),
- * from JSON record sets keyed by the ids of `changed`, a CTE of the rows written.
+ * CTEs writing each changed row's events (if a subscription wants them; `wake` wakes the relays:
+ * the statement must read it through ranBy) and audit entries (`au`, an insert: it runs unread),
+ * from JSON record sets keyed by the ids of `changed`, a CTE of the rows written; both in the
+ * order of their record set (`ord`), which the outbox's and the audit log's ids then follow.
  */
 const eventsAndAudit = (changed: string, events: string, audits: string): string => `
-  e AS (SELECT d.* FROM jsonb_to_recordset(${events}::jsonb) AS d(id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')}) JOIN ${changed} USING (id)),
-  ev AS (${subscribedEventsFrom('e')}),
+  e AS (SELECT d.* FROM ROWS FROM (jsonb_to_recordset(${events}::jsonb) AS (id bigint, ${EVENT_ROW_COLUMNS.map((c) => `${c} ${c === 'project_id' || c === 'wallet_id' ? 'bigint' : c === 'event_count' ? 'int' : 'text'}`).join(', ')})) WITH ORDINALITY AS d(id, ${EVENT_ROW_COLUMNS.join(', ')}, ord) JOIN ${changed} USING (id)),
+  ev AS (${subscribedEventsFrom('e', 'e.ord')}),
   wake AS (${wakeRelaysIfAny('ev')}),
-  a AS (SELECT d.* FROM jsonb_to_recordset(${audits}::jsonb) AS d(id bigint, organisation_id bigint, project_id bigint, actor text, action text, target text, status int, request_id text, details jsonb) JOIN ${changed} USING (id)),
-  au AS (${auditInsertFrom('a')} RETURNING 1)`;
+  a AS (SELECT d.* FROM ROWS FROM (jsonb_to_recordset(${audits}::jsonb) AS (${AUDIT_RECORD.join(', ')})) WITH ORDINALITY AS d(${AUDIT_RECORD.map((c) => c.split(' ')[0]).join(', ')}, ord) JOIN ${changed} USING (id)),
+  au AS (${auditInsertFrom('(SELECT * FROM a ORDER BY ord) a')} RETURNING 1)`;
 const CHANGES_SQL = `
-  WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, sequence int, event text, updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')}) LIMIT ${CHANGES_PER_STATEMENT}),
+  WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, sequence int, added text[], updated_at timestamptz, set text[], ${PATCH_COLUMNS.map((c) => `${c} ${PATCHABLE[c]}`).join(', ')}) LIMIT ${CHANGES_PER_STATEMENT}),
   up AS (
     UPDATE transactions t SET ${PATCH_COLUMNS.map((c) => `${c} = CASE WHEN '${c}' = ANY(v.set) THEN v.${c} ELSE t.${c} END`).join(', ')},
-           sequence = t.sequence + 1, events = array_append(t.events, v.event), updated_at = v.updated_at
+           sequence = t.sequence + cardinality(v.added), events = t.events || v.added, updated_at = v.updated_at
       FROM v WHERE t.id = v.id AND t.sequence = v.sequence
     RETURNING t.id),
   ${eventsAndAudit('up', '$2', '$3')},
@@ -209,19 +227,34 @@ export async function changeMany(
     };
     return tx.isTransaction ? run(tx) : (tx as Knex).transaction(run);
   }
-  for (const { patch } of changes) for (const key of Object.keys(patch)) if (!(key in PATCHABLE)) throw new Error(`a status change cannot set ${key}`);
-  const next = changes.map(({ row, patch, event }) => ({ ...row, ...patch, sequence: row.sequence + 1, events: [...row.events, event], updated_at: at }));
-  const values = changes.map(({ row, patch, event }) => ({
-    id: row.id,
-    sequence: row.sequence,
-    event,
-    updated_at: at.toISOString(),
-    set: Object.keys(patch),
-    ...Object.fromEntries(PATCH_COLUMNS.map((c) => [c, c in patch ? (patch[c] ?? null) : null])),
-  }));
+  // Each change's steps (itself, then its `then`), each a row as it stands after it.
+  const steps = changes.map(({ row, patch, event, then }) => {
+    const first = { ...row, ...patch, sequence: row.sequence + 1, events: [...row.events, event], updated_at: at };
+    const second = then && { ...first, ...then.patch, sequence: first.sequence + 1, events: [...first.events, then.event] };
+    return second
+      ? [
+          { row: first, event },
+          { row: second, event: then.event },
+        ]
+      : [{ row: first, event }];
+  });
+  for (const { patch, then } of changes)
+    for (const key of [...Object.keys(patch), ...Object.keys(then?.patch ?? {})]) if (!(key in PATCHABLE)) throw new Error(`a status change cannot set ${key}`);
+  const next = steps.map((s) => s[s.length - 1]!.row);
+  const values = changes.map(({ row, patch, then }, i) => {
+    const set = { ...patch, ...then?.patch };
+    return {
+      id: row.id,
+      sequence: row.sequence,
+      added: steps[i]!.map((s) => s.event),
+      updated_at: at.toISOString(),
+      set: Object.keys(set),
+      ...Object.fromEntries(PATCH_COLUMNS.map((c) => [c, c in set ? (set[c] ?? null) : null])),
+    };
+  });
   const { events, audits } = await recordsOf(
-    next,
-    changes.map((c) => c.event),
+    steps.flat().map((s) => s.row),
+    steps.flat().map((s) => s.event),
     at,
     requestId,
   );
@@ -867,8 +900,8 @@ export class TransactionEngine {
 
   /**
    * Settles transactions: the receipts of their attempts and the blocks of the mined ones asked in
-   * batches; the newly mined and the deep enough changed together (a transaction mined deep
-   * enough already is `mined` then settled in the same database transaction); a mined one whose
+   * batches; the newly mined and the deep enough changed in one statement (a transaction mined deep
+   * enough already is `mined` then settled in the same row update, with both events); a mined one whose
    * block left the canonical chain goes back; the rest one by one (#settleUnmined).
    */
   async #settleMany(chain: Chain, rows: readonly TransactionRow[], attempts: Map<number, AttemptRow[]>, countOf: (a: string) => Promise<bigint>) {
@@ -936,25 +969,19 @@ export class TransactionEngine {
         event: 'wallet.transaction.mined',
       });
     }
-    if (newlyMined.length > 0 || deep.length > 0) {
-      const at = new Date(this.deps.now());
-      await this.deps.db.transaction(async (tx) => {
-        const mined = await changeMany(
-          tx,
-          newlyMined,
-          at,
-          null,
-          superseded.map((id) => ({ id, status: 'superseded' })),
-        );
-        // Deep enough already (one confirmation, or a pass that came late): settled in this pass.
-        for (const row of mined) {
-          if (row.status !== 'mined') continue;
-          const c = this.#depthChange(row, attempts.get(row.id) ?? [], head, config.confirmations);
-          if (c) deep.push(c);
-        }
-        await changeMany(tx, deep, at);
-      });
+    // Deep enough already when mined (one confirmation, or a pass that came late): settled in the same row update.
+    for (const c of newlyMined) {
+      const settled = this.#depthChange({ ...c.row, ...c.patch }, attempts.get(c.row.id) ?? [], head, config.confirmations);
+      if (settled) c.then = { patch: settled.patch, event: settled.event };
     }
+    if (newlyMined.length > 0 || deep.length > 0)
+      await changeMany(
+        this.deps.db,
+        [...newlyMined, ...deep],
+        new Date(this.deps.now()),
+        null,
+        superseded.map((id) => ({ id, status: 'superseded' })),
+      );
     for (const row of reorged) {
       // Its block left the canonical chain: submitted again, with the same bytes.
       const at = new Date(this.deps.now());

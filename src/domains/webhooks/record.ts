@@ -46,4 +46,4 @@ export async function eventRowOf(projectId: number, events: readonly NewEvent[],
  * returning a row for each it inserted; for a statement that composes it. A project that
  * subscribes to nothing costs the relay nothing.
  */
-export const subscribedEventsFrom = (source: string): string => eventRowsFrom(source, someSubscriptionNames);
+export const subscribedEventsFrom = (source: string, orderBy?: string): string => eventRowsFrom(source, someSubscriptionNames, orderBy);

@@ -127,13 +127,14 @@ export async function insertEventRow(tx: Executor, row: NewEventRow): Promise<vo
 
 /**
  * SQL inserting an event row for each row of `source` (a CTE with EVENT_ROW_COLUMNS) for which
- * `wanted(alias)` holds, returning a row for each it inserted; for a statement that composes it.
+ * `wanted(alias)` holds, in the order of `orderBy` if given (the outbox's ids follow it), returning
+ * a row for each it inserted; for a statement that composes it.
  */
-export const eventRowsFrom = (source: string, wanted: (row: string) => string): string =>
+export const eventRowsFrom = (source: string, wanted: (row: string) => string, orderBy?: string): string =>
   `${EVENT_ROW_INSERT} SELECT e.project_id, 'event', ${EVENT_ROW_COLUMNS.slice(1)
     .map((c) => `e.${c}`)
     .join(', ')}, NULL FROM ${source} e
-    WHERE ${wanted('e')}
+    WHERE ${wanted('e')}${orderBy ? ` ORDER BY ${orderBy}` : ''}
    RETURNING 1`;
 
 /** SQL: whether a wallet-created delivery of the wallet whose id is `walletId` (a column) failed. */

@@ -207,6 +207,46 @@ describe('transactions: a dropped transaction goes again with the same bytes', f
     expect(done.hash).to.equal(t.hash);
     expect(done.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
   });
+
+  it('a transaction deep enough when its receipt is found is mined and confirmed in one pass: both events and audit entries, in their order', async () => {
+    const s = await sendingProject(env);
+    const hook = await s.admin.post(`/api/v1/project/${s.projectId}/webhooks`, { url: `${env.receiver.url}?p=${s.projectId}`, events: ['*'] });
+    expect(hook.status, hook.text).to.equal(201);
+    const t = await submitted(s, await send(env, s, 0));
+    expect(t.status).to.equal('submitted');
+    // One block, one confirmation: the pass that finds the receipt finds it deep enough.
+    await env.anvil.rpc('evm_mine');
+    const done = await until('confirmed', async () => {
+      const x = await get(s, t.id);
+      return x.status === 'confirmed' ? x : undefined;
+    });
+    expect(done.blockNumber).to.not.equal(null);
+    const order = ['queued', 'signed', 'submitted', 'mined', 'confirmed'];
+    // The outbox's ids and the audit log's follow the events' order (a reader by id sees mined before confirmed).
+    const events = await env.app.db('outbox').where({ project_id: s.projectId, kind: 'event' }).orderBy('id').select<Array<{ payload: string }>>('payload');
+    const recorded = events
+      .flatMap((e) => JSON.parse(e.payload) as Array<{ type: string; data: { id: number; sequence: number } }>)
+      .filter((e) => e.data.id === t.id);
+    expect(recorded.map((e) => `${e.data.sequence} ${e.type.replace('wallet.transaction.', '')}`)).to.deep.equal(order.map((o, i) => `${i + 1} ${o}`));
+    const audit = await env.app
+      .db('audit_log')
+      .where({ target: `transaction:${t.id}` })
+      .orderBy('id')
+      .select<Array<{ action: string }>>('action');
+    expect(audit.map((a) => a.action.replace('wallet.transaction.', ''))).to.deep.equal(order);
+    const row = await env.app.db('transactions').where({ id: t.id }).first<{ sequence: number; events: string[] }>('sequence', 'events');
+    expect(row?.sequence).to.equal(5);
+    expect(row?.events.map((e) => e.replace('wallet.transaction.', ''))).to.deep.equal(order);
+    // Delivered in their order, each once.
+    const delivered = await until('five deliveries', () => {
+      const got = env.receiver.received
+        .filter((r) => r.body.includes(`"projectId":${s.projectId}`))
+        .map((r) => JSON.parse(r.body) as { type: string; data: { id: number; sequence: number } })
+        .filter((e) => e.data.id === t.id);
+      return got.length >= 5 ? got : undefined;
+    });
+    expect(delivered.map((e) => e.data.sequence)).to.deep.equal([1, 2, 3, 4, 5]);
+  });
 });
 
 describe('transactions: an RPC URL failing half the time', function () {
