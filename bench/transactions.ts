@@ -75,6 +75,8 @@ const rpc = async (method: string, params: unknown[]): Promise<unknown> => {
   return body.result;
 };
 
+const blockNumber = async (): Promise<number> => Number(BigInt((await rpc('eth_blockNumber', [])) as string));
+
 async function bare(total: number): Promise<{ perSecond: number; seconds: number }> {
   const keys = Array.from({ length: WALLETS }, () => secp256k1.utils.randomSecretKey());
   const nonces = keys.map(() => 0);
@@ -178,12 +180,13 @@ await closedLoop(200, CONCURRENCY, sendOne);
 await allBroadcast(watch);
 await minePool();
 // The service prepares its hot statements, and PostgreSQL re-plans them when their tables are
-// analyzed. A default server's autovacuum does that as the tables grow; this machine's runs with
-// autovacuum off, so the benchmark analyzes its database as autovacuum would (after the warm-up,
-// then every 30 s) instead of measuring plans made for empty tables.
+// analyzed. A default server's autovacuum analyzes the tables as they grow and vacuums away the
+// row versions each status change leaves; this machine's runs with autovacuum off, so the
+// benchmark does both as autovacuum would (after the warm-up, then every 30 s) instead of
+// measuring plans made for empty tables and indexes full of dead rows.
 const analyst = createDb({ url: stack.db.url, poolMax: 1 });
 const autovacuum = (await analyst.raw<{ rows: Array<{ autovacuum: string }> }>('SHOW autovacuum')).rows[0]?.autovacuum;
-const analyze = () => analyst.raw('ANALYZE').then(() => undefined);
+const analyze = () => analyst.raw('VACUUM (ANALYZE)').then(() => undefined);
 if (autovacuum === 'off') await analyze();
 const analyzer = autovacuum === 'off' ? setInterval(() => void analyze().catch(() => undefined), 30_000) : undefined;
 // What automine leaves in anvil's pool is mined within 100 ms, as a node producing blocks would
@@ -204,11 +207,15 @@ const rounds: Array<{
   service: number;
   serviceBroadcast: number;
   ratio: number;
+  /** Blocks the node made for each side's sends (automine makes one for each arrival that finds it idle). */
+  blocks: { bare: number; service: number };
   cpuMs: { bare: Record<string, number>; service: Record<string, number> };
 }> = [];
 for (let r = 0; r < 3; r++) {
+  const block0 = await blockNumber();
   const b = await cpuPerSend(SENDS, () => bare(SENDS));
   await minePool();
+  const block1 = await blockNumber();
   const s = await cpuPerSend(SENDS, async () => {
     const started = Date.now();
     const accepted = await closedLoop(SENDS, CONCURRENCY, sendOne);
@@ -217,17 +224,20 @@ for (let r = 0; r < 3; r++) {
     return { accepted, broadcastPerSecond: SENDS / ((Date.now() - started) / 1000) };
   });
   await minePool();
+  const block2 = await blockNumber();
   const service = Math.min(s.result.accepted.perSecond, s.result.broadcastPerSecond);
   rounds.push({
     bare: b.result.perSecond,
     service: s.result.accepted.perSecond,
     serviceBroadcast: s.result.broadcastPerSecond,
     ratio: service / b.result.perSecond,
+    blocks: { bare: block1 - block0, service: block2 - block1 },
     cpuMs: { bare: b.cpuMs, service: s.cpuMs },
   });
   console.log(
     `round ${r + 1}: bare ${b.result.perSecond.toFixed(0)}/s, service ${s.result.accepted.perSecond.toFixed(0)} accepted/s, ${s.result.broadcastPerSecond.toFixed(0)} broadcast/s, ratio ${(service / b.result.perSecond).toFixed(2)}`,
   );
+  console.log(`  blocks: bare ${block1 - block0}, service ${block2 - block1}`);
   console.log(`  CPU ms per send: bare ${JSON.stringify(b.cpuMs)}; service ${JSON.stringify(s.cpuMs)}`);
 }
 await watch.destroy();
