@@ -30,7 +30,8 @@ const RATE_SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BOB = '0x0000000000000000000000000000000000000b0b';
 const GWEI = 1_000_000_000n;
 
-const anvil = await startAnvil();
+// BENCH_ANVIL_ARGS: flags for the node, for diagnosis only (the recorded runs keep anvil's defaults).
+const anvil = await startAnvil({ args: (process.env['BENCH_ANVIL_ARGS'] ?? '').split(' ').filter(Boolean) });
 const stack = await startStack('bench-transactions');
 const chain = {
   chainId: anvil.chainId,
