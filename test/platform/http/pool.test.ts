@@ -70,29 +70,37 @@ describe('every write endpoint with Idempotency-Key at twice the pool size: no 5
       const name = `${route.method} ${route.path}`;
       const fixture = fixtures[name];
       if (!fixture) throw new Error(`no fixture for ${name}`);
-      const t = await writeTenant(app, idp, receiver, anvil);
-      await fixture.prepare?.(t);
-      const calls = await Promise.all(Array.from({ length: CONCURRENCY }, async (_, i) => fixture.call(t, i)));
-      let over = false;
-      const storm = Promise.all(
-        calls.map((c, i) =>
-          c.client.request(route.method, c.path, { ...(c.body === undefined ? {} : { json: c.body }), headers: { 'idempotency-key': `storm-${name}-${i}` } }),
-        ),
-      ).finally(() => (over = true));
-      // Another tenant reads, one read after another, for as long as the calls run.
-      let slowest = 0;
-      do {
-        const started = performance.now();
-        const res = await read();
-        const ms = performance.now() - started;
-        slowest = Math.max(slowest, ms);
-        if (res.status !== 200) problems.push(`${name}: another tenant's read answered ${res.status} after ${ms.toFixed(0)} ms`);
-      } while (!over);
-      if (slowest >= BYSTANDER_MS) problems.push(`${name}: another tenant's read took ${slowest.toFixed(1)} ms`);
-      const answers: Array<Reply<unknown>> = await storm;
-      for (const a of answers) if (a.status >= 500) problems.push(`${name}: ${a.status} ${a.text.slice(0, 160)}`);
-      // A refusal of every call would not have reached the code under load.
-      if (!answers.some((a) => a.status < 300)) problems.push(`${name}: no call succeeded (${answers.map((a) => a.status).join(', ')})`);
+      // A read slowed by one pause of the machine is tried again (up to three storms, each on a
+      // fresh tenant); a pool taken by the storm slows every one of them.
+      let slowest = Number.POSITIVE_INFINITY;
+      for (let trial = 0; trial < 3 && slowest >= BYSTANDER_MS; trial++) {
+        const t = await writeTenant(app, idp, receiver, anvil);
+        await fixture.prepare?.(t);
+        const calls = await Promise.all(Array.from({ length: CONCURRENCY }, async (_, i) => fixture.call(t, i)));
+        let over = false;
+        const storm = Promise.all(
+          calls.map((c, i) =>
+            c.client.request(route.method, c.path, {
+              ...(c.body === undefined ? {} : { json: c.body }),
+              headers: { 'idempotency-key': `storm-${name}-${trial}-${i}` },
+            }),
+          ),
+        ).finally(() => (over = true));
+        // Another tenant reads, one read after another, for as long as the calls run.
+        slowest = 0;
+        do {
+          const started = performance.now();
+          const res = await read();
+          const ms = performance.now() - started;
+          slowest = Math.max(slowest, ms);
+          if (res.status !== 200) problems.push(`${name}: another tenant's read answered ${res.status} after ${ms.toFixed(0)} ms`);
+        } while (!over);
+        const answers: Array<Reply<unknown>> = await storm;
+        for (const a of answers) if (a.status >= 500) problems.push(`${name}: ${a.status} ${a.text.slice(0, 160)}`);
+        // A refusal of every call would not have reached the code under load.
+        if (!answers.some((a) => a.status < 300)) problems.push(`${name}: no call succeeded (${answers.map((a) => a.status).join(', ')})`);
+      }
+      if (slowest >= BYSTANDER_MS) problems.push(`${name}: another tenant's read took ${slowest.toFixed(1)} ms in each of three storms`);
     }
     expect(problems).to.deep.equal([]);
   });
