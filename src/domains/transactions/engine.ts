@@ -202,8 +202,8 @@ export interface AttemptChange {
 
 /**
  * Status changes of transactions, in the caller's database transaction and in one statement:
- * each row (its event count goes up by one), its event (`wallet.transaction.*`, with that count as
- * `sequence`, written only when a subscription wants it) and an audit entry, with what the
+ * each row (its event count goes up by one a change, two with its `then`), its events (`wallet.transaction.*`, each with its count as
+ * `sequence`, written only when a subscription wants them) and audit entries, with what the
  * change does to attempts, committed together or not at all. A row another process changed since it was read is left alone (that change is
  * theirs to announce): it is answered as it stands now.
  */

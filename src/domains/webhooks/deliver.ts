@@ -223,15 +223,21 @@ export async function deliverSubscriptionWebhook(row: ClaimedRow, deps: Delivery
     // An earlier event of its stream that this subscription receives is not settled yet: this one waits its turn, no attempt counted.
     // A subscription made after the stream began may never have had the earlier events: only one older than the stream waits.
     const before = sub.created_at.getTime() <= order.startedAt ? previousFor(order, sub.events) : 0;
-    if (before > 0 && (await streamCursor(deps.db, sub.id, order.stream)) < before) return { status: 'pending', retryInMs: ORDER_WAIT_MS, attempted: false };
+    if (before > 0 && (await streamCursor(deps.db, sub.id, order.stream)) < before)
+      return { status: 'pending', retryInMs: orderWaitMs(deps.now() - row.created_at.getTime()), attempted: false };
   }
   const outcome = await attemptSubscription(row, sub, deps);
   if (order && outcome.status !== 'pending') await settleStream(deps.db, sub.id, order.stream, order.sequence);
   return outcome;
 }
 
-/** How long a delivery waiting for an earlier event of its stream waits before it looks again. */
-const ORDER_WAIT_MS = 250;
+/**
+ * How long a delivery waiting for an earlier event of its stream waits before it looks again:
+ * 250 ms at first (the earlier one is usually in flight), then a quarter of how long it has waited
+ * so far, up to 30 s (the earlier one is being retried on its schedule: a stream held up for hours
+ * by a failing endpoint is not looked at four times a second).
+ */
+export const orderWaitMs = (waitedMs: number): number => Math.min(30_000, Math.max(250, Math.round(waitedMs / 4)));
 
 /** A stream's place of an event: `data.stream`, `data.sequence` (1, 2, …), `data.events` (the stream's event types so far) and `data.createdAt` (when the stream began). */
 interface Order {

@@ -23,6 +23,8 @@ export interface LaneOptions {
   eventBatch: number;
   /** A fed job not started this long after its claim is not tried inline: it gets a row. */
   inlineStartMs: number;
+  /** The relay's poll: a row to be tried again sooner than this wakes the lane at its time. */
+  pollMs: number;
 }
 
 function count(row: ClaimedRow, outcome: Outcome): void {
@@ -67,6 +69,43 @@ const bump = <K>(map: Map<K, number>, key: K, by: number): void => {
   if (n === 0) map.delete(key);
   else map.set(key, n);
 };
+
+/**
+ * Due times ahead, in order, on a grain of a few milliseconds (one wake claims every row due by
+ * then), at most 1,000 (the latest beyond that are left to the poll).
+ */
+class DueTimes {
+  readonly #times: number[] = [];
+
+  add(due: number): void {
+    // Rounded up: a wake may come late for a row, never early.
+    const at = Math.ceil(due / DUE_GRAIN_MS) * DUE_GRAIN_MS;
+    const t = this.#times;
+    let lo = 0;
+    let hi = t.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (t[mid]! < at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (t[lo] === at) return;
+    t.splice(lo, 0, at);
+    if (t.length > 1_000) t.pop();
+  }
+
+  first(): number | undefined {
+    return this.#times[0];
+  }
+
+  /** Forgets the times up to `now` (their wake has come). */
+  dropUntil(now: number): void {
+    let n = 0;
+    while (n < this.#times.length && this.#times[n]! <= now) n++;
+    this.#times.splice(0, n);
+  }
+}
+/** The grain of due times: rows due within one share a wake. */
+const DUE_GRAIN_MS = 10;
 
 /**
  * One lane of the relay: its own slots, claims and buffer, so that work in one lane (webhook
@@ -391,23 +430,36 @@ export class Lane {
   }
 
   /**
-   * A row to be tried again (an event waiting for an earlier one of its stream, a retry of a failed
-   * attempt) is claimed when it is due, not at the next poll or news: one timer, set for the
-   * earliest. Called once its outcome is recorded, so the row is due by the database's clock too.
+   * A row to be tried again sooner than the relay's next poll (an event waiting for an earlier one
+   * of its stream, a retry due in seconds) is claimed when it is due, not at that poll. Called
+   * once its outcome is recorded, so the row is due by the database's clock too. Later ones are
+   * the poll's.
    */
   #wakeWhenDue(outcome: Outcome): void {
-    if (outcome.retryInMs === null || this.#stopping) return;
-    const at = this.options.now() + outcome.retryInMs;
-    if (this.#dueTimer !== undefined && this.#dueAt <= at) return;
+    if (outcome.retryInMs === null || outcome.retryInMs >= this.options.pollMs || this.#stopping) return;
+    this.#due.add(this.options.now() + outcome.retryInMs);
+    this.#armDue();
+  }
+
+  /** The timer for the earliest due time still ahead; each fire wakes the lane and arms the next. */
+  #armDue(): void {
+    const next = this.#due.first();
+    if (next === undefined || this.#stopping || (this.#dueTimer !== undefined && this.#dueAt <= next)) return;
     clearTimeout(this.#dueTimer);
-    this.#dueAt = at;
-    this.#dueTimer = setTimeout(() => {
-      this.#dueTimer = undefined;
-      this.wake(true);
-    }, outcome.retryInMs);
+    this.#dueAt = next;
+    this.#dueTimer = setTimeout(
+      () => {
+        this.#dueTimer = undefined;
+        this.#due.dropUntil(this.options.now());
+        this.wake(true);
+        this.#armDue();
+      },
+      Math.max(0, next - this.options.now()),
+    );
     this.#dueTimer.unref();
   }
 
+  readonly #due = new DueTimes();
   #dueTimer: NodeJS.Timeout | undefined;
   #dueAt = 0;
 
