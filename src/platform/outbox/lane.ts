@@ -451,10 +451,13 @@ export class Lane {
       () => {
         this.#dueTimer = undefined;
         this.#due.dropUntil(this.options.now());
-        this.wake(true);
+        // Rows fell due: a claim, not news for the feeders (nothing new was recorded).
+        this.#rowsMayWait = true;
+        this.wake();
         this.#armDue();
       },
-      Math.max(0, next - this.options.now()),
+      // At most a poll away: a clock set back wakes the lane once a poll, not in a loop.
+      Math.min(this.options.pollMs, Math.max(0, next - this.options.now())),
     );
     this.#dueTimer.unref();
   }
