@@ -130,6 +130,10 @@ export class Lane {
   readonly #kindKeys: KindKey[];
   /** Due rows may be waiting: set by news and by a project or host falling below its bound; a short claim clears it. */
   #rowsMayWait = true;
+  /** Projects and hosts a claim of rows skipped as busy: the next attempt of one to end asks for a claim again. */
+  readonly #rowSkipped = { projects: new Set<number>(), hosts: new Set<string>() };
+  /** Projects a feeder's claim skipped as busy: the next attempt of one to end is news for the feeders. */
+  readonly #fedSkipped = new Set<number>();
 
   constructor(
     readonly name: string,
@@ -223,15 +227,29 @@ export class Lane {
     const { concurrency, eventBatch } = this.options;
     const ahead = concurrency * 8;
     // Fed work first: its jobs are tried at once, and get rows only if they fail.
-    for (const feeder of this.feeders) {
-      while (this.#news && !this.#stopping && this.#buffered < ahead) {
-        try {
-          const fed = await feeder.claim(eventBatch, this.options.leaseMs, this.#busy().projects);
-          this.#news = fed.leased === eventBatch;
+    // The news is taken before the claims: news that comes while one runs (a commit its snapshot
+    // may not have seen) sets it again for the next round instead of being overwritten by a
+    // short claim's answer.
+    if (this.#news) {
+      this.#news = false;
+      for (const feeder of this.feeders) {
+        for (;;) {
+          if (this.#stopping || this.#buffered >= ahead) {
+            this.#news = true;
+            break;
+          }
+          let fed: FedBatch;
+          try {
+            const busy = this.#busy().projects;
+            for (const p of busy) this.#fedSkipped.add(p);
+            fed = await feeder.claim(eventBatch, this.options.leaseMs, busy);
+          } catch (err) {
+            this.#news = true;
+            this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'outbox feed failed');
+            break;
+          }
           if (fed.leased > 0) this.#inline(fed);
-        } catch (err) {
-          this.options.log.warn({ lane: this.name, err: err instanceof Error ? err.message : String(err) }, 'outbox feed failed');
-          break;
+          if (fed.leased < eventBatch) break;
         }
       }
     }
@@ -250,6 +268,8 @@ export class Lane {
       let rows: ClaimedRow[];
       try {
         const busy = this.#busy();
+        for (const p of busy.projects) this.#rowSkipped.projects.add(p);
+        for (const h of busy.hosts) this.#rowSkipped.hosts.add(h);
         const claim = {
           kinds: this.#kindKeys,
           limit: want,
@@ -411,8 +431,11 @@ export class Lane {
       const wasBusy = !this.#projectFree(row.project_id) || (host !== undefined && !this.#hostFree(host));
       bump(this.#projects, row.project_id, -1);
       if (host !== undefined) bump(this.#hosts, host, -1);
-      // Its project's or host's rows were left unclaimed while it was at its bound.
-      if (wasBusy) this.#rowsMayWait = true;
+      // Its project's or host's rows were left unclaimed while it was at its bound (in flight, or
+      // with its buffered work when a claim skipped it).
+      const skipped = this.#rowSkipped.projects.delete(row.project_id);
+      if (wasBusy || skipped || (host !== undefined && this.#rowSkipped.hosts.delete(host))) this.#rowsMayWait = true;
+      if (this.#fedSkipped.delete(row.project_id)) this.#news = true;
       this.wake();
       if (outcome) count(row, outcome);
       if (inline) {
