@@ -6,6 +6,7 @@ import {
   insertEventDeliveries,
   leaseEventRows,
   pendingDeliveriesOf,
+  release,
   settleEventRows,
   type ClaimedRow,
   type Outcome,
@@ -136,10 +137,32 @@ interface Owing {
  * row owes), with the subscriptions, and what each row still owes.
  */
 async function claimEvents(db: Executor, limit: number, leaseMs: number, busyProjects: readonly number[], backlog: Backlog): Promise<ClaimedEvents> {
+  const leased: number[] = [];
+  try {
+    return await leaseAndFanOut(db, limit, leaseMs, busyProjects, backlog, leased);
+  } catch (err) {
+    // Each lease committed on its own: the rows go back at once, for the next claim, not the one after their lease.
+    await release(db, leased).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function leaseAndFanOut(
+  db: Executor,
+  limit: number,
+  leaseMs: number,
+  busyProjects: readonly number[],
+  backlog: Backlog,
+  leased: number[],
+): Promise<ClaimedEvents> {
   // Owed subscriptions whose rows may be fanned out now.
   const servableNow = (await mustWait(db, backlog, 's.owed > 0')).go;
   // Owed rows a subscription may be served now first (they are older), then new ones, each on its own index.
-  const lease = (owing: readonly number[] | null, n: number) => leaseEventRows(db, { owing, limit: n, leaseMs, busyProjects, claimable: tenantActive });
+  const lease = async (owing: readonly number[] | null, n: number) => {
+    const rows = await leaseEventRows(db, { owing, limit: n, leaseMs, busyProjects, claimable: tenantActive });
+    leased.push(...rows.map((r) => r.id));
+    return rows;
+  };
   const owedRows = servableNow.length === 0 ? [] : await lease(servableNow, limit);
   const claimed = [...owedRows, ...(await lease(null, limit - owedRows.length))];
   const recorded = claimed.map((r) => r.id).sort((a, b) => a - b);

@@ -64,6 +64,12 @@ interface Buffered {
   inline?: InlineBatch;
 }
 
+/** Attempts in flight plus buffered work, per project and per host (Lane#load). */
+interface Load {
+  projects: Map<number, number>;
+  hosts: Map<string, number>;
+}
+
 const bump = <K>(map: Map<K, number>, key: K, by: number): void => {
   const n = (map.get(key) ?? 0) + by;
   if (n === 0) map.delete(key);
@@ -158,7 +164,7 @@ export class Lane {
       return;
     }
     this.#pumping = true;
-    void this.#pump().finally(() => {
+    this.#pumpRun = this.#pump().finally(() => {
       this.#pumping = false;
       if (this.#again) {
         this.#again = false;
@@ -167,6 +173,9 @@ export class Lane {
     });
   }
 
+  /** The pump running, if any: stop() waits for it, so that what its claim took is given back, not stranded. */
+  #pumpRun: Promise<void> = Promise.resolve();
+
   /**
    * Attempts in flight plus buffered work, per project and per host: one whose bound this already
    * covers needs no more rows. Counting only attempts in flight, each claim leased a dead endpoint
@@ -174,7 +183,7 @@ export class Lane {
    * work counts toward one bound only when the other lets it start (a project's rows held by a
    * dead host must not keep its rows for other hosts from being claimed, nor the reverse).
    */
-  #load(): { projects: Map<number, number>; hosts: Map<string, number> } {
+  #load(): Load {
     const projects = new Map(this.#projects);
     const hosts = new Map(this.#hosts);
     for (const [project, byHost] of this.#buffer) {
@@ -201,6 +210,13 @@ export class Lane {
 
   #hostFree(host: string): boolean {
     return host === '' || (this.#hosts.get(host) ?? 0) < this.options.hostConcurrency;
+  }
+
+  /** Whether `key`, marked as skipped by a claim, is below its bound now (its mark then goes). */
+  #belowBound<K>(marked: Set<K>, key: K, bound: number, of: (load: Load) => Map<K, number>): boolean {
+    if (!marked.has(key) || (of(this.#load()).get(key) ?? 0) >= bound) return false;
+    marked.delete(key);
+    return true;
   }
 
   #push(b: Buffered): void {
@@ -432,10 +448,12 @@ export class Lane {
       bump(this.#projects, row.project_id, -1);
       if (host !== undefined) bump(this.#hosts, host, -1);
       // Its project's or host's rows were left unclaimed while it was at its bound (in flight, or
-      // with its buffered work when a claim skipped it).
-      const skipped = this.#rowSkipped.projects.delete(row.project_id);
-      if (wasBusy || skipped || (host !== undefined && this.#rowSkipped.hosts.delete(host))) this.#rowsMayWait = true;
-      if (this.#fedSkipped.delete(row.project_id)) this.#news = true;
+      // with its buffered work when a claim skipped it): claimed for once it is below it. One that
+      // is still at its bound (its buffered work takes the slot) stays marked for its next end.
+      const skippedProject = this.#belowBound(this.#rowSkipped.projects, row.project_id, this.options.projectConcurrency, (l) => l.projects);
+      const skippedHost = host !== undefined && this.#belowBound(this.#rowSkipped.hosts, host, this.options.hostConcurrency, (l) => l.hosts);
+      if (wasBusy || skippedProject || skippedHost) this.#rowsMayWait = true;
+      if (this.#belowBound(this.#fedSkipped, row.project_id, this.options.projectConcurrency, (l) => l.projects)) this.#news = true;
       this.wake();
       if (outcome) count(row, outcome);
       if (inline) {
@@ -523,6 +541,8 @@ export class Lane {
   async stop(): Promise<void> {
     this.#stopping = true;
     clearTimeout(this.#dueTimer);
+    // A claim in flight ends first: what it took is in the buffer then, and given back below.
+    await this.#pumpRun;
     const unstarted = this.#take(() => true);
     for (const b of unstarted) b.inline?.done(b.row, undefined);
     await release(

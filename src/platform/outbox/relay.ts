@@ -41,6 +41,8 @@ export class OutboxRelay {
       channel: OUTBOX_CHANNEL,
       retryMs: 1_000,
       onNotification: () => this.wake(true),
+      // Back after an outage: what was committed meanwhile sent no NOTIFY this connection heard.
+      onUp: () => this.wake(true),
     });
     await this.#listener.start();
     this.#timer = setInterval(() => this.wake(true), this.options.pollMs);

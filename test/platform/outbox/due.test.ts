@@ -185,6 +185,43 @@ describe('Outbox relay: a row to be tried again soon is tried when it is due, no
       }
     });
 
+    it('a claim that returns after stop() began gives its jobs back (unstarted), and stop() waits for that', async () => {
+      let inClaim: () => void = () => undefined;
+      const claimRunning = new Promise<void>((r) => (inClaim = r));
+      let answer: (b: FedBatch) => void = () => undefined;
+      const finished: Array<Array<Outcome | undefined>> = [];
+      const handled: string[] = [];
+      const relay = fedRelay(
+        (n) => {
+          if (n === 0) return Promise.resolve(batch([]));
+          inClaim();
+          return new Promise<FedBatch>((r) => (answer = r));
+        },
+        (row) => {
+          handled.push(row.message_id);
+          return Promise.resolve();
+        },
+      );
+      await relay.start();
+      relay.wake(true);
+      await claimRunning;
+      let stopped = false;
+      const stopping = relay.stop().then(() => (stopped = true));
+      await new Promise((r) => setImmediate(r));
+      expect(stopped, 'stop() waits for the claim in flight').to.equal(false);
+      answer({
+        leased: 1,
+        jobs: [job(projectId, 'taken')],
+        finish: (outcomes) => {
+          finished.push([...outcomes.values()]);
+          return Promise.resolve();
+        },
+      });
+      await stopping;
+      expect(handled, 'nothing is started once stopping').to.deep.equal([]);
+      expect(finished, 'the batch is finished before stop() resolves, its job not tried').to.deep.equal([[undefined]]);
+    });
+
     it('a project a claim skipped at its bound is claimed for again when its attempt ends', async () => {
       let release: () => void = () => undefined;
       const released = new Promise<void>((r) => (release = r));
