@@ -1028,7 +1028,8 @@ export class TransactionEngine {
       return;
     }
     const cancel = row.cancel_requested && current.purpose !== 'cancel';
-    const stuck = this.deps.now() - current.created_at.getTime() >= config.stuckAfterMs;
+    // Refused for lack of funds, it is not stuck: a higher fee only costs more once it is funded.
+    const stuck = row.waiting !== 'insufficient_funds' && this.deps.now() - current.created_at.getTime() >= config.stuckAfterMs;
     if (current.hash !== null && (cancel || row.speed_up_requested || stuck)) {
       if (await this.#replace(chain, row, current, cancel ? 'cancel' : current.purpose === 'send' ? 'speedUp' : current.purpose)) return;
     }

@@ -103,6 +103,8 @@ describe('transactions: a reorg sends the same bytes again; nothing is confirmed
   for (const depth of [1, 3, 5]) {
     it(`a reorg of depth ${depth}`, async () => {
       const s = await sendingProject(env);
+      // Blocks between the wallet's funding and its sends: a reorg deeper than the sends' blocks (sends batched into one) keeps the funds.
+      await env.anvil.rpc('anvil_mine', ['0x5']);
       const sent: Tx[] = [];
       for (let i = 0; i < 5; i++) sent.push(await send(env, s, 0, { value: String(i + 1) }));
       const mined = await allIn(
@@ -312,6 +314,44 @@ describe('transactions: an RPC URL failing half the time', function () {
     expect(again.hash).to.equal(last.hash);
     expect(again.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
     expect(steady.seen.ok, "the first URL was not set aside for the node's answer").to.equal(steadyBefore);
+  });
+});
+
+describe('transactions: a wallet without funds waits for them', function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    env = await startChainEnv({ chain: { confirmations: 1, stuckAfterMs: 300 } });
+  });
+  after(() => env.close());
+
+  it('a send the node refuses for lack of funds is not re-priced while it waits; funded, it goes with the bytes it was refused with', async () => {
+    const s = await sendingProject(env);
+    const wallet = s.wallets[0]!;
+    await env.anvil.fund(wallet.address, 0n);
+    const sent = await send(env, s, 0, { value: '0' });
+    const refused = await until('waiting for funds', async () => {
+      const t = await get(s, sent.id);
+      return t.waiting === 'insufficient_funds' ? t : undefined;
+    });
+    // Settling passes over at least three stuck times (300 ms; a pass at most every 100 ms): a stuck send would be re-priced in them.
+    const passes = () =>
+      env.app.logs
+        .join('')
+        .split('\n')
+        .filter((l) => l.includes('"task":"transactions-settle","result":1')).length;
+    const from = passes();
+    await until('twelve settling passes', () => (passes() >= from + 12 ? true : undefined));
+    const waited = await get(s, sent.id);
+    expect(waited.waiting).to.equal('insufficient_funds');
+    expect(
+      waited.attempts?.map((a) => a.hash),
+      'no fee bump while it waits for funds',
+    ).to.deep.equal(refused.attempts?.map((a) => a.hash));
+    expect(waited.attempts).to.have.length(1);
+    await env.anvil.fund(wallet.address, 10n ** 18n);
+    const done = await allIn(s, [sent.id], ['confirmed'], 'confirmed once funded');
+    expect(done[0]!.hash).to.equal(refused.hash);
   });
 });
 
