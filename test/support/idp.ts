@@ -1,6 +1,6 @@
 // @peculiar/x509 (through tsyringe) needs the Reflect metadata polyfill loaded first.
 import 'reflect-metadata';
-import { webcrypto } from 'node:crypto';
+import { randomBytes, webcrypto } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import {
@@ -123,6 +123,8 @@ export class TestIssuer {
 export class TestIdp {
   readonly issuers = new Map<string, TestIssuer>();
   #count = 0;
+  // Issuers differ from those of an earlier provider that had this port (one database keeps its organisations' issuers for a whole run).
+  readonly #instance = randomBytes(4).toString('hex');
 
   private constructor(
     readonly server: Server,
@@ -160,7 +162,7 @@ export class TestIdp {
 
   /** A fresh issuer with one key: tests that misbehave get their own, so caches never couple them. */
   async issuer(label = 'iss'): Promise<TestIssuer> {
-    const name = `${label}-${++this.#count}`;
+    const name = `${label}-${this.#instance}-${++this.#count}`;
     const issuer = new TestIssuer(`${this.base}/${name}`);
     await issuer.addKey();
     this.issuers.set(name, issuer);

@@ -337,6 +337,9 @@ const EVENT_OF: Partial<Record<Status, EventType>> = {
   expired: 'wallet.transaction.expired',
 };
 
+/** The waits the engine itself sets (the node, the market, funds): each ends by itself. Any other is the signer's refusal of a replacement. */
+const ENGINE_WAITS: ReadonlySet<string> = new Set(['rpc_unavailable', 'fees_above_cap', 'nonce_used', 'underpriced', 'insufficient_funds']);
+
 /** What stopped a queue's turn, or that it goes on. */
 type Step = 'next' | 'stop';
 
@@ -732,8 +735,8 @@ export class TransactionEngine {
     await this.deps.db.transaction(async (tx) => {
       await deleteAttempt(tx, attempt.id);
       if (!original) {
-        // A refused replacement leaves the transaction as it was, saying why.
-        await updateTransaction(tx, row.id, { waiting: error.code, speed_up_requested: false });
+        // A refused replacement leaves the transaction as it was, saying why (a refused cancel is not asked again every pass).
+        await updateTransaction(tx, row.id, { waiting: error.code, speed_up_requested: false, cancel_requested: false });
         return;
       }
       const nonce = BigInt(attempt.nonce);
@@ -817,7 +820,8 @@ export class TransactionEngine {
       if (attempt.status !== 'broadcast') broadcast.push(attempt.id);
       if (row.status === 'signed')
         changes.push({ row, patch: { status: 'submitted', submitted_at: at, waiting: null }, event: 'wallet.transaction.submitted' });
-      else if (row.waiting !== null) waits.push({ id: row.id, waiting: null });
+      // Sent: what it waited for is over, unless that was the signer's refusal of a bump (it stands).
+      else if (row.waiting !== null && ENGINE_WAITS.has(row.waiting)) waits.push({ id: row.id, waiting: null });
     });
     for (const w of waits) await updateTransaction(this.deps.db, w.id, { waiting: w.waiting });
     await changeMany(
@@ -1028,8 +1032,10 @@ export class TransactionEngine {
       return;
     }
     const cancel = row.cancel_requested && current.purpose !== 'cancel';
-    // Refused for lack of funds, it is not stuck: a higher fee only costs more once it is funded.
-    const stuck = row.waiting !== 'insufficient_funds' && this.deps.now() - current.created_at.getTime() >= config.stuckAfterMs;
+    // Re-priced when stuck, unless it waits for funds (a higher fee only costs more once it is
+    // funded) or the signer refused its last bump (asked again only by a speed-up, not every pass).
+    const bumpable = row.waiting === null || (ENGINE_WAITS.has(row.waiting) && row.waiting !== 'insufficient_funds');
+    const stuck = bumpable && this.deps.now() - current.created_at.getTime() >= config.stuckAfterMs;
     if (current.hash !== null && (cancel || row.speed_up_requested || stuck)) {
       if (await this.#replace(chain, row, current, cancel ? 'cancel' : current.purpose === 'send' ? 'speedUp' : current.purpose)) return;
     }

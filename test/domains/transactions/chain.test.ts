@@ -55,6 +55,17 @@ const auditOf = async (env: ChainEnv, s: Sender, id: number): Promise<string[]> 
     .map((e) => e.action.replace('wallet.transaction.', ''));
 };
 
+/** Waits until the app has made `n` more settling passes that found work. */
+const settlingPasses = async (env: ChainEnv, n: number): Promise<void> => {
+  const passes = () =>
+    env.app.logs
+      .join('')
+      .split('\n')
+      .filter((l) => l.includes('"task":"transactions-settle","result":1')).length;
+  const from = passes();
+  await until(`${n} settling passes`, () => (passes() >= from + n ? true : undefined));
+};
+
 describe('transactions: many wallets at once, contiguous nonces, nothing twice', function () {
   this.timeout(300_000);
   let env: ChainEnv;
@@ -335,13 +346,7 @@ describe('transactions: a wallet without funds waits for them', function () {
       return t.waiting === 'insufficient_funds' ? t : undefined;
     });
     // Settling passes over at least three stuck times (300 ms; a pass at most every 100 ms): a stuck send would be re-priced in them.
-    const passes = () =>
-      env.app.logs
-        .join('')
-        .split('\n')
-        .filter((l) => l.includes('"task":"transactions-settle","result":1')).length;
-    const from = passes();
-    await until('twelve settling passes', () => (passes() >= from + 12 ? true : undefined));
+    await settlingPasses(env, 12);
     const waited = await get(s, sent.id);
     expect(waited.waiting).to.equal('insufficient_funds');
     expect(
@@ -394,6 +399,36 @@ describe('transactions: stuck ones are re-priced within the caps; cancel and spe
     expect((await get(s, t.id)).status).to.be.oneOf(['mined', 'confirmed']);
     const again = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${u.id}/cancel`, {});
     expect(again.status).to.equal(409);
+  });
+
+  it('a bump or a cancel the policy refuses is not asked for again every pass: the send stays in the pool, saying why', async () => {
+    const s = await sendingProject(env, 1, {
+      rules: [{ name: 'originals only', action: 'allow', method: 'eth_sendTransaction', conditions: [{ field: 'purpose', op: 'eq', value: 'send' }] }],
+    });
+    const t = await submitted(s, await send(env, s, 0));
+    await until('the automatic bump refused', async () => ((await get(s, t.id)).waiting === 'policy_denied' ? true : undefined));
+    const denials = async () => {
+      const r = await env.app.client.get(`/api/v1/organisations/${s.organisationId}/audit?limit=1000`);
+      return (r.body.entries as unknown as Array<{ action: string }>).filter((e) => e.action === 'wallet.signature.denied').length;
+    };
+    // Over more than three stuck times (400 ms), the refused bump is not asked for again.
+    await settlingPasses(env, 16);
+    expect(await denials(), 'one refusal').to.equal(1);
+    const cancel = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${t.id}/cancel`, {});
+    expect(cancel.status, cancel.text).to.equal(200);
+    await settlingPasses(env, 4);
+    // The request asks at once; a settling pass that read the cancel requested at that moment may ask once too.
+    const afterCancel = await denials();
+    expect(afterCancel, 'the cancel refused').to.be.within(2, 3);
+    await settlingPasses(env, 16);
+    expect(await denials(), 'the cancel not asked for again').to.equal(afterCancel);
+    const waiting = await get(s, t.id);
+    expect(waiting.status).to.equal('submitted');
+    expect(waiting.waiting).to.equal('policy_denied');
+    expect(waiting.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
+    // Its bytes are still the node's: mined as they are.
+    await env.anvil.rpc('evm_mine');
+    expect((await allIn(s, [t.id], ['mined', 'confirmed'], 'mined'))[0]!.hash).to.equal(t.hash);
   });
 });
 
