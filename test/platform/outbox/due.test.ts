@@ -39,6 +39,21 @@ describe('Outbox relay: a row to be tried again soon is tried when it is due, no
     await scratch.drop();
   });
 
+  /** A relay of the test's registry, quiet, its poll a minute away (only wakes lead to claims). */
+  const testRelay = (registry: OutboxRegistry, bounds: { concurrency?: number; projectConcurrency?: number } = {}) =>
+    new OutboxRelay({
+      db,
+      log: createLogger('silent', new Writable({ write: (_c, _e, done) => done() })),
+      concurrency: bounds.concurrency ?? 8,
+      projectConcurrency: bounds.projectConcurrency ?? 8,
+      hostConcurrency: 8,
+      leaseMs: 30_000,
+      claimable: () => 'true',
+      databaseUrl: scratch.url,
+      registry,
+      pollMs: 60_000,
+    });
+
   it('tries each again at its time: a later due time behind an earlier one, and an earlier one after a later one', async () => {
     // Each row's first attempt ends after `after` ms and asks to be tried again in `retry` ms; the second is done.
     const plan: Record<string, { after: number; retry: number }> = {
@@ -65,18 +80,7 @@ describe('Outbox relay: a row to be tried again soon is tried when it is due, no
     await db('outbox').insert(
       Object.keys(plan).map((name) => ({ project_id: projectId, kind: 'due_test', message_id: name, status: 'pending', next_attempt_at: db.fn.now() })),
     );
-    relay = new OutboxRelay({
-      db,
-      log: createLogger('silent', new Writable({ write: (_c, _e, done) => done() })),
-      concurrency: 8,
-      projectConcurrency: 8,
-      hostConcurrency: 8,
-      leaseMs: 30_000,
-      claimable: () => 'true',
-      databaseUrl: scratch.url,
-      registry,
-      pollMs: 60_000,
-    });
+    relay = testRelay(registry);
     await relay.start();
     const done = await until(
       'every row tried twice',
@@ -139,18 +143,7 @@ describe('Outbox relay: a row to be tried again soon is tried when it is due, no
           },
         })
         .feed({ lane: 'fed', claim: (_limit, _lease, busy) => claims(n++, busy) });
-      return new OutboxRelay({
-        db,
-        log: createLogger('silent', new Writable({ write: (_c, _e, done) => done() })),
-        concurrency: 8,
-        projectConcurrency,
-        hostConcurrency: 8,
-        leaseMs: 30_000,
-        claimable: () => 'true',
-        databaseUrl: scratch.url,
-        registry,
-        pollMs: 60_000,
-      });
+      return testRelay(registry, { projectConcurrency });
     }
 
     it('news that comes while a claim runs leads to another claim, though that one came back short', async () => {
@@ -283,18 +276,7 @@ describe('Outbox relay: a row to be tried again soon is tried when it is due, no
         next_attempt_at: db.raw(`now() - make_interval(secs => ?)`, [3 - i]),
       })),
     );
-    const skipRelay = new OutboxRelay({
-      db,
-      log: createLogger('silent', new Writable({ write: (_c, _e, done) => done() })),
-      concurrency: 1,
-      projectConcurrency: 2,
-      hostConcurrency: 8,
-      leaseMs: 30_000,
-      claimable: () => 'true',
-      databaseUrl: scratch.url,
-      registry,
-      pollMs: 60_000,
-    });
+    const skipRelay = testRelay(registry, { concurrency: 1, projectConcurrency: 2 });
     try {
       await skipRelay.start();
       await until('two rows claimed, one in flight', async () => {
