@@ -89,6 +89,8 @@ const WEBHOOK_COLUMNS = ['id', 'url', 'events', 'createdAt', 'disabledAt', 'disa
 const TOKEN_COLUMNS = ['id', 'name', 'role', 'scope', 'projectId', 'createdAt', 'revokedAt'];
 const DELIVERY_COLUMNS = ['id', 'kind', 'webhookId', 'event', 'url', 'attempts', 'lastStatus', 'lastError', 'lastAttemptAt'];
 const TRANSACTION_COLUMNS = ['id', 'walletId', 'chainId', 'status', 'waiting', 'nonce', 'to', 'value', 'hash', 'createdAt'];
+/** How often `transactions send` looks again at a send waiting its turn. */
+const SEND_POLL_MS = 200;
 const TRANSACTION_STATUSES = ['queued', 'signed', 'submitted', 'mined', 'confirmed', 'failed', 'replaced', 'cancelled', 'expired'] as const;
 /** A quantity as the service reads it: decimal, or 0x hex. */
 const QUANTITY = /^(0|[1-9][0-9]{0,77}|0x[0-9a-fA-F]{1,64})$/;
@@ -732,7 +734,7 @@ export const COMMANDS: Record<string, Command> = {
 
   'transactions send': {
     usage:
-      'transactions send --project ID --wallet ID --chain CHAIN_ID [--to ADDRESS] [--value WEI] [--data HEX] [--gas N] [--max-fee-per-gas WEI --max-priority-fee-per-gas WEI] [--idempotency-key KEY]   (a signer token)',
+      'transactions send --project ID --wallet ID --chain CHAIN_ID [--to ADDRESS] [--value WEI] [--data HEX] [--gas N] [--max-fee-per-gas WEI --max-priority-fee-per-gas WEI] [--idempotency-key KEY] [--wait-seconds N]   (a signer token)',
     summary:
       "send a transaction from a wallet under the project's policy: the service chooses the nonce and fills gas and fees, then follows it to confirmed; exit 1 when it failed",
     options: {
@@ -746,8 +748,12 @@ export const COMMANDS: Record<string, Command> = {
       'max-fee-per-gas': 'the fee cap in wei (default: from the fee history)',
       'max-priority-fee-per-gas': 'the priority fee in wei (with --max-fee-per-gas)',
       'idempotency-key': 'the same key answers the same transaction: a command run again does not send twice',
+      'wait-seconds': "how long to wait while the send waits its turn in its wallet's queue, so a refusal exits 1 (default 15; 0: answer at once)",
     },
     async run({ flags, out, client }) {
+      const waitFor = str(flags, 'wait-seconds');
+      if (waitFor !== undefined && !/^(0|[1-9][0-9]{0,3})$/.test(waitFor))
+        throw new UsageError('--wait-seconds must be a whole number of seconds, at most 9999');
       const to = str(flags, 'to');
       const data = str(flags, 'data');
       if (to !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(to)) throw new UsageError('--to must be 0x and 40 hex digits');
@@ -759,8 +765,10 @@ export const COMMANDS: Record<string, Command> = {
       const tip = quantity(flags, 'max-priority-fee-per-gas');
       if ((maxFee === undefined) !== (tip === undefined)) throw new UsageError('give --max-fee-per-gas and --max-priority-fee-per-gas together, or neither');
       const key = str(flags, 'idempotency-key');
-      const tx = await client().transactions.send(
-        project(flags),
+      const c = client();
+      const projectId = project(flags);
+      let tx = await c.transactions.send(
+        projectId,
         id(str(flags, 'wallet'), '--wallet'),
         {
           chainId: id(str(flags, 'chain'), '--chain'),
@@ -772,6 +780,15 @@ export const COMMANDS: Record<string, Command> = {
         },
         key === undefined ? {} : { idempotencyKey: key },
       );
+      // Answered `queued` when another request or the worker held the wallet's queue: the policy's
+      // decision comes when its turn does, and an operator's command should report it.
+      const until = Date.now() + Number(waitFor ?? '15') * 1000;
+      while (tx.status === 'queued' && tx.waiting === null && Date.now() < until) {
+        await new Promise((r) => setTimeout(r, SEND_POLL_MS));
+        tx = await c.transactions.get(projectId, tx.id);
+      }
+      if (tx.status === 'queued')
+        out.note(`transaction ${tx.id} is still queued${tx.waiting ? ` (waiting: ${tx.waiting})` : ''}: follow it with transactions get`);
       return transactionResult(out, tx);
     },
   },

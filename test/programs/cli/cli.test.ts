@@ -321,9 +321,21 @@ describe('operator CLI (custody)', function () {
     expect(tx(again).id).to.equal(tx(sent).id);
     expect(BigInt(await anvil.rpc<string>('eth_getTransactionCount', [from, 'latest']))).to.equal(1n);
 
+    // Another process holds the wallet's queue for a moment (the worker did in a CI run): the policy
+    // decides when the send's turn comes, and the command waits for that decision unless told not to.
+    await app.db.raw("UPDATE send_queues SET lease_owner = 'another process', lease_until = now() + interval '2 seconds' WHERE chain_id = ? AND address = ?", [
+      anvil.chainId,
+      from,
+    ]);
+    const unwaited = await custody(['transactions', 'send', ...send, '--value', '9000', '--wait-seconds', '0', '--json'], signerEnv);
+    expect(unwaited.code, unwaited.stderr).to.equal(0);
+    expect(tx(unwaited).status).to.equal('queued');
+    expect(unwaited.stderr).to.include('is still queued');
     const denied = await custody(['transactions', 'send', ...send, '--value', '9000', '--json'], signerEnv);
-    expect(denied.code).to.equal(1);
+    expect(denied.code, denied.stdout).to.equal(1);
     expect(denied.stderr).to.include('policy_denied');
+    expect(tx(await custody(['transactions', 'get', ...project, String(tx(unwaited).id), '--json'], signerEnv)).status).to.equal('failed');
+    expect((await custody(['transactions', 'send', ...send, '--wait-seconds', '1.5'], signerEnv)).code, 'not whole seconds').to.equal(2);
     expect((await custody(['transactions', 'send', ...send, '--max-fee-per-gas', '1'], signerEnv)).code, 'a fee cap without a tip').to.equal(2);
     expect((await custody(['transactions', 'send', ...send.slice(0, -2), '--to', '0x12'], signerEnv)).code, 'not an address').to.equal(2);
     expect((await custody(['transactions', 'list', ...project, '--status', 'lost'], signerEnv)).code, 'no such status').to.equal(2);
@@ -357,14 +369,14 @@ describe('operator CLI (custody)', function () {
 
     const all = await custody(['transactions', 'list', ...project, '--wallet', String(signin.body.walletId), '--json'], signerEnv);
     const listed = JSON.parse(all.stdout) as Tx[];
-    expect(listed.map((t) => t.id)).to.deep.equal([tx(sent).id, tx(denied).id, held.id]);
-    expect(listed.map((t) => t.status).slice(1)).to.deep.equal(['failed', 'cancelled']);
+    expect(listed.map((t) => t.id)).to.deep.equal([tx(sent).id, tx(unwaited).id, tx(denied).id, held.id]);
+    expect(listed.map((t) => t.status).slice(1)).to.deep.equal(['failed', 'failed', 'cancelled']);
     expect(['mined', 'confirmed'], 'the first send, on the chain').to.include(listed[0]?.status);
     const failed = await custody(['transactions', 'list', ...project, '--status', 'failed', '--chain', String(anvil.chainId)], signerEnv);
     expect(failed.code, failed.stderr).to.equal(0);
     const rows = failed.stdout.trim().split('\n');
     expect(rows[0]).to.match(/^id\s+walletId\s+chainId\s+status\s+waiting\s+nonce\s+to\s+value\s+hash\s+createdAt$/);
-    expect(rows.slice(2).map((l) => l.split(/\s+/)[3])).to.deep.equal(['failed']);
+    expect(rows.slice(2).map((l) => l.split(/\s+/)[3])).to.deep.equal(['failed', 'failed']);
   });
 
   it('data-key: reports which key seals each value, moves them to the current key, and says when a key is missing', async () => {
