@@ -6,6 +6,7 @@ import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import { broadcastFact, hexBytes, hexQuantity, quantityOf, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
 import { isUniqueViolation } from '../../platform/db/pg-errors.js';
+import { Rotation } from '../../platform/db/rotation.js';
 import { NonceConflictError, type ProjectUid } from '../../platform/signer/client.js';
 import { setRecent } from '../../platform/runtime/recent.js';
 import type { ActiveWallet } from '../wallets/activated.js';
@@ -46,6 +47,7 @@ import {
   releaseQueue,
   setNonces,
   prepareAttempts,
+  lastUnsettled,
   unsettled,
   updateAttempt,
   updateTransaction,
@@ -857,9 +859,24 @@ export class TransactionEngine {
     });
   }
 
+  /** Where each chain's settling passes resume (a tenant's transactions that stay unsettled hold no other's back). */
+  readonly #settled = new Map<number, Rotation<number>>();
+  #rotationOf(chainId: number): Rotation<number> {
+    let r = this.#settled.get(chainId);
+    if (!r) this.#settled.set(chainId, (r = new Rotation<number>()));
+    return r;
+  }
+
   async #settlePass(chain: Chain): Promise<void> {
     await this.#expire();
-    const rows = await unsettled(this.deps.db, chain.config.chainId, PER_PASS);
+    const chainId = chain.config.chainId;
+    const rows = await this.#rotationOf(chainId).next(PER_PASS, {
+      read: (range, limit) => unsettled(this.deps.db, chainId, range, limit),
+      last: () => lastUnsettled(this.deps.db, chainId),
+      keyOf: (r) => r.id,
+    });
+    // A window that wrapped round holds newer rows first: each address's sends go again in nonce order.
+    rows.sort((a, b) => a.id - b.id);
     // Nothing unsettled: nothing to ask the node.
     if (rows.length === 0) return;
     const attempts = await attemptsOfMany(

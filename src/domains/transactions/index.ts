@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Config } from '../../platform/config/config.js';
+import { Rotation } from '../../platform/db/rotation.js';
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import type { SignerClient } from '../../platform/signer/client.js';
@@ -10,7 +11,7 @@ import { Chains } from './chains.js';
 import type { TransactionDeps } from './commands.js';
 import { TransactionEngine } from './engine.js';
 import { TRANSACTION_EVENTS } from './events.js';
-import { chainsWithWork, queuesWithWork } from './repository.js';
+import { chainsWithWork, lastQueueWithWork, queuesWithWork, type QueueKey } from './repository.js';
 import { transactionEndpoints } from './routes.js';
 
 const built = new WeakMap<object, TransactionDeps>();
@@ -43,6 +44,7 @@ export const transactionsDomain = defineDomain({
     if (deps.config.chains.length === 0) return [];
     const { engine } = transactionDeps(deps);
     const lastSettled = new Map<number, number>();
+    const queueRotation = new Rotation<QueueKey>();
     // Every chain's URLs checked at start (eth_chainId must match), by each process that sends.
     const verify = (role: 'api' | 'worker') => ({
       name: `chains-verify-${role}`,
@@ -60,7 +62,11 @@ export const transactionsDomain = defineDomain({
         role: 'worker',
         everyMs: deps.config.transactionsTickMs,
         run: async () => {
-          const queues = await queuesWithWork(deps.db, QUEUES_PER_PASS);
+          const queues = await queueRotation.next(QUEUES_PER_PASS, {
+            read: (range, limit) => queuesWithWork(deps.db, range, limit),
+            last: () => lastQueueWithWork(deps.db),
+            keyOf: (q) => q,
+          });
           let next = 0;
           await Promise.all(
             Array.from({ length: Math.min(QUEUES_PARALLEL, queues.length) }, async () => {

@@ -1,4 +1,5 @@
 import { hotQuery, pgArray, type Executor } from '../../platform/db/knex.js';
+import type { KeyRange } from '../../platform/db/rotation.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { SendPurpose } from '../../../contract/index.js';
 
@@ -382,18 +383,53 @@ export async function queuedOf(db: Executor, chainId: number, address: string, l
 }
 
 /** The queues with a queued transaction: what the worker drives. */
-export async function queuesWithWork(db: Executor, limit: number): Promise<Array<{ chain_id: number; from_address: string }>> {
-  const rows = await db('transactions').where('status', 'queued').distinct('chain_id', 'from_address').limit(limit);
-  return rows.map((r: { chain_id: string; from_address: string }) => ({ chain_id: Number(r.chain_id), from_address: r.from_address }));
+export interface QueueKey {
+  chain_id: number;
+  from_address: string;
 }
 
-/** A chain's transactions that are not settled yet (signed, submitted or mined), oldest first. */
-export async function unsettled(db: Executor, chainId: number, limit: number): Promise<TransactionRow[]> {
+/** Queues (chain and address) with queued sends in `range`, in key order (a pass rotates through them: Rotation). */
+export async function queuesWithWork(db: Executor, range: KeyRange<QueueKey>, limit: number): Promise<QueueKey[]> {
+  const { after, through } = range;
+  let q = db('transactions')
+    .where('status', 'queued')
+    .distinct<Array<{ chain_id: string; from_address: string }>>('chain_id', 'from_address')
+    .orderBy(['chain_id', 'from_address'])
+    .limit(limit);
+  if (after) q = q.whereRaw('(chain_id, from_address) > (?, ?)', [after.chain_id, after.from_address]);
+  if (through) q = q.whereRaw('(chain_id, from_address) <= (?, ?)', [through.chain_id, through.from_address]);
+  const rows = await q;
+  return rows.map((r) => ({ chain_id: Number(r.chain_id), from_address: r.from_address }));
+}
+
+/** The greatest queue (chain and address) with queued sends, in their order. */
+export async function lastQueueWithWork(db: Executor): Promise<QueueKey | undefined> {
+  const row = await db('transactions')
+    .where('status', 'queued')
+    .orderBy([
+      { column: 'chain_id', order: 'desc' },
+      { column: 'from_address', order: 'desc' },
+    ])
+    .first<{ chain_id: string; from_address: string } | undefined>('chain_id', 'from_address');
+  return row ? { chain_id: Number(row.chain_id), from_address: row.from_address } : undefined;
+}
+
+/** The newest of a chain's transactions that are not settled yet. */
+export async function lastUnsettled(db: Executor, chainId: number): Promise<number | undefined> {
+  const { rows } = await db.raw<{ rows: Array<{ id: number | null }> }>(
+    `SELECT max(id) AS id FROM transactions WHERE chain_id = ? AND status IN ('signed', 'submitted', 'mined')`,
+    [chainId],
+  );
+  return rows[0]?.id ?? undefined;
+}
+
+/** A chain's transactions in an id range that are not settled yet (signed, submitted or mined), oldest first. */
+export async function unsettled(db: Executor, chainId: number, range: KeyRange<number>, limit: number): Promise<TransactionRow[]> {
   const rows = await hotQuery<TransactionRow>(
     db,
     'custody_unsettled',
-    `SELECT ${T_COLS} FROM transactions WHERE chain_id = $1 AND status IN ('signed', 'submitted', 'mined') ORDER BY id LIMIT $2`,
-    [chainId, limit],
+    `SELECT ${T_COLS} FROM transactions WHERE chain_id = $1 AND status IN ('signed', 'submitted', 'mined') AND id > $3 AND id <= $4 ORDER BY id LIMIT $2`,
+    [chainId, limit, range.after ?? 0, range.through ?? Number.MAX_SAFE_INTEGER],
   );
   return rows.map(numeric);
 }

@@ -70,7 +70,7 @@ describe('hot-path queries (platform/db/knex.ts hotQuery)', () => {
       expect(await attemptsOf(one, 0)).to.deep.equal([]);
       expect(await attemptsOfMany(one, [0])).to.deep.equal(new Map());
       expect(await queuedOf(one, 0, '0x00', 1)).to.deep.equal([]);
-      expect(await unsettled(one, 0, 1)).to.deep.equal([]);
+      expect(await unsettled(one, 0, {}, 1)).to.deep.equal([]);
     };
     try {
       await reads();
