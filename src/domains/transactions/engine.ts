@@ -19,7 +19,7 @@ import { walletById } from '../wallets/commands.js';
 import { decideAndSign, type SignDeps } from '../signing/sign.js';
 import type { Chain, Chains } from './chains.js';
 import { feesFor, replacementFees, type Fees } from './fees.js';
-import { gasOf, TRANSFER_GAS, type GasRefusal } from './gas.js';
+import { gasOf, type GasRefusal } from './gas.js';
 import { presentTransaction } from './presenter.js';
 import {
   ATTEMPTS_PER_STATEMENT,
@@ -75,8 +75,6 @@ const BATCH = ATTEMPTS_PER_STATEMENT;
 const PER_PASS = 2_000;
 /** Calls to a chain's RPC in flight per pass. */
 const RPC_PARALLEL = 16;
-/** What a cancel or gap fill costs in gas: a plain transfer's. */
-const NO_OP_GAS = TRANSFER_GAS;
 
 /**
  * One status change: the transaction as read, the columns that change, the event that says so;
@@ -567,7 +565,6 @@ export class TransactionEngine {
   async #gasOf(chain: Chain, rows: readonly TransactionRow[]): Promise<Map<number, bigint | GasRefusal> | 'unavailable'> {
     const out = new Map<number, bigint | GasRefusal>();
     for (const r of rows) if (r.gas !== null) out.set(r.id, BigInt(r.gas));
-    for (const r of rows) if (r.gas === null && r.kind === 'gapFill') out.set(r.id, NO_OP_GAS);
     try {
       const found = await gasOf(
         chain.rpc,
@@ -1073,6 +1070,24 @@ export class TransactionEngine {
     return { row, patch: { status: 'confirmed' }, event: 'wallet.transaction.confirmed' };
   }
 
+  /**
+   * The gas of a no-op from `address` (a transfer of nothing to itself): the intrinsic gas where
+   * the chain charges a transfer that and the wallet has no code, else the node's estimate and the
+   * margin (a chain that folds its L1 cost into gas refuses a no-op at 21,000; a wallet with an
+   * EIP-7702 delegation runs its code).
+   */
+  async #noOpGas(chain: Chain, address: string): Promise<bigint | GasRefusal | 'unavailable'> {
+    try {
+      const gas = await gasOf(chain.rpc, chain.transfers, chain.config.gasMarginPercent, [
+        { id: 0, from_address: address, to_address: address, value: '0', data: Buffer.alloc(0) },
+      ]);
+      return gas.get(0) ?? 'unavailable';
+    } catch (err) {
+      if (err instanceof RpcUnavailable) return 'unavailable';
+      throw err;
+    }
+  }
+
   /** A replacement at the same nonce with higher fees (a fee bump, a cancel); false when the caps leave no room. */
   async #replace(chain: Chain, row: TransactionRow, current: AttemptRow, purpose: AttemptRow['purpose']): Promise<boolean> {
     let market;
@@ -1091,12 +1106,26 @@ export class TransactionEngine {
       await this.#wait(row, 'fees_above_cap');
       return false;
     }
-    const noOp = purpose === 'cancel' || purpose === 'gapFill';
+    // A cancel's no-op is priced as any transfer is on this chain; a bump keeps the gas it bumps.
+    let gas = current.gas;
+    if (purpose === 'cancel' && current.purpose !== 'cancel') {
+      const noOp = await this.#noOpGas(chain, row.from_address);
+      if (noOp === 'unavailable') {
+        await this.#wait(row, 'rpc_unavailable');
+        return false;
+      }
+      if (typeof noOp !== 'bigint') {
+        // Asked again only by a new cancel, as a refused one is.
+        await updateTransaction(this.deps.db, row.id, { waiting: 'estimate_failed', cancel_requested: false });
+        return false;
+      }
+      gas = noOp.toString();
+    }
     const attempt = await insertAttempt(this.deps.db, {
       transaction_id: row.id,
       purpose,
       nonce: current.nonce,
-      gas: noOp ? NO_OP_GAS.toString() : current.gas,
+      gas,
       max_fee_per_gas: fees.maxFeePerGas.toString(),
       max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
       replaces: current.hash,
@@ -1137,6 +1166,14 @@ export class TransactionEngine {
     if (held.has(count)) return;
     const of = await newestOfQueue(db, chainId, address);
     if (!of) return;
+    const gas = await this.#noOpGas(chain, address);
+    if (typeof gas !== 'bigint') {
+      this.deps.log.warn(
+        { chainId, nonce: count.toString(), reason: gas === 'unavailable' ? 'rpc_unavailable' : gas.message },
+        'a gap in a queue waits: no gas for its no-op',
+      );
+      return;
+    }
     const at = new Date(now);
     const fill = await accept(
       db,
@@ -1149,7 +1186,7 @@ export class TransactionEngine {
         to_address: address,
         value: '0',
         data: Buffer.alloc(0),
-        gas: NO_OP_GAS.toString(),
+        gas: gas.toString(),
         max_fee_per_gas: null,
         max_priority_fee_per_gas: null,
         kind: 'gapFill',

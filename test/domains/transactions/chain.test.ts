@@ -546,6 +546,60 @@ describe('transactions: the gas of a plain transfer', function () {
       for (let i = 1; i <= 3; i++) expect(await gasOfSend(env, s, { value: String(i) })).to.equal(30_000n);
     });
 
+    it('signs a cancel with the estimate of its no-op, not 21,000 (which such a chain refuses)', async () => {
+      const s = await sendingProject(env);
+      await env.anvil.rpc('evm_setAutomine', [false]);
+      try {
+        const t = await submitted(s, await send(env, s, 0, { value: '8' }));
+        const cancel = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${t.id}/cancel`, {});
+        expect(cancel.status, cancel.text).to.equal(200);
+        const attempts = await until('the cancel signed', async () => {
+          const x = await get(s, t.id);
+          return x.attempts?.some((a) => a.purpose === 'cancel') ? x.attempts : undefined;
+        });
+        expect(attempts.map((a) => [a.purpose, BigInt(a.gas)])).to.deep.equal([
+          ['send', 30_000n],
+          ['cancel', 30_000n],
+        ]);
+      } finally {
+        await env.anvil.rpc('evm_setAutomine', [true]);
+      }
+    });
+
+    it('fills a gap with a no-op send of its own, policy-checked and at the estimate of its gas; the send behind it is then mined', async () => {
+      const s = await sendingProject(env);
+      await env.anvil.rpc('evm_setAutomine', [false]);
+      let first: Tx;
+      let second: Tx;
+      try {
+        first = await submitted(s, await send(env, s, 0, { value: '9' }));
+        second = await submitted(s, await send(env, s, 0, { value: '10' }));
+        expect([first.nonce, second.nonce]).to.deep.equal(['0', '1']);
+        // The first failed (as a send the node refused after the next left) and is gone from the node: its nonce is a gap.
+        // Failed first, a version later (a pass that read it before changes nothing), then dropped once
+        // the passes under way are over (one would have sent its bytes again).
+        await env.app
+          .db('transactions')
+          .where({ id: first.id })
+          .update({ status: 'failed', error: { code: 'rejected', message: 'refused by the node' }, sequence: env.app.db.raw('sequence + 1') });
+        await settlingPasses(env, 2);
+        await env.anvil.rpc('anvil_dropTransaction', [first.hash]);
+      } finally {
+        await env.anvil.rpc('evm_setAutomine', [true]);
+      }
+      const fill = await until('the gap filled', async () => {
+        const r = await s.signer.get(`/api/v1/project/${s.projectId}/transactions?walletId=${s.wallets[0]!.id}`);
+        const found = (r.body as { transactions: Array<Tx & { kind: string }> }).transactions.find((t) => t.kind === 'gapFill');
+        return found && found.status === 'confirmed' ? get(s, found.id) : undefined;
+      });
+      expect(fill.nonce).to.equal('0');
+      expect(fill.attempts?.map((a) => [a.purpose, BigInt(a.gas)])).to.deep.equal([['gapFill', 30_000n]]);
+      const onChain = await env.anvil.rpc<{ from: string; to: string; value: string }>('eth_getTransactionByHash', [fill.hash]);
+      expect([onChain.to, BigInt(onChain.value)]).to.deep.equal([s.wallets[0]!.address.toLowerCase(), 0n]);
+      await allIn(s, [second.id], ['confirmed'], 'the send behind the gap confirmed');
+      expect(await auditOf(env, s, fill.id), 'audited as any send').to.include.members(['queued', 'signed', 'submitted', 'confirmed']);
+    });
+
     it('takes an estimate that is no quantity for a fault of the URL: the send waits and goes when the node answers again', async () => {
       const s = await sendingProject(env);
       let junk = 0;
