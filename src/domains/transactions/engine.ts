@@ -865,7 +865,6 @@ export class TransactionEngine {
   }
 
   async #settlePass(chain: Chain): Promise<void> {
-    await this.#expire();
     const chainId = chain.config.chainId;
     const rows = await this.#rotationOf(chainId).next(PER_PASS, {
       read: (range, limit) => unsettled(this.deps.db, chainId, range, limit),
@@ -1203,11 +1202,15 @@ export class TransactionEngine {
     await this.drive(chainId, address);
   }
 
-  /** Queued sends never signed whose time ran out. */
-  async #expire(): Promise<void> {
-    for (const row of await expiredQueued(this.deps.db, new Date(this.deps.now()), 500)) {
-      await this.#to(row, 'expired', { waiting: null });
-    }
+  /**
+   * Queued sends past their time, never signed, become `expired` (up to 500 a call; answers how
+   * many). A pass of its own: a chain where every send waits (fees above the cap) has nothing to
+   * settle, and its sends must still expire.
+   */
+  async expire(): Promise<number> {
+    const rows = await expiredQueued(this.deps.db, new Date(this.deps.now()), 500);
+    for (const row of rows) await this.#to(row, 'expired', { waiting: null });
+    return rows.length;
   }
 
   // ---- What a caller asks of one transaction --------------------------------------------------

@@ -80,6 +80,13 @@ export const transactionsDomain = defineDomain({
         },
       },
       {
+        // Queued sends past their chain's queuedTtlMs, never signed: `expired`.
+        name: 'transactions-expire',
+        role: 'worker',
+        everyMs: deps.config.transactionsTickMs,
+        run: () => engine.expire(),
+      },
+      {
         // Each chain at most once per its block time: receipts, depth, reorgs, stuck and dropped transactions, gaps.
         name: 'transactions-settle',
         role: 'worker',

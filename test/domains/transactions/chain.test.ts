@@ -159,6 +159,30 @@ describe('transactions: a reorg sends the same bytes again; nothing is confirmed
   }
 });
 
+describe('transactions: a send never signed within its time expires', function () {
+  this.timeout(60_000);
+  let env: ChainEnv;
+  before(async () => {
+    // Every send waits: the market is above the cap, and nothing of the chain is in flight (nothing to settle).
+    env = await startChainEnv({ chain: { maxFeePerGas: String(10n * GWEI), confirmations: 1, queuedTtlMs: 1_000 } });
+    await env.anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(20n * GWEI).toString(16)}`]);
+    await env.anvil.rpc('evm_mine');
+  });
+  after(() => env.close());
+
+  it('on a chain with nothing to settle: expired after queuedTtlMs, with its event, its nonce never taken', async () => {
+    const s = await sendingProject(env);
+    const t = await send(env, s, 0, { value: '1' });
+    expect(t.status).to.equal('queued');
+    const expired = await until('expired', async () => {
+      const x = await get(s, t.id);
+      return x.status === 'expired' ? x : undefined;
+    });
+    expect([expired.nonce, expired.hash, expired.waiting]).to.deep.equal([null, null, null]);
+    expect(await auditOf(env, s, t.id)).to.deep.equal(['queued', 'expired']);
+  });
+});
+
 describe('transactions: fees above the cap wait instead of jamming', function () {
   this.timeout(120_000);
   let env: ChainEnv;
