@@ -67,6 +67,8 @@ export interface EngineDeps {
   leaseMs: number;
 }
 
+/** An address no chain puts code at (the zero address): what a transfer to an account without code costs is estimated against it. */
+const CODELESS = '0x0000000000000000000000000000000000000000';
 /** Sends of one queue signed in one turn of its lease before others get theirs. */
 const PER_TURN = 200;
 /** Sends of one queue prepared, signed, recorded and broadcast together (one statement prepares them). */
@@ -1059,28 +1061,33 @@ export class TransactionEngine {
   #depthChange(row: TransactionRow, attempts: AttemptRow[], head: bigint, confirmations: number): Change | undefined {
     if (head - BigInt(row.block_number ?? '0') + 1n < BigInt(confirmations)) return undefined;
     const minedAttempt = attempts.find((a) => a.hash === row.hash);
+    // A cancel took the nonce, even one that reverted (a wallet's EIP-7702 code refused the no-op).
+    if (minedAttempt?.purpose === 'cancel') return { row, patch: { status: 'cancelled' }, event: 'wallet.transaction.cancelled' };
     if (row.receipt?.['status'] !== 'success')
       return {
         row,
         patch: { status: 'failed', error: { code: 'reverted', message: 'The transaction reverted; its receipt says so.' } },
         event: 'wallet.transaction.failed',
       };
-    if (minedAttempt?.purpose === 'cancel') return { row, patch: { status: 'cancelled' }, event: 'wallet.transaction.cancelled' };
     return { row, patch: { status: 'confirmed' }, event: 'wallet.transaction.confirmed' };
   }
 
   /**
    * The gas of a no-op from `address` (a transfer of nothing to itself): the intrinsic gas where
    * the chain charges a transfer that and the wallet has no code, else the node's estimate and the
-   * margin (a chain that folds its L1 cost into gas refuses a no-op at 21,000; a wallet with an
-   * EIP-7702 delegation runs its code).
+   * margin (a chain that folds its L1 cost into gas refuses a no-op at 21,000). A wallet with an
+   * EIP-7702 delegation runs its code on the no-op: when that reverts (the estimate is refused),
+   * the no-op is priced as a transfer to an account without code, and goes: mined reverted, it
+   * still takes its nonce, which is all a cancel or a gap fill is for.
    */
   async #noOpGas(chain: Chain, address: string): Promise<bigint | GasRefusal | 'unavailable'> {
+    const priced = (to: string) =>
+      gasOf(chain.rpc, chain.transfers, chain.config.gasMarginPercent, [
+        { id: 0, from_address: address, to_address: to, value: '0', data: Buffer.alloc(0) },
+      ]).then((gas) => gas.get(0) ?? 'unavailable');
     try {
-      const gas = await gasOf(chain.rpc, chain.transfers, chain.config.gasMarginPercent, [
-        { id: 0, from_address: address, to_address: address, value: '0', data: Buffer.alloc(0) },
-      ]);
-      return gas.get(0) ?? 'unavailable';
+      const self = await priced(address);
+      return typeof self === 'object' ? await priced(CODELESS) : self;
     } catch (err) {
       if (err instanceof RpcUnavailable) return 'unavailable';
       throw err;

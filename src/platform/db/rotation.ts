@@ -25,8 +25,8 @@ export interface RotatingList<R, K> {
  * was when it began, each pass after the last row the previous one took; when a cycle ends inside
  * a window the next one fills the rest of that window from the start. A row is looked at within
  * two cycles, each of at most ⌈rows / limit⌉ passes while the list holds at most `rows` rows at a
- * time. The place lives in the process that runs the pass: a pass in another process starts from
- * the start, which repeats rows and skips none.
+ * time and fewer than `limit` arrive ahead of the place in each pass. Each process keeps its own
+ * place, moved on by the passes it runs: rows may be looked at more often, none is skipped.
  */
 export class Rotation<K> {
   #cycle: { after?: K; end: K } | undefined;

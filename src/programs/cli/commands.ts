@@ -785,7 +785,13 @@ export const COMMANDS: Record<string, Command> = {
       const until = Date.now() + Number(waitFor ?? '15') * 1000;
       while (tx.status === 'queued' && tx.waiting === null && Date.now() < until) {
         await new Promise((r) => setTimeout(r, SEND_POLL_MS));
-        tx = await c.transactions.get(projectId, tx.id);
+        try {
+          tx = await c.transactions.get(projectId, tx.id);
+        } catch (err) {
+          // The send is accepted: it is reported as last seen, never as a failure to send (a script would send it again).
+          out.note(`could not follow transaction ${tx.id}: ${err instanceof Error ? err.message : String(err)}`);
+          break;
+        }
       }
       if (tx.status === 'queued')
         out.note(`transaction ${tx.id} is still queued${tx.waiting ? ` (waiting: ${tx.waiting})` : ''}: follow it with transactions get`);

@@ -425,6 +425,27 @@ describe('transactions: stuck ones are re-priced within the caps; cancel and spe
     expect(again.status).to.equal(409);
   });
 
+  it('cancels from a wallet whose EIP-7702 code reverts the no-op: priced as a transfer to an account without code, mined reverted, the send cancelled', async () => {
+    const s = await sendingProject(env);
+    const wallet = s.wallets[0]!.address;
+    const t = await submitted(s, await send(env, s, 0, { value: '3' }));
+    // The wallet delegates to code that reverts every call (PUSH1 0 PUSH1 0 REVERT).
+    const reverter = '0x000000000000000000000000000000000000dE1e';
+    await env.anvil.rpc('anvil_setCode', [reverter, '0x60006000fd']);
+    await env.anvil.rpc('anvil_setCode', [wallet, `0xef0100${reverter.slice(2).toLowerCase()}`]);
+    const cancelled = await s.signer.post(`/api/v1/project/${s.projectId}/transactions/${t.id}/cancel`, {});
+    expect(cancelled.status, cancelled.text).to.equal(200);
+    const cancel = await until('the cancel signed', async () => (await get(s, t.id)).attempts?.find((x) => x.purpose === 'cancel'));
+    expect(BigInt(cancel.gas), 'the estimate of a transfer to an account without code, and the margin').to.equal(25_200n);
+    await env.anvil.rpc('evm_mine');
+    const done = await until('settled', async () => {
+      const x = await get(s, t.id);
+      return x.status === 'cancelled' ? x : undefined;
+    });
+    expect(done.hash).to.equal(cancel.hash);
+    expect(await env.anvil.rpc<{ status: string }>('eth_getTransactionReceipt', [done.hash])).to.include({ status: '0x0' });
+  });
+
   it('a bump or a cancel the policy refuses is not asked for again every pass: the send stays in the pool, saying why', async () => {
     const s = await sendingProject(env, 1, {
       rules: [{ name: 'originals only', action: 'allow', method: 'eth_sendTransaction', conditions: [{ field: 'purpose', op: 'eq', value: 'send' }] }],

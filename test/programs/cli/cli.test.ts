@@ -323,7 +323,7 @@ describe('operator CLI (custody)', function () {
 
     // Another process holds the wallet's queue for a moment (the worker did in a CI run): the policy
     // decides when the send's turn comes, and the command waits for that decision unless told not to.
-    await app.db.raw("UPDATE send_queues SET lease_owner = 'another process', lease_until = now() + interval '2 seconds' WHERE chain_id = ? AND address = ?", [
+    await app.db.raw("UPDATE send_queues SET lease_owner = 'another process', lease_until = now() + interval '5 seconds' WHERE chain_id = ? AND address = ?", [
       anvil.chainId,
       from,
     ]);
