@@ -65,6 +65,8 @@ export interface EngineDeps {
   sign: SignDeps;
   /** How long a process holds a queue's lease: renewed with each send it takes. */
   leaseMs: number;
+  /** Transactions of a chain looked at per settling pass. */
+  settleWindow: number;
 }
 
 /** An address no chain puts code at (the zero address): what a transfer to an account without code costs is estimated against it. */
@@ -73,8 +75,6 @@ const CODELESS = '0x0000000000000000000000000000000000000000';
 const PER_TURN = 200;
 /** Sends of one queue prepared, signed, recorded and broadcast together (one statement prepares them). */
 const BATCH = ATTEMPTS_PER_STATEMENT;
-/** Transactions of a chain looked at per pass. */
-const PER_PASS = 2_000;
 /** Calls to a chain's RPC in flight per pass. */
 const RPC_PARALLEL = 16;
 
@@ -868,7 +868,7 @@ export class TransactionEngine {
 
   async #settlePass(chain: Chain): Promise<void> {
     const chainId = chain.config.chainId;
-    const rows = await this.#rotationOf(chainId).next(PER_PASS, {
+    const rows = await this.#rotationOf(chainId).next(this.deps.settleWindow, {
       read: (range, limit) => unsettled(this.deps.db, chainId, range, limit),
       last: () => lastUnsettled(this.deps.db, chainId),
       keyOf: (r) => r.id,

@@ -24,15 +24,21 @@ export function transactionDeps(deps: { db: Knex; signer: SignerClient; now: Clo
   let t = built.get(deps.signer);
   if (!t) {
     const chains = new Chains(deps.config.chains, deps.log, deps.now);
-    const engine = new TransactionEngine({ db: deps.db, now: deps.now, log: deps.log, chains, sign: signingServices(deps), leaseMs: deps.config.sendLeaseMs });
+    const engine = new TransactionEngine({
+      db: deps.db,
+      now: deps.now,
+      log: deps.log,
+      chains,
+      sign: signingServices(deps),
+      leaseMs: deps.config.sendLeaseMs,
+      settleWindow: deps.config.transactionsSettleWindow,
+    });
     t = { db: deps.db, engine, now: deps.now, log: deps.log, sendWaitMs: deps.config.sendWaitMs };
     built.set(deps.signer, t);
   }
   return t;
 }
 
-/** Queues worked per pass of the worker, a few at a time. */
-const QUEUES_PER_PASS = 500;
 const QUEUES_PARALLEL = 8;
 
 /** Sending transactions on the configured chains: the endpoints, the worker's passes (docs/transactions.md). */
@@ -62,7 +68,7 @@ export const transactionsDomain = defineDomain({
         role: 'worker',
         everyMs: deps.config.transactionsTickMs,
         run: async () => {
-          const queues = await queueRotation.next(QUEUES_PER_PASS, {
+          const queues = await queueRotation.next(deps.config.transactionsQueueWindow, {
             read: (range, limit) => queuesWithWork(deps.db, range, limit),
             last: () => lastQueueWithWork(deps.db),
             keyOf: (q) => q,

@@ -150,6 +150,10 @@ export interface Config {
   readonly chains: readonly ChainConfig[];
   /** How often the worker looks at queued and unsettled transactions (each chain at most once per its block time). */
   readonly transactionsTickMs: number;
+  /** Unsettled transactions of a chain a settling pass looks at; passes rotate through them (docs/transactions.md). */
+  readonly transactionsSettleWindow: number;
+  /** Queues with queued sends a sending pass of the worker works; passes rotate through them. */
+  readonly transactionsQueueWindow: number;
   /** How long `eth_sendTransaction` waits for its transaction to be signed before answering without a hash. */
   readonly sendWaitMs: number;
   /** How long a process holds a wallet's send queue for one send (signing, recording, broadcasting) before another may take it over. */
@@ -434,6 +438,8 @@ export function loadConfig(env: Env = process.env): Config {
     relayLeaseMs: Math.max(webhookTimeoutMs, keyvaultTimeoutMs) + 5_000,
     chains: readChains(secret('CHAINS'), problems),
     transactionsTickMs: int('TRANSACTIONS_TICK_MS', 250, 10, 60_000),
+    transactionsSettleWindow: int('TRANSACTIONS_SETTLE_WINDOW', 2_000, 1, 100_000),
+    transactionsQueueWindow: int('TRANSACTIONS_QUEUE_WINDOW', 500, 1, 100_000),
     sendWaitMs: int('SEND_WAIT_MS', 15_000, 0, 120_000),
     // One send's steps: the signer's time limit and an RPC call's.
     sendLeaseMs: int('SEND_LEASE_MS', keyvaultTimeoutMs + 5_000, 1_000, 600_000),

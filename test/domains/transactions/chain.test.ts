@@ -384,6 +384,30 @@ describe('transactions: a wallet without funds waits for them', function () {
   });
 });
 
+describe("transactions: one project's transactions that stay unsettled hold no other's back", function () {
+  this.timeout(120_000);
+  let env: ChainEnv;
+  before(async () => {
+    // A settling pass looks at two transactions: fewer than one project keeps waiting for funds.
+    env = await startChainEnv({ chain: { confirmations: 1 }, env: { TRANSACTIONS_SETTLE_WINDOW: '2' } });
+  });
+  after(() => env.close());
+
+  it("another project's send is confirmed while three earlier sends wait for funds (the first two every pass looked at never changed)", async () => {
+    const waiting = await sendingProject(env, 3);
+    const unfunded = [];
+    for (let w = 0; w < 3; w++) {
+      await env.anvil.fund(waiting.wallets[w]!.address, 0n);
+      unfunded.push(await send(env, waiting, w, { value: '0' }));
+    }
+    for (const t of unfunded) await until('waiting for funds', async () => ((await get(waiting, t.id)).waiting === 'insufficient_funds' ? true : undefined));
+    const other = await sendingProject(env);
+    const sent = await send(env, other, 0, { value: '1' });
+    await allIn(other, [sent.id], ['confirmed'], 'the other project confirmed', 15_000);
+    for (const t of unfunded) expect((await get(waiting, t.id)).waiting, 'still waiting for funds').to.equal('insufficient_funds');
+  });
+});
+
 describe('transactions: stuck ones are re-priced within the caps; cancel and speed-up', function () {
   this.timeout(120_000);
   let env: ChainEnv;
