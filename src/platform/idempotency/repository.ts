@@ -1,5 +1,6 @@
 import type { Executor } from '../db/knex.js';
 import type { SealedColumn } from '../crypto/reseal.js';
+import { deleteInBatches } from '../db/batches.js';
 
 /** What a stored answer is sealed to: another record's ciphertext does not open here. */
 export const recordAad = (principal: string, key: string, fingerprint: string) => `custody:idempotency:v1:${principal}:${fingerprint}:${key}`;
@@ -82,12 +83,14 @@ export async function releaseKey(db: Executor, r: Reservation): Promise<void> {
   await db('idempotency_keys').where({ principal: r.principal, key: r.key, owner: r.owner }).whereNull('response_status').delete();
 }
 
-/** Deletes records past their time to live, at most `batch` per call; one still running is kept until its lease ends. */
+/** Deletes records past their time to live, `batch` at a time until none is left (deleteInBatches); one still running is kept until its lease ends. */
 export async function deleteExpiredKeys(db: Executor, batch = 1000): Promise<number> {
-  const { rowCount } = await db.raw<{ rowCount: number }>(
-    `DELETE FROM idempotency_keys WHERE ctid IN (
-       SELECT ctid FROM idempotency_keys WHERE expires_at < now() AND (response_status IS NOT NULL OR lease_until < now()) LIMIT ?)`,
-    [batch],
-  );
-  return rowCount;
+  return deleteInBatches(async (n) => {
+    const { rowCount } = await db.raw<{ rowCount: number }>(
+      `DELETE FROM idempotency_keys WHERE ctid IN (
+         SELECT ctid FROM idempotency_keys WHERE expires_at < now() AND (response_status IS NOT NULL OR lease_until < now()) LIMIT ?)`,
+      [n],
+    );
+    return rowCount;
+  }, batch);
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../../../platform/runtime/clock.js';
 import type { Executor } from '../../../platform/db/knex.js';
 import type { ProjectUid, SignerClient } from '../../../platform/signer/client.js';
 import { LIMIT_WINDOWS, readLimit, type PolicyLimit } from '../../../../contract/index.js';
+import { deleteInBatches } from '../../../platform/db/batches.js';
 
 /**
  * Rolling-window limits of a project's policy (docs/signing.md): counters shared by every API process,
@@ -106,12 +107,14 @@ export async function releaseSignature(db: Executor, id: number): Promise<void> 
   await db('wallet_signatures').where({ id }).delete();
 }
 
-/** Deletes signatures older than the longest window, at most `batch` per call. */
+/** Deletes signatures older than the longest window, `batch` at a time until none is left (deleteInBatches). */
 export async function pruneSignatures(db: Executor, batch = 5_000): Promise<number> {
-  const { rowCount } = await db.raw<{ rowCount: number }>(
-    `DELETE FROM wallet_signatures WHERE id IN (
-       SELECT id FROM wallet_signatures WHERE created_at < now() - make_interval(secs => ?) ORDER BY id LIMIT ?)`,
-    [LONGEST_WINDOW_S, batch],
-  );
-  return rowCount;
+  return deleteInBatches(async (n) => {
+    const { rowCount } = await db.raw<{ rowCount: number }>(
+      `DELETE FROM wallet_signatures WHERE id IN (
+         SELECT id FROM wallet_signatures WHERE created_at < now() - make_interval(secs => ?) ORDER BY id LIMIT ?)`,
+      [LONGEST_WINDOW_S, n],
+    );
+    return rowCount;
+  }, batch);
 }
