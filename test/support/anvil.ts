@@ -117,6 +117,8 @@ export interface FaultProxy {
   setAnswers(rewrite: (method: string, result: unknown) => unknown): void;
   /** Requests seen, by fault. */
   seen: Record<Fault, number>;
+  /** The Authorization header of the last request, if it had one. */
+  readonly authorization: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -137,7 +139,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let n = 0;
   const seen: Record<Fault, number> = { ok: 0, '429': 0, '500': 0, '502': 0, timeout: 0, garbage: 0, reset: 0 };
   const hung = new Set<ServerResponse>();
+  let authorization: string | undefined;
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    authorization = req.headers.authorization;
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -175,6 +179,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     setFaults: (f) => (next = f),
     setAnswers: (f) => (rewrite = f),
     seen,
+    get authorization() {
+      return authorization;
+    },
     stop: async () => {
       for (const r of hung) r.socket?.destroy();
       server.closeAllConnections();

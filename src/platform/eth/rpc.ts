@@ -1,3 +1,6 @@
+import http from 'node:http';
+import https from 'node:https';
+import { urlToHttpOptions } from 'node:url';
 import type { Logger } from '../logging/logger.js';
 import type { ChainConfig } from './chains.js';
 
@@ -28,7 +31,8 @@ export class RpcUnavailable extends Error {
 }
 
 interface Endpoint {
-  url: string;
+  /** Parsed once; its user-info (credentials) goes as Basic authentication, never into a log. */
+  target: http.RequestOptions;
   /** Its place in the list: what logs name (the URL may carry credentials). */
   place: number;
   /** Whether its `eth_chainId` was seen to match; a URL of another chain is never used. */
@@ -56,13 +60,18 @@ export class ChainRpc {
   readonly #timeoutMs: number;
   readonly #cooldownMs: number;
   readonly #now: () => number;
+  /** Connections kept open between calls, per scheme (a node's URL is asked many times a second). */
+  readonly #agents = {
+    http: new http.Agent({ keepAlive: true, maxSockets: SOCKETS_PER_URL }),
+    https: new https.Agent({ keepAlive: true, maxSockets: SOCKETS_PER_URL }),
+  };
   #id = 0;
 
   constructor(
     readonly chain: ChainConfig,
     private readonly options: RpcOptions = {},
   ) {
-    this.#endpoints = chain.rpcUrls.map((url, place) => ({ url, place, checked: 'unknown', downUntil: 0 }));
+    this.#endpoints = chain.rpcUrls.map((url, place) => ({ target: urlToHttpOptions(new URL(url)), place, checked: 'unknown', downUntil: 0 }));
     this.#timeoutMs = options.timeoutMs ?? 5_000;
     this.#cooldownMs = options.cooldownMs ?? 5_000;
     this.#now = options.now ?? Date.now;
@@ -110,7 +119,7 @@ export class ChainRpc {
       } catch (err) {
         if (err instanceof RpcError) throw err;
         e.downUntil = this.#now() + this.#cooldownMs;
-        this.options.log?.warn({ chainId: this.chain.chainId, rpc: e.place, method, reason: (err as Error).message }, 'RPC URL failed; trying the next');
+        this.options.log?.warn({ chainId: this.chain.chainId, rpc: e.place, method, reason: reasonOf(err) }, 'RPC URL failed; trying the next');
       }
     }
     throw new RpcUnavailable(this.chain.chainId);
@@ -147,10 +156,7 @@ export class ChainRpc {
         return one;
       } catch (err) {
         e.downUntil = this.#now() + this.#cooldownMs;
-        this.options.log?.warn(
-          { chainId: this.chain.chainId, rpc: e.place, method: 'batch', reason: (err as Error).message },
-          'RPC URL failed; trying the next',
-        );
+        this.options.log?.warn({ chainId: this.chain.chainId, rpc: e.place, method: 'batch', reason: reasonOf(err) }, 'RPC URL failed; trying the next');
       }
     }
     throw new RpcUnavailable(this.chain.chainId);
@@ -165,34 +171,58 @@ export class ChainRpc {
     try {
       body = JSON.parse(text);
     } catch {
-      throw new Error('not JSON');
+      throw new TransportFault('not JSON');
     }
     if (!Array.isArray(body)) {
       const error = (body as { error?: { code?: unknown } } | null)?.error;
-      if (error && (error.code === -32005 || error.code === 429)) throw new Error(`rate limited (${String(error.code)})`);
+      if (error && (error.code === -32005 || error.code === 429)) throw new TransportFault(`rate limited (${String(error.code)})`);
       return undefined;
     }
     const byId = new Map<number, unknown>();
     for (const item of body as Array<{ id?: unknown }>) if (typeof item?.id === 'number') byId.set(item.id, item);
     return calls.map((_, i) => {
       const item = byId.get(first + i);
-      if (item === undefined) throw new Error('a batch answer lacks a call');
+      if (item === undefined) throw new TransportFault('a batch answer lacks a call');
       return resultOf(item);
     });
   }
 
-  /** The body of a POST to the URL; a transport fault, a 429 or a 5xx throws (the URL's fault). */
-  async #send(e: Endpoint, body: string): Promise<string> {
-    const res = await fetch(e.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-      signal: AbortSignal.timeout(this.#timeoutMs),
-      redirect: 'error',
+  /**
+   * The body of a POST to the URL over a kept-alive connection; a transport fault, a timeout, a
+   * 429 or 5xx, a redirect (not followed) or an answer over ANSWER_MAX_BYTES throws (the URL's fault).
+   */
+  #send(e: Endpoint, body: string): Promise<string> {
+    const secure = e.target.protocol === 'https:';
+    return new Promise<string>((resolve, reject) => {
+      const req = (secure ? https : http).request(
+        {
+          ...e.target,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          agent: secure ? this.#agents.https : this.#agents.http,
+          signal: AbortSignal.timeout(this.#timeoutMs),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > ANSWER_MAX_BYTES) req.destroy(new TransportFault('answer too large'));
+            else chunks.push(c);
+          });
+          res.on('error', reject);
+          res.on('close', () => {
+            if (!res.complete) return reject(new TransportFault('answer cut short'));
+            const status = res.statusCode ?? 0;
+            if (status === 429 || status >= 500) return reject(new TransportFault(`HTTP ${status}`));
+            if (status >= 300 && status < 400) return reject(new TransportFault(`HTTP ${status} (redirects are not followed)`));
+            resolve(Buffer.concat(chunks).toString('utf8'));
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
     });
-    const text = await res.text();
-    if (res.status === 429 || res.status >= 500) throw new Error(`HTTP ${res.status}`);
-    return text;
   }
 
   async #post(e: Endpoint, method: string, params: unknown[]): Promise<unknown> {
@@ -202,7 +232,7 @@ export class ChainRpc {
     try {
       body = JSON.parse(text);
     } catch {
-      throw new Error('not JSON');
+      throw new TransportFault('not JSON');
     }
     const result = resultOf(body);
     if (result instanceof RpcError) throw result;
@@ -212,20 +242,39 @@ export class ChainRpc {
 
 /** Calls per JSON-RPC batch: providers commonly accept 100 or more. */
 const BATCH_MAX = 100;
+/** Connections open to one URL at most: the passes' parallel calls and the queues' turns fit well within it. */
+const SOCKETS_PER_URL = 64;
+/** The most of one answer read: a batch of 100 receipts is a small part of it; more is a fault of the URL. */
+const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
+
+/** A fault of the URL this module names itself (its message holds nothing of the URL). */
+class TransportFault extends Error {}
+
+/**
+ * Why a URL failed, for a log line: a fault this module named, a transport error's code, or
+ * `timeout`; never an error's own message, which may carry the URL and its credentials.
+ */
+function reasonOf(err: unknown): string {
+  if (err instanceof TransportFault) return err.message;
+  if (err instanceof Error && err.name === 'AbortError') return 'timeout';
+  if (err instanceof Error && err.name === 'TimeoutError') return 'timeout';
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? code : 'transport error';
+}
 
 /**
  * One JSON-RPC answer: its result, or the node's RpcError; throws when it is no answer or a
  * provider's own limit (those are about the provider, not the request).
  */
 function resultOf(answer: unknown): unknown {
-  if (typeof answer !== 'object' || answer === null) throw new Error('not a JSON-RPC answer');
+  if (typeof answer !== 'object' || answer === null) throw new TransportFault('not a JSON-RPC answer');
   const body = answer as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
   if (body.error) {
     const code = typeof body.error.code === 'number' ? body.error.code : 0;
-    if (code === -32005 || code === 429) throw new Error(`rate limited (${code})`);
+    if (code === -32005 || code === 429) throw new TransportFault(`rate limited (${code})`);
     return new RpcError(code, typeof body.error.message === 'string' ? body.error.message.slice(0, 300) : 'error', body.error.data);
   }
-  if (!('result' in body)) throw new Error('not a JSON-RPC answer');
+  if (!('result' in body)) throw new TransportFault('not a JSON-RPC answer');
   return body.result;
 }
 
