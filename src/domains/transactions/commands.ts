@@ -122,12 +122,18 @@ export async function sendTransaction(
     who.requestId,
   );
   let worked = true;
+  deps.engine.awaitAnswer(row.id);
+  let broadcast: TransactionRow | undefined;
   try {
     worked = await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait });
   } catch (err) {
     // Accepted and written: the worker works the queue if this request could not.
     deps.log.warn({ err: err instanceof Error ? err.message : String(err), transactionId: row.id }, 'a send was accepted but not worked at once');
+  } finally {
+    broadcast = deps.engine.answerOf(row.id);
   }
+  // Written `submitted` by this request's broadcast or another's: answered as written (no read again).
+  if (broadcast) return broadcast;
   // Another request or process holds its queue: it is answered as accepted, queued.
   if (!worked && !wait) return row;
   return (await reloadTransaction(deps.db, row.id)) ?? row;

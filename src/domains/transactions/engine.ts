@@ -373,6 +373,8 @@ export class TransactionEngine {
   readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
   /** The queues (`chainId:address`) this process holds the lease of now, with when that lease was taken to end. */
   readonly #driving = new Map<string, number>();
+  /** Sends whose request answers with them (awaitAnswer): the row as this process's broadcast wrote it, once it has. */
+  readonly #answers = new Map<number, TransactionRow | undefined>();
 
   constructor(private readonly deps: EngineDeps) {}
 
@@ -395,6 +397,21 @@ export class TransactionEngine {
 
   get chains(): Chains {
     return this.deps.chains;
+  }
+
+  /**
+   * A request will answer with this send: the broadcast that writes it `submitted` (this request's
+   * or another's that took it in its batch) keeps that row for answerOf, which saves reading it again.
+   */
+  awaitAnswer(id: number): void {
+    this.#answers.set(id, undefined);
+  }
+
+  /** The send as this process's broadcast wrote it, if it did (then forgotten: call once, after awaitAnswer). */
+  answerOf(id: number): TransactionRow | undefined {
+    const row = this.#answers.get(id);
+    this.#answers.delete(id);
+    return row;
   }
 
   async #to(row: TransactionRow, status: Status, patch: Partial<TransactionRow> = {}): Promise<TransactionRow> {
@@ -825,13 +842,14 @@ export class TransactionEngine {
       else if (row.waiting !== null && ENGINE_WAITS.has(row.waiting)) waits.push({ id: row.id, waiting: null });
     });
     for (const w of waits) await updateTransaction(this.deps.db, w.id, { waiting: w.waiting });
-    await changeMany(
+    const written = await changeMany(
       this.deps.db,
       changes,
       at,
       null,
       broadcast.map((id) => ({ id, status: 'broadcast', broadcast_at: at })),
     );
+    for (const row of written) if (this.#answers.has(row.id)) this.#answers.set(row.id, row);
     return step;
   }
 

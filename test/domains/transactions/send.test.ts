@@ -59,6 +59,20 @@ describe('transactions: a wallet sends, and the service follows the transaction 
       return t.hash !== null && t.status !== 'queued' && t.status !== 'signed' ? t : undefined;
     });
     expect(tx.nonce).to.equal('0');
+    // The answer is the row as stored: a `submitted` one is the row its broadcast wrote (not read again), field for field.
+    const answered = sent.body as Record<string, unknown>;
+    const stored = tx as unknown as Record<string, unknown>;
+    expect(Object.keys(answered).sort()).to.deep.equal(
+      Object.keys(stored)
+        .filter((k) => k !== 'attempts')
+        .sort(),
+    );
+    const settledFields = ['status', 'blockNumber', 'blockHash', 'receipt', 'updatedAt'];
+    const same =
+      answered['status'] === 'submitted'
+        ? Object.keys(answered).filter((k) => !settledFields.includes(k))
+        : ['id', 'from', 'to', 'value', 'data', 'createdAt', 'expiresAt'];
+    for (const k of same) expect(answered[k], k).to.deep.equal(stored[k]);
     const onChain = await env.anvil.rpc<{ from: string; nonce: string; to: string; value: string; raw?: string } | null>('eth_getTransactionByHash', [tx.hash]);
     expect(onChain?.from.toLowerCase()).to.equal(w.address.toLowerCase());
     expect(BigInt(onChain?.value ?? 0)).to.equal(1000n);
