@@ -1,3 +1,4 @@
+import { freshenStatistics } from '../platform/db/statistics.js';
 import type Koa from 'koa';
 import type { Knex } from 'knex';
 import { buildApp } from './app.js';
@@ -121,6 +122,8 @@ function platformTasks(deps: WorkDeps & { rateLimitStore?: RateLimitStore }): Pe
       run: () => (config.outboxRetentionDays > 0 ? pruneOutbox(db, config.outboxRetentionDays) : Promise.resolve(0)),
     },
     { name: 'idempotency-cleanup', role: 'api', everyMs: 600_000, run: () => deleteExpiredKeys(db) },
+    // Young tables' statistics, where autovacuum has not caught up with their growth (prepared statements' plans depend on them).
+    { name: 'db-statistics', role: 'worker', everyMs: config.schedulerIntervalMs, run: () => freshenStatistics(db) },
   ];
   const store = deps.rateLimitStore;
   if (store) {

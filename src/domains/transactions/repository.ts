@@ -1,4 +1,4 @@
-import { hotQuery, pgArray, type Executor } from '../../platform/db/knex.js';
+import { hotQuery, keyedRows, pgArray, type Executor } from '../../platform/db/knex.js';
 import type { KeyRange } from '../../platform/db/rotation.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { SendPurpose } from '../../../contract/index.js';
@@ -336,8 +336,8 @@ export async function prepareAttempts(
     db,
     queue.nonce === undefined ? 'custody_attempts_prepare' : 'custody_attempts_prepare_at',
     `WITH q AS (${first}),
-     -- LIMIT: the planner's guess for a record set is 100 rows, which it joins by a sequential scan (a constant: one generic plan for every call).
-     v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) LIMIT ${ATTEMPTS_PER_STATEMENT}),
+     -- keyedRows: taken for one row, joined by index lookups; LIMIT: a constant bound (one generic plan for every call).
+     v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, transaction_id bigint, purpose text, gas numeric, max_fee_per_gas numeric, max_priority_fee_per_gas numeric) WHERE ${keyedRows('x.transaction_id')} LIMIT ${ATTEMPTS_PER_STATEMENT}),
      t AS (UPDATE transactions t SET nonce = q.first + v.ord, waiting = NULL, updated_at = now() FROM q, v WHERE t.id = v.transaction_id RETURNING 1),
      a AS (INSERT INTO transaction_attempts (transaction_id, purpose, nonce, gas, max_fee_per_gas, max_priority_fee_per_gas, status)
            SELECT v.transaction_id, v.purpose, q.first + v.ord, v.gas, v.max_fee_per_gas, v.max_priority_fee_per_gas, 'prepared' FROM q, v RETURNING ${A_COLS})
