@@ -59,7 +59,7 @@ describe('domains: one manifest each, one list', () => {
   it('runs each periodic task in the roles it names, each name once', () => {
     const api = periodicTasks(['api'], work()).map((t) => t.name);
     const worker = periodicTasks(['worker'], work()).map((t) => t.name);
-    expect(worker).to.include.members(['membership-expiry', 'signature-prune', 'outbox-prune', 'audit-seal', 'audit-checkpoint']);
+    expect(worker).to.include.members(['membership-expiry', 'signature-prune', 'outbox-prune', 'audit-seal', 'audit-checkpoint', 'db-statistics']);
     expect(api).to.include.members(['idempotency-cleanup']);
     expect(api.filter((n) => worker.includes(n))).to.deep.equal([]);
     const all = [...api, ...worker];
