@@ -24,6 +24,8 @@ export async function freshenStatistics(db: Knex): Promise<string[]> {
         ORDER BY c.relname`,
       [GROWTH_FLOOR],
     );
+    // Paced as autovacuum paces itself (its default cost delay and limit): no burst of reads in the middle of requests.
+    if (rows.length > 0) await tx.raw('SET LOCAL vacuum_cost_delay = 2; SET LOCAL vacuum_cost_limit = 200');
     for (const { relname } of rows) await tx.raw('ANALYZE ??', [relname]);
     return rows.map((r) => r.relname);
   });
