@@ -145,14 +145,14 @@ const CHANGES_SQL = `
     UPDATE transactions t SET ${PATCH_COLUMNS.map((c) => `${c} = CASE WHEN '${c}' = ANY(v.set) THEN v.${c} ELSE t.${c} END`).join(', ')},
            sequence = t.sequence + cardinality(v.added), events = t.events || v.added, updated_at = v.updated_at
       FROM v WHERE t.id = v.id AND t.sequence = v.sequence
-    RETURNING t.id),
+    RETURNING t.id, t.cancel_requested, t.speed_up_requested),
   ${eventsAndAudit('up', '$2', '$3')},
   att AS (
     UPDATE transaction_attempts a SET status = coalesce(w.status, a.status), hash = coalesce(w.hash, a.hash), raw = coalesce(decode(w.raw, 'hex'), a.raw),
            signature_id = coalesce(w.signature_id, a.signature_id), broadcast_at = coalesce(w.broadcast_at, a.broadcast_at)
       FROM (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(id bigint, status text, hash text, raw text, signature_id bigint, broadcast_at timestamptz) WHERE ${keyedRows('x.id')} LIMIT ${CHANGES_PER_STATEMENT}) w
      WHERE a.id = w.id RETURNING 1)
-  SELECT up.id FROM up ${ranBy('wake')}`;
+  SELECT up.id, up.cancel_requested, up.speed_up_requested FROM up ${ranBy('wake')}`;
 
 /** Each changed row's event (`event`, numbered by its `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
 async function recordsOf(
@@ -260,16 +260,21 @@ export async function changeMany(
     at,
     requestId,
   );
-  const rows = await hotQuery<{ id: string | number }>(tx, 'custody_transaction_changes', CHANGES_SQL, [
+  // The requests' flags as stored: a cancel or speed-up sets them without a status change (no sequence of its own).
+  const rows = await hotQuery<{ id: string | number; cancel_requested: boolean; speed_up_requested: boolean }>(tx, 'custody_transaction_changes', CHANGES_SQL, [
     JSON.stringify(values),
     events,
     audits,
     JSON.stringify(attempts.map((a) => ({ ...a, raw: a.raw?.toString('hex') }))),
   ]);
-  const done = new Set(rows.map((r) => Number(r.id)));
+  const done = new Map(rows.map((r) => [Number(r.id), r]));
   const lost = next.filter((n) => !done.has(n.id)).map((n) => n.id);
   const now = new Map((await reloadTransactions(tx, lost)).map((r) => [r.id, r]));
-  return next.map((n) => (done.has(n.id) ? n : (now.get(n.id) ?? changes.find((c) => c.row.id === n.id)!.row)));
+  return next.map((n) => {
+    const written = done.get(n.id);
+    if (written) return { ...n, cancel_requested: written.cancel_requested, speed_up_requested: written.speed_up_requested };
+    return now.get(n.id) ?? changes.find((c) => c.row.id === n.id)!.row;
+  });
 }
 
 /** One status change (changeMany of one). */

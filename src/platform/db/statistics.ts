@@ -12,21 +12,33 @@ export const GROWTH_FLOOR = 1_000;
  * rows reads it whole for every key it looks up once it holds thousands. Autovacuum analyzes a
  * table after 10% of it changed, but looks at most once a minute, and not at all where it is off:
  * a new deployment's tables grow tenfold in that time under load (docs/decisions.md, "Statistics
- * of young tables"). Old, large tables rarely double; this pass leaves them to autovacuum.
+ * of young tables"). Old, large tables rarely double; this pass leaves them to autovacuum. Tables
+ * the role does not own are left alone (their ANALYZE would only warn).
  */
 export async function freshenStatistics(db: Knex): Promise<string[]> {
-  return db.transaction(async (tx) => {
-    const { rows: lock } = await tx.raw<{ rows: Array<{ got: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS got', [STATISTICS_LOCK]);
+  return db.transaction(async (held) => {
+    const { rows: lock } = await held.raw<{ rows: Array<{ got: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS got', [STATISTICS_LOCK]);
     if (!lock[0]?.got) return [];
-    const { rows } = await tx.raw<{ rows: Array<{ relname: string }> }>(
+    const { rows } = await held.raw<{ rows: Array<{ relname: string }> }>(
       `SELECT c.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
         WHERE s.schemaname = current_schema() AND s.n_live_tup > 2 * greatest(c.reltuples, 0) + ?
+          AND (pg_has_role(c.relowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user))
         ORDER BY c.relname`,
       [GROWTH_FLOOR],
     );
-    // Paced as autovacuum paces itself (its default cost delay and limit): no burst of reads in the middle of requests.
-    if (rows.length > 0) await tx.raw('SET LOCAL vacuum_cost_delay = 2; SET LOCAL vacuum_cost_limit = 200');
-    for (const { relname } of rows) await tx.raw('ANALYZE ??', [relname]);
-    return rows.map((r) => r.relname);
+    const analyzed: string[] = [];
+    for (const { relname } of rows) {
+      try {
+        // Each table in a short transaction of its own, paced as autovacuum paces itself, never waiting long for a lock (a migration's).
+        await db.transaction(async (tx) => {
+          await tx.raw("SET LOCAL vacuum_cost_delay = 2; SET LOCAL vacuum_cost_limit = 200; SET LOCAL lock_timeout = '1s'");
+          await tx.raw('ANALYZE ??', [relname]);
+        });
+        analyzed.push(relname);
+      } catch {
+        // Dropped meanwhile, or locked: the next pass looks again.
+      }
+    }
+    return analyzed;
   });
 }

@@ -111,12 +111,15 @@ export function readChains(text: string | undefined, problems: string[]): ChainC
       urls.forEach((u: unknown, j) => {
         let ok: boolean;
         try {
-          ok = typeof u === 'string' && ['http:', 'https:'].includes(new URL(u).protocol);
+          const url = typeof u === 'string' ? new URL(u) : undefined;
+          // The user-info is sent decoded (Basic authentication): a stray `%` must be written `%25`.
+          ok =
+            url !== undefined && ['http:', 'https:'].includes(url.protocol) && [url.username, url.password].every((p) => decodeURIComponent(p) !== undefined);
         } catch {
           ok = false;
         }
         if (ok) rpcUrls.push(u as string);
-        else problems.push(`${at}.rpcUrls[${j}] must be an http(s) URL`);
+        else problems.push(`${at}.rpcUrls[${j}] must be an http(s) URL (its user-info percent-encoded)`);
       });
     const blockTimeMs = int('blockTimeMs', DEFAULTS.blockTimeMs, 10, 600_000);
     const chain: ChainConfig = {

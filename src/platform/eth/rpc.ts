@@ -61,10 +61,7 @@ export class ChainRpc {
   readonly #cooldownMs: number;
   readonly #now: () => number;
   /** Connections kept open between calls, per scheme (a node's URL is asked many times a second). */
-  readonly #agents = {
-    http: new http.Agent({ keepAlive: true, maxSockets: SOCKETS_PER_URL }),
-    https: new https.Agent({ keepAlive: true, maxSockets: SOCKETS_PER_URL }),
-  };
+  readonly #agents = { http: new http.Agent(KEEP_ALIVE), https: new https.Agent(KEEP_ALIVE) };
   #id = 0;
 
   constructor(
@@ -214,7 +211,8 @@ export class ChainRpc {
           res.on('close', () => {
             if (!res.complete) return reject(new TransportFault('answer cut short'));
             const status = res.statusCode ?? 0;
-            if (status === 429 || status >= 500) return reject(new TransportFault(`HTTP ${status}`));
+            // A refusal of the URL itself (a key revoked, wrong credentials, an unknown path) is not the node's answer to the call, whatever its body says.
+            if (status === 429 || status >= 500 || URL_REFUSALS.has(status)) return reject(new TransportFault(`HTTP ${status}`));
             if (status >= 300 && status < 400) return reject(new TransportFault(`HTTP ${status} (redirects are not followed)`));
             resolve(Buffer.concat(chunks).toString('utf8'));
           });
@@ -242,10 +240,17 @@ export class ChainRpc {
 
 /** Calls per JSON-RPC batch: providers commonly accept 100 or more. */
 const BATCH_MAX = 100;
-/** Connections open to one URL at most: the passes' parallel calls and the queues' turns fit well within it. */
-const SOCKETS_PER_URL = 64;
+/**
+ * Connections kept open between calls, and closed after 4 s unused (a load balancer or NAT may
+ * drop an idle one silently, and a call on it would fail); as many at once as calls need, since a
+ * call queued for a connection would spend its time limit waiting.
+ */
+const KEEP_ALIVE: http.AgentOptions = { keepAlive: true, timeout: 4_000 };
 /** The most of one answer read: a batch of 100 receipts is a small part of it; more is a fault of the URL. */
 const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
+
+/** Statuses that refuse the URL, not the call: unauthorized, payment required, forbidden, not found, proxy authentication required. */
+const URL_REFUSALS: ReadonlySet<number> = new Set([401, 402, 403, 404, 407]);
 
 /** A fault of the URL this module names itself (its message holds nothing of the URL). */
 class TransportFault extends Error {}

@@ -14,6 +14,7 @@ import {
   releaseQueue,
   reloadTransaction,
   unsettled,
+  updateTransaction,
   type TransactionRow,
 } from '../../../src/domains/transactions/repository.js';
 import { ownDatabase } from '../../support/db.js';
@@ -205,5 +206,26 @@ describe('transactions: the send path looks its rows up by key once its young ta
     } finally {
       await session.end();
     }
+  });
+  it('a status change answers the row with the request flags as stored (a cancel asked meanwhile sets them without a status change)', async () => {
+    await own.db
+      .transaction(async (tx: Knex.Transaction) => {
+        const { id: _id, nonce: _nonce, ...fields } = base;
+        void [_id, _nonce];
+        const accepted = await accept(tx, { ...fields, request_key: 'plans-flags' }, new Date(), null);
+        // The row as the sending request holds it; a cancel request arrives before its broadcast is written.
+        await updateTransaction(tx, accepted.id, { cancel_requested: true });
+        const [signed] = await changeMany(
+          tx,
+          [{ row: accepted, patch: { status: 'signed', hash: `0x${'cd'.repeat(32)}` }, event: 'wallet.transaction.signed' }],
+          new Date(),
+        );
+        expect(signed).to.include({ status: 'signed', cancel_requested: true, speed_up_requested: false });
+        expect(await reloadTransaction(tx, accepted.id)).to.include({ status: 'signed', cancel_requested: true });
+        throw new Error('rolled back');
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof Error) || err.message !== 'rolled back') throw err;
+      });
   });
 });

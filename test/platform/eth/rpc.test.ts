@@ -2,7 +2,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import type { ChainConfig } from '../../../src/platform/eth/chains.js';
+import { readChains, type ChainConfig } from '../../../src/platform/eth/chains.js';
 import { ChainRpc, RpcUnavailable } from '../../../src/platform/eth/rpc.js';
 import { createLogger } from '../../../src/platform/logging/logger.js';
 import { startAnvil, startFaultProxy, type Anvil, type FaultProxy } from '../../support/anvil.js';
@@ -147,5 +147,40 @@ describe('eth: the RPC client of a chain (operator URLs)', function () {
     const err = await none.call('eth_blockNumber', []).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(RpcUnavailable);
     expect(text()).to.not.include('hunter2');
+  });
+  it("takes a provider's refusal of the URL (401, 403, 404, whatever its body) for the URL's fault, never for the node's answer", async () => {
+    const refusals = await Promise.all(
+      [401, 403, 404].map((status) =>
+        serverAnswering(anvil.chainId, (res) =>
+          res
+            .writeHead(status, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32600, message: 'Must be authenticated!' } })),
+        ),
+      ),
+    );
+    servers.push(...refusals.map((r) => r.server));
+    proxy.setFaults(() => 'ok');
+    const { log, reasons } = capturedLog();
+    const rpc = new ChainRpc(chainOf(anvil.chainId, [...refusals.map((r) => r.url), proxy.url]), { log, cooldownMs: 60_000 });
+    expect(await rpc.call<string>('eth_blockNumber', [])).to.match(/^0x[0-9a-f]+$/);
+    expect(reasons()).to.deep.equal(['HTTP 401', 'HTTP 403', 'HTTP 404']);
+    // With no other URL, the call waits for the provider (RpcUnavailable), never fails as the node's refusal (RpcError).
+    const alone = new ChainRpc(chainOf(anvil.chainId, [refusals[0]!.url]), { cooldownMs: 0 });
+    expect(await alone.call('eth_estimateGas', [{}]).catch((e: unknown) => e)).to.be.instanceOf(RpcUnavailable);
+  });
+
+  it('refuses at start a user-info that is not percent-encoded; an encoded one is sent decoded', async () => {
+    const problems: string[] = [];
+    const config = (url: string) =>
+      JSON.stringify([{ chainId: anvil.chainId, name: 'local', rpcUrls: [url], maxFeePerGas: '2000000000', maxPriorityFeePerGas: '1000000000' }]);
+    readChains(config('http://operator:50%off@127.0.0.1:1'), problems);
+    expect(problems).to.have.length(1);
+    expect(problems[0]).to.include('rpcUrls[0]').and.not.include('50%off');
+    const fine: string[] = [];
+    const [chain] = readChains(config(proxy.url.replace('http://', 'http://operator:50%25off@')), fine);
+    expect(fine).to.deep.equal([]);
+    proxy.setFaults(() => 'ok');
+    await new ChainRpc(chain!).call('eth_blockNumber', []);
+    expect(proxy.authorization).to.equal(`Basic ${Buffer.from('operator:50%off').toString('base64')}`);
   });
 });
