@@ -1,26 +1,7 @@
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { accessLine, BlockWriter, createLogger } from '../src/platform/logging/logger.js';
-
-/** A destination that keeps every line written to it. */
-function sink(): { stream: Writable; lines: () => Array<Record<string, unknown>> } {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      text += chunk.toString('utf8');
-      done();
-    },
-  });
-  return {
-    stream,
-    lines: () =>
-      text
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { sink } from './support/log.js';
 
 describe('access line', () => {
   const cases: Array<[string, string, string, number, number]> = [

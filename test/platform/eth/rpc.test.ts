@@ -1,31 +1,17 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import { readChains, type ChainConfig } from '../../../src/platform/eth/chains.js';
 import { ChainRpc, RpcUnavailable } from '../../../src/platform/eth/rpc.js';
 import { createLogger } from '../../../src/platform/logging/logger.js';
 import { startAnvil, startFaultProxy, type Anvil, type FaultProxy } from '../../support/anvil.js';
 import { freePort } from '../../support/process.js';
+import { sink } from '../../support/log.js';
 
 /** A logger whose lines are kept, to read what a failing URL left in them. */
 function capturedLog(): { log: ReturnType<typeof createLogger>; text: () => string; reasons: () => unknown[] } {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      text += chunk.toString('utf8');
-      done();
-    },
-  });
-  return {
-    log: createLogger('debug', stream),
-    text: () => text,
-    reasons: () =>
-      text
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => (JSON.parse(l) as { reason?: unknown }).reason),
-  };
+  const out = sink();
+  return { log: createLogger('debug', out.stream), text: out.text, reasons: () => out.lines().map((l) => l['reason']) };
 }
 
 const chainOf = (chainId: number, rpcUrls: string[]): ChainConfig => ({
