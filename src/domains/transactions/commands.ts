@@ -7,7 +7,7 @@ import { checksumAddress } from '../../platform/eth/address.js';
 import type { ProjectScope } from '../../access/tenancy/scope.js';
 import type { AppContext } from '../../platform/http/context.js';
 import type { ActiveWallet } from '../wallets/activated.js';
-import { accept, type TransactionEngine } from './engine.js';
+import type { TransactionEngine } from './engine.js';
 import {
   attemptsOf,
   findProjectTransaction,
@@ -98,8 +98,7 @@ export async function sendTransaction(
   const value = quantity(input.value) ?? 0n;
   const now = deps.now();
   const from = wallet.address.toLowerCase();
-  const row = await accept(
-    deps.db,
+  const row = await deps.engine.accept(
     {
       organisation_id: project.organisation_id,
       project_id: project.id,

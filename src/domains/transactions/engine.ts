@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { hotQuery, keyedRows, type Executor } from '../../platform/db/knex.js';
+import { hotQuery, keyedRows, pgArray, type Executor } from '../../platform/db/knex.js';
 import { AppError, DependencyUnavailableError } from '../../platform/http/errors.js';
 import type { Logger } from '../../platform/logging/logger.js';
 import type { Clock } from '../../platform/runtime/clock.js';
 import { broadcastFact, hexBytes, hexQuantity, quantityOf, RpcError, RpcUnavailable } from '../../platform/eth/rpc.js';
-import { isUniqueViolation } from '../../platform/db/pg-errors.js';
+import { isRowFault, isUniqueViolation } from '../../platform/db/pg-errors.js';
+import { GroupCommit } from '../../platform/db/group-commit.js';
 import { Rotation } from '../../platform/db/rotation.js';
 import { NonceConflictError, type ProjectUid } from '../../platform/signer/client.js';
 import { setRecent } from '../../platform/runtime/recent.js';
@@ -33,7 +34,7 @@ import {
   giveNoncesBack,
   insertAttempt,
   INSERT_COLUMNS,
-  nextTransactionId,
+  nextTransactionIds,
   numeric,
   T_COLS,
   transactionOfRequest,
@@ -154,22 +155,25 @@ const CHANGES_SQL = `
      WHERE a.id = w.id RETURNING 1)
   SELECT up.id, up.cancel_requested, up.speed_up_requested FROM up ${ranBy('wake')}`;
 
-/** Each changed row's event (`event`, numbered by its `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
-async function recordsOf(
-  rows: readonly TransactionRow[],
-  events: readonly EventType[],
-  at: Date,
-  requestId: string | null,
-): Promise<{ events: string; audits: string }> {
+/** A row's step to record: the row as it stands after it, its event, when, and the request that made it. */
+interface Recorded {
+  row: TransactionRow;
+  event: EventType;
+  at: Date;
+  requestId: string | null;
+}
+
+/** Each step's event (numbered by its row's `sequence`) and audit entry, as the JSON record sets eventsAndAudit reads. */
+async function recordsOf(steps: readonly Recorded[]): Promise<{ events: string; audits: string }> {
   // A stream: each subscription receives a transaction's events in this order (webhooks/deliver.ts).
   const eventRows = await Promise.all(
-    rows.map(async (n, i) => ({
+    steps.map(async ({ row: n, event, at }) => ({
       id: n.id,
       ...(await eventRowOf(
         n.project_id,
         [
           {
-            type: events[i]!,
+            type: event,
             data: { ...presentTransaction(n, undefined, false), stream: `transaction:${n.id}`, sequence: n.sequence, events: n.events },
             walletId: n.wallet_id,
           },
@@ -178,12 +182,12 @@ async function recordsOf(
       )),
     })),
   );
-  const audits = rows.map((n, i) => ({
+  const audits = steps.map(({ row: n, event, requestId }) => ({
     id: n.id,
     organisation_id: n.organisation_id,
     project_id: n.project_id,
     actor: n.actor,
-    action: events[i],
+    action: event,
     target: `transaction:${n.id}`,
     status: n.status === 'failed' ? 422 : 200,
     request_id: requestId,
@@ -254,12 +258,7 @@ export async function changeMany(
       ...Object.fromEntries(PATCH_COLUMNS.map((c) => [c, c in set ? (set[c] ?? null) : null])),
     };
   });
-  const { events, audits } = await recordsOf(
-    steps.flat().map((s) => s.row),
-    steps.flat().map((s) => s.event),
-    at,
-    requestId,
-  );
+  const { events, audits } = await recordsOf(steps.flat().map((s) => ({ ...s, at, requestId })));
   // The requests' flags as stored: a cancel or speed-up sets them without a status change (no sequence of its own).
   const rows = await hotQuery<{ id: string | number; cancel_requested: boolean; speed_up_requested: boolean }>(tx, 'custody_transaction_changes', CHANGES_SQL, [
     JSON.stringify(values),
@@ -290,24 +289,56 @@ export async function change(
   return next ?? row;
 }
 
+/** The SQL types of a new send's columns, as the accept's arrays carry them (`data` as hex). */
+const ACCEPT_TYPES = {
+  request_key: 'text',
+  organisation_id: 'bigint',
+  project_id: 'bigint',
+  wallet_id: 'bigint',
+  chain_id: 'bigint',
+  from_address: 'text',
+  to_address: 'text',
+  value: 'numeric',
+  data: 'text',
+  gas: 'numeric',
+  max_fee_per_gas: 'numeric',
+  max_priority_fee_per_gas: 'numeric',
+  kind: 'text',
+  caller: 'text',
+  actor: 'text',
+  expires_at: 'timestamptz',
+  nonce: 'numeric',
+} as const satisfies Record<(typeof INSERT_COLUMNS)[number], string>;
 const ACCEPT_SQL = `
-  WITH up AS (
+  WITH n AS (
+    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], ${INSERT_COLUMNS.map((c, i) => `$${i + 3}::${ACCEPT_TYPES[c]}[]`).join(', ')})
+      WITH ORDINALITY AS n(id, at, ${INSERT_COLUMNS.join(', ')}, ord)),
+  up AS (
     INSERT INTO transactions (id, ${INSERT_COLUMNS.join(', ')}, status, sequence, events, created_at, updated_at)
-    VALUES ($1, ${INSERT_COLUMNS.map((_, i) => `$${i + 2}`).join(', ')}, 'queued', 1, ARRAY['wallet.transaction.queued'], $${INSERT_COLUMNS.length + 2}, $${INSERT_COLUMNS.length + 2})
+    SELECT id, ${INSERT_COLUMNS.map((c) => (c === 'data' ? `decode(data, 'hex')` : c)).join(', ')}, 'queued', 1, ARRAY['wallet.transaction.queued'], at, at FROM n ORDER BY ord
     ON CONFLICT (project_id, request_key) WHERE request_key IS NOT NULL DO NOTHING
     RETURNING ${T_COLS}),
   ${eventsAndAudit('up', `$${INSERT_COLUMNS.length + 3}`, `$${INSERT_COLUMNS.length + 4}`)}
   SELECT up.* FROM up ${ranBy('wake')}`;
 
+/** A send to accept, when, and the request that asked for it. */
+export interface Accepting {
+  send: NewTransaction;
+  at: Date;
+  requestId: string | null;
+}
+
 /**
- * Accepts a send: a `queued` row with its event and audit entry, in one statement (its id taken
- * first: the event names it); the one its request key made already, if any.
+ * Accepts sends: `queued` rows with their events and audit entries, in one statement (their ids
+ * taken first: the events name them); for a send whose request key made one already, that one.
+ * Answers in the sends' order.
  */
-export async function accept(db: Executor, t: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
-  const id = await nextTransactionId(db);
-  const row: TransactionRow = {
+export async function acceptMany(db: Executor, sends: readonly Accepting[]): Promise<TransactionRow[]> {
+  if (sends.length === 0) return [];
+  const ids = await nextTransactionIds(db, sends.length);
+  const rows = sends.map(({ send: t, at }, i): TransactionRow => ({
     ...t,
-    id,
+    id: ids[i]!,
     nonce: t.nonce ?? null,
     status: 'queued',
     waiting: null,
@@ -323,14 +354,41 @@ export async function accept(db: Executor, t: NewTransaction, at: Date, requestI
     created_at: at,
     updated_at: at,
     submitted_at: null,
-  };
-  const { events, audits } = await recordsOf([row], ['wallet.transaction.queued'], at, requestId);
-  const values = INSERT_COLUMNS.map((c) => (c === 'nonce' ? row.nonce : t[c]));
-  const [inserted] = await hotQuery<TransactionRow>(db, 'custody_transaction_accept', ACCEPT_SQL, [id, ...values, at, events, audits]);
-  if (inserted) return numeric(inserted);
-  const existing = t.request_key === null ? undefined : await transactionOfRequest(db, t.project_id, t.request_key);
-  if (!existing) throw new Error('a send neither inserted nor found by its request key');
-  return existing;
+  }));
+  const { events, audits } = await recordsOf(
+    rows.map((row, i) => ({ row, event: 'wallet.transaction.queued', at: sends[i]!.at, requestId: sends[i]!.requestId })),
+  );
+  const column = (c: (typeof INSERT_COLUMNS)[number]) =>
+    pgArray(
+      rows.map((r) => {
+        const v = r[c];
+        return v instanceof Date ? v.toISOString() : Buffer.isBuffer(v) ? v.toString('hex') : v;
+      }),
+    );
+  const inserted = await hotQuery<TransactionRow>(db, 'custody_transaction_accept', ACCEPT_SQL, [
+    pgArray(ids),
+    pgArray(sends.map((s) => s.at.toISOString())),
+    ...INSERT_COLUMNS.map(column),
+    events,
+    audits,
+  ]);
+  const written = new Map(inserted.map((r) => [Number(r.id), numeric(r)]));
+  return Promise.all(
+    rows.map(async (r) => {
+      const row = written.get(r.id);
+      if (row) return row;
+      // Not written: its request key made one already.
+      const existing = r.request_key === null ? undefined : await transactionOfRequest(db, r.project_id, r.request_key);
+      if (!existing) throw new Error('a send neither inserted nor found by its request key');
+      return existing;
+    }),
+  );
+}
+
+/** Accepts one send (acceptMany of one), in the caller's transaction or on its own. */
+export async function accept(db: Executor, send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
+  const [row] = await acceptMany(db, [{ send, at, requestId }]);
+  return row!;
 }
 
 const EVENT_OF: Partial<Record<Status, EventType>> = {
@@ -381,7 +439,17 @@ export class TransactionEngine {
   /** Sends whose request answers with them (awaitAnswer): the row as this process's broadcast wrote it, once it has. */
   readonly #answers = new Map<number, TransactionRow | undefined>();
 
-  constructor(private readonly deps: EngineDeps) {}
+  /** Sends accepted while earlier ones are being written go together in the next statement. */
+  readonly #accepts: GroupCommit<Accepting, TransactionRow>;
+
+  constructor(private readonly deps: EngineDeps) {
+    this.#accepts = new GroupCommit((sends) => acceptMany(deps.db, sends), { rowFault: isRowFault });
+  }
+
+  /** Accepts a send (acceptMany), together with the others accepted meanwhile. */
+  accept(send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
+    return this.#accepts.add({ send, at, requestId });
+  }
 
   async #signingParts(row: TransactionRow): Promise<{ wallet: ActiveWallet; project: { id: number; uid: ProjectUid; organisation_id: number } } | undefined> {
     let wallet = this.#wallets.get(row.wallet_id);

@@ -177,10 +177,15 @@ export const INSERT_COLUMNS = [
   'expires_at',
   'nonce',
 ] as const satisfies ReadonlyArray<keyof NewTransaction>;
-/** The id the next transaction takes (its events name it before it is written). */
-export async function nextTransactionId(db: Executor): Promise<number> {
-  const [row] = await hotQuery<{ id: string }>(db, 'custody_transaction_next_id', `SELECT nextval(pg_get_serial_sequence('transactions', 'id')) AS id`, []);
-  return Number(row!.id);
+/** The ids the next `count` transactions take, in order (their events name them before they are written). */
+export async function nextTransactionIds(db: Executor, count: number): Promise<number[]> {
+  const rows = await hotQuery<{ id: string }>(
+    db,
+    'custody_transaction_next_ids',
+    `SELECT nextval(pg_get_serial_sequence('transactions', 'id')) AS id FROM generate_series(1, $1) ORDER BY 1`,
+    [count],
+  );
+  return rows.map((r) => Number(r.id));
 }
 
 export async function transactionOfRequest(db: Executor, projectId: number, requestKey: string): Promise<TransactionRow | undefined> {

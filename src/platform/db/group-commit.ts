@@ -1,49 +1,78 @@
 import { needsConnection, outsideRequests } from './held.js';
 
+export interface GroupCommitOptions {
+  /** How many statements may be in flight at once (each holds a pooled connection). */
+  parallel?: number;
+  maxRows?: number;
+  /**
+   * Whether a group's failure may be one row's fault (a constraint it breaks): then each of its
+   * rows is written again alone, and only the callers whose own row fails get the error. Without
+   * it (or for a failure it says no to, a lost database) every caller of the group gets it.
+   */
+  rowFault?: (err: unknown) => boolean;
+}
+
+interface Waiter<T, R> {
+  row: T;
+  settle: (result: { ok: R } | { err: Error }) => void;
+}
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error('group commit failed', { cause: err }));
+
 /**
  * Rows that must be committed before their callers go on, written together: a row added while
  * earlier writes are in flight waits for the next statement, which takes every row waiting (up
  * to `maxRows`). Idle, a row is written at once; under load one statement and one commit carry
- * many. All or nothing: every caller of a statement gets its outcome, a failure included.
+ * many. Each caller gets its row's result (`write` answers one per row, in their order); a
+ * failure is every caller's, unless `rowFault` says it may be one row's.
  */
-export class GroupCommit<T> {
-  readonly #waiting: Array<{ row: T; settle: (err?: Error) => void }> = [];
+export class GroupCommit<T, R = void> {
+  readonly #waiting: Array<Waiter<T, R>> = [];
   #inFlight = 0;
+  readonly #parallel: number;
+  readonly #maxRows: number;
 
   constructor(
-    private readonly write: (rows: T[]) => Promise<void>,
-    /** How many statements may be in flight at once (each holds a pooled connection). */
-    private readonly parallel = 2,
-    private readonly maxRows = 256,
-  ) {}
+    private readonly write: (rows: T[]) => Promise<R[] | void>,
+    private readonly options: GroupCommitOptions = {},
+  ) {
+    this.#parallel = options.parallel ?? 2;
+    this.#maxRows = options.maxRows ?? 256;
+  }
 
-  /** Resolves once `row` is committed; rejects with the statement's error. */
-  add(row: T): Promise<void> {
+  /** Resolves with `row`'s result once it is committed; rejects with the statement's error. */
+  add(row: T): Promise<R> {
     // The caller waits for a statement that takes a pooled connection: it may hold none meanwhile.
     needsConnection('a group commit waited for');
-    return new Promise<void>((resolve, reject) => {
-      this.#waiting.push({ row, settle: (err) => (err === undefined ? resolve() : reject(err)) });
+    return new Promise<R>((resolve, reject) => {
+      this.#waiting.push({ row, settle: (r) => ('ok' in r ? resolve(r.ok) : reject(r.err)) });
       this.#next();
     });
   }
 
   #next(): void {
-    while (this.#inFlight < this.parallel && this.#waiting.length > 0) {
-      const group = this.#waiting.splice(0, this.maxRows);
+    while (this.#inFlight < this.#parallel && this.#waiting.length > 0) {
+      const group = this.#waiting.splice(0, this.#maxRows);
       this.#inFlight++;
-      // The statement is every waiting caller's: no one request's (platform/db/held.ts).
-      outsideRequests(() => this.write(group.map((g) => g.row)))
-        .then(
-          () => group.forEach((g) => g.settle()),
-          (err: unknown) => {
-            const failure = err instanceof Error ? err : new Error('group commit failed', { cause: err });
-            group.forEach((g) => g.settle(failure));
-          },
-        )
-        .finally(() => {
-          this.#inFlight--;
-          this.#next();
-        });
+      // The statement is every waiting caller's: no one request's (platform/db/held.ts). #run settles every caller and never rejects.
+      void outsideRequests(() => this.#run(group)).finally(() => {
+        this.#inFlight--;
+        this.#next();
+      });
+    }
+  }
+
+  async #run(group: Array<Waiter<T, R>>): Promise<void> {
+    try {
+      const results = await this.write(group.map((g) => g.row));
+      group.forEach((g, i) => g.settle({ ok: (results ? results[i] : undefined) as R }));
+    } catch (err) {
+      if (group.length === 1 || !this.options.rowFault?.(err)) {
+        group.forEach((g) => g.settle({ err: asError(err) }));
+        return;
+      }
+      // One row may have failed them all: each goes again alone, in this statement's slot.
+      for (const g of group) await this.#run([g]);
     }
   }
 }

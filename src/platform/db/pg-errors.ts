@@ -45,6 +45,15 @@ export function mapDatabaseError(err: unknown): AppError | undefined {
   return undefined;
 }
 
+/**
+ * A failure that may be one row's fault, not the statement's: class 22 (a value the column cannot
+ * hold) or 23 (a constraint the row breaks). A group of rows that failed so is written again row by row.
+ */
+export const isRowFault = (err: unknown): boolean => {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+};
+
 export const isUniqueViolation = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
 
 /** 40P01 deadlock, 40001 serialization failure: safe to run the whole transaction again. */

@@ -33,6 +33,45 @@ describe('signing decisions: recorded together under load (domains/signing/decis
     expect(groups.at(-1)).to.deep.equal([99]);
   });
 
+  it("answers each caller its own row's result, and when a group fails by one row's fault, writes each row again alone so that only that row's caller fails", async () => {
+    const statements: number[][] = [];
+    const gate: Array<() => void> = [];
+    // Row 0's and row 1's statements wait to be let go, so that the rows after them wait together.
+    const group = new GroupCommit<number, string>(
+      async (rows) => {
+        statements.push(rows);
+        if (rows[0] === 0 || rows[0] === 1) await new Promise<void>((resolve) => gate.push(resolve));
+        if (rows.includes(13)) throw Object.assign(new Error('check violation'), { code: '23514' });
+        if (rows.includes(66)) throw Object.assign(new Error('connection lost'), { code: '08006' });
+        return rows.map((r) => `row ${r}`);
+      },
+      { parallel: 1, rowFault: (err) => (err as { code?: string }).code?.startsWith('23') === true },
+    );
+    const held = group.add(0);
+    const rows = [10, 11, 13, 12].map((r) => group.add(r));
+    gate.splice(0).forEach((open) => open());
+    expect(await held).to.equal('row 0');
+    const outcomes = await Promise.allSettled(rows);
+    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : (o.reason as Error).message))).to.deep.equal([
+      'row 10',
+      'row 11',
+      'check violation',
+      'row 12',
+    ]);
+    // Together first, then each alone.
+    expect(statements).to.deep.equal([[0], [10, 11, 13, 12], [10], [11], [13], [12]]);
+    // A failure that is no row's (the database lost) is every caller's, with no statement again.
+    statements.length = 0;
+    // The last statement's slot is free a turn of the event loop after its callers are answered.
+    await new Promise((r) => setImmediate(r));
+    const blocker = group.add(1);
+    const lost = [65, 66].map((r) => group.add(r));
+    gate.splice(0).forEach((open) => open());
+    await blocker;
+    expect((await Promise.allSettled(lost)).map((o) => o.status)).to.deep.equal(['rejected', 'rejected']);
+    expect(statements).to.deep.equal([[1], [65, 66]]);
+  });
+
   /** An organisation with a project subscribing to denials and a quiet one, with `count` wallets each. */
   async function tenant(count: number) {
     const db = testDb();

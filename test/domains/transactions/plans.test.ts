@@ -3,7 +3,8 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { migrateLatest } from '../../../src/platform/db/migrate.js';
 import { freshenStatistics } from '../../../src/platform/db/statistics.js';
-import { accept, changeMany } from '../../../src/domains/transactions/engine.js';
+import { accept, acceptMany, changeMany } from '../../../src/domains/transactions/engine.js';
+import { isRowFault } from '../../../src/platform/db/pg-errors.js';
 import {
   attemptsOf,
   attemptsOfMany,
@@ -224,6 +225,49 @@ describe('transactions: the send path looks its rows up by key once its young ta
         );
         expect(signed).to.include({ status: 'signed', cancel_requested: true, speed_up_requested: false });
         expect(await reloadTransaction(tx, accepted.id)).to.include({ status: 'signed', cancel_requested: true });
+        throw new Error('rolled back');
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof Error) || err.message !== 'rolled back') throw err;
+      });
+  });
+  it("sends accepted together are one statement: ids in their order, each its own row, time, audit entry and request; a repeated request key is answered the first one's row; a row that breaks a constraint fails it as a row fault", async () => {
+    await own.db
+      .transaction(async (tx: Knex.Transaction) => {
+        const { id: _id, nonce: _nonce, ...fields } = base;
+        void [_id, _nonce];
+        const at = new Date('2026-11-27T10:00:00.000Z');
+        const later = (ms: number) => new Date(at.getTime() + ms);
+        const sends = [
+          { send: { ...fields, request_key: 'together-1', value: '7', data: Buffer.from('c0ffee', 'hex') }, at, requestId: 'request-a' },
+          { send: { ...fields, request_key: 'together-1', value: '8' }, at: later(1), requestId: 'request-b' },
+          { send: { ...fields, request_key: null, value: '9', nonce: '42' }, at: later(2), requestId: 'request-c' },
+        ];
+        const [a, b, c] = await acceptMany(tx, sends);
+        expect(b!.id).to.equal(a!.id);
+        expect(c!.id).to.be.greaterThan(a!.id);
+        expect(a).to.include({ value: '7', status: 'queued', request_key: 'together-1', nonce: null, sequence: 1 });
+        expect(a!.data.toString('hex')).to.equal('c0ffee');
+        expect(a!.created_at.toISOString()).to.equal(at.toISOString());
+        expect(c).to.include({ value: '9', nonce: '42', request_key: null });
+        expect(c!.created_at.toISOString()).to.equal(later(2).toISOString());
+        expect(await reloadTransaction(tx, c!.id)).to.deep.include({ value: '9', nonce: '42', events: ['wallet.transaction.queued'] });
+        const audits = await tx('audit_log')
+          .whereIn('target', [`transaction:${a!.id}`, `transaction:${c!.id}`])
+          .orderBy('id')
+          .select<Array<{ target: string; request_id: string; action: string }>>('target', 'request_id', 'action');
+        expect(audits).to.deep.equal([
+          { target: `transaction:${a!.id}`, request_id: 'request-a', action: 'wallet.transaction.queued' },
+          { target: `transaction:${c!.id}`, request_id: 'request-c', action: 'wallet.transaction.queued' },
+        ]);
+        // A wallet that does not exist: the statement fails as a row's fault (the engine's group then writes each row alone).
+        const failed = await tx
+          .transaction((savepoint) => acceptMany(savepoint, [{ ...sends[2]! }, { send: { ...fields, request_key: null, wallet_id: 0 }, at, requestId: null }]))
+          .then(
+            () => undefined,
+            (err: unknown) => err,
+          );
+        expect(isRowFault(failed)).to.equal(true);
         throw new Error('rolled back');
       })
       .catch((err: unknown) => {

@@ -78,12 +78,15 @@ describe('db: a request never asks the pool for a connection while it holds one'
 
   it("counts a group commit's statement as no request's, whichever request's turn started it", async () => {
     const opened: Array<() => void> = [];
-    const group = new GroupCommit<number>(async () => {
-      await db.transaction(async (tx) => {
-        await tx.raw('SELECT 1');
-        await new Promise<void>((resolve) => opened.push(resolve));
-      });
-    }, 1);
+    const group = new GroupCommit<number>(
+      async () => {
+        await db.transaction(async (tx) => {
+          await tx.raw('SELECT 1');
+          await new Promise<void>((resolve) => opened.push(resolve));
+        });
+      },
+      { parallel: 1 },
+    );
     // A's row is written first; B's waits, and its statement starts from A's turn once A's is done.
     const a = asRequest(async () => {
       await group.add(1);
