@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { UnauthorizedError } from '../../platform/http/errors.js';
 import { constantTimeEqual, hashSecret } from '../../platform/crypto/secrets.js';
-import { findLiveTokenByHash } from '../../domains/tokens/repository.js';
+import { findLiveTokensByHash, type TokenLookup } from '../../domains/tokens/repository.js';
+import { GroupCommit } from '../../platform/db/group-commit.js';
 import type { AppContext, AppMiddleware } from '../../platform/http/context.js';
 import type { Principal } from './principal.js';
 
@@ -23,6 +24,8 @@ function namedProjectId(ctx: AppContext): number | null {
  * hash in constant time; other tokens are looked up by their SHA-256 (the table holds only hashes).
  */
 export function authenticate(db: Knex, operatorTokenHash: Buffer): AppMiddleware {
+  // Tokens of requests that arrive while earlier lookups are in flight are looked up together, in one statement.
+  const lookups = new GroupCommit((all: TokenLookup[]) => findLiveTokensByHash(db, all));
   return async (ctx, next) => {
     const match = BEARER.exec(ctx.get('Authorization'));
     if (!match?.[1]) throw new UnauthorizedError();
@@ -32,7 +35,7 @@ export function authenticate(db: Knex, operatorTokenHash: Buffer): AppMiddleware
       principal = { scope: 'operator', role: 'admin' };
     } else {
       const named = namedProjectId(ctx);
-      const found = await findLiveTokenByHash(db, hash, named);
+      const found = await lookups.add({ hash, projectId: named });
       if (!found) throw new UnauthorizedError('The API token is unknown or revoked.');
       if (named !== null) ctx.state.namedProject = { id: named, row: found.project };
       const row = found.token;

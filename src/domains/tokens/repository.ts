@@ -1,4 +1,4 @@
-import { hotQuery, type Executor } from '../../platform/db/knex.js';
+import { hotQuery, keyedRows, pgArray, type Executor } from '../../platform/db/knex.js';
 import type { TokenRole } from '../../access/auth/principal.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { ProjectRow } from '../projects/repository.js';
@@ -22,34 +22,44 @@ export type LiveToken = Pick<ApiTokenRow, 'id' | 'organisation_id' | 'project_id
 
 type TokenAndProject = LiveToken & { [C in (typeof PROJECT_COLUMNS)[number] as `p_${C}`]: ProjectRow[C] | null };
 
-/**
- * The token with this hash, if it is live: not revoked, its organisation not soft-deleted and,
- * for a project token, its project not deleted (docs/interface.md section 10: undelete brings it back).
- * With `projectId` (the project a request names), in the same round trip, that project if the
- * token reaches it (access/tenancy/visible.ts), else null. Every API-token request runs it: a prepared
- * statement (platform/db/knex.ts hotQuery).
- */
-const reach = tokenReach('t', '$2::bigint', 'np');
+/** A token to look up: its hash, and the project its request names (or null). */
+export interface TokenLookup {
+  hash: Buffer;
+  projectId: number | null;
+}
 
-export async function findLiveTokenByHash(
+/**
+ * Each token by its hash, if it is live: not revoked, its organisation not soft-deleted and, for a
+ * project token, its project not deleted (docs/interface.md section 10: undelete brings it back).
+ * With the project its request names, in the same round trip, that project if the token reaches
+ * it (access/tenancy/visible.ts), else null. Every API-token request runs it, with the others that
+ * arrive meanwhile (access/auth/authenticate.ts): one prepared statement (platform/db/knex.ts
+ * hotQuery) for all of them. Answers in the lookups' order.
+ */
+const reach = tokenReach('t', 'k.project', 'np');
+const LIVE_TOKENS_SQL = `
+  SELECT k.ord, t.id, t.organisation_id, t.project_id, t.role, ${PROJECT_COLUMNS.map((c) => `np.${c} AS p_${c}`).join(', ')}
+    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(hash, project, ord)
+    JOIN api_tokens t ON t.token_hash = decode(k.hash, 'hex')
+    ${reach.joins}
+   WHERE ${keyedRows('k.ord')} AND t.revoked_at IS NULL AND ${reach.live}`;
+
+export async function findLiveTokensByHash(
   db: Executor,
-  hash: Buffer,
-  projectId: number | null = null,
-): Promise<{ token: LiveToken; project: ProjectRow | null } | undefined> {
-  const rows = await hotQuery<TokenAndProject>(
-    db,
-    'custody_live_token',
-    `SELECT t.id, t.organisation_id, t.project_id, t.role, ${PROJECT_COLUMNS.map((c) => `np.${c} AS p_${c}`).join(', ')}
-       FROM api_tokens t
-       ${reach.joins}
-      WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND ${reach.live}`,
-    [hash, projectId],
-  );
-  const row = rows[0];
-  if (!row) return undefined;
-  const token: LiveToken = { id: row.id, organisation_id: row.organisation_id, project_id: row.project_id, role: row.role };
-  if (row.p_id === null) return { token, project: null };
-  return { token, project: Object.fromEntries(PROJECT_COLUMNS.map((c) => [c, row[`p_${c}`]])) as unknown as ProjectRow };
+  lookups: readonly TokenLookup[],
+): Promise<Array<{ token: LiveToken; project: ProjectRow | null } | undefined>> {
+  const rows = await hotQuery<TokenAndProject & { ord: string }>(db, 'custody_live_tokens', LIVE_TOKENS_SQL, [
+    pgArray(lookups.map((l) => l.hash.toString('hex'))),
+    pgArray(lookups.map((l) => l.projectId)),
+  ]);
+  const found = new Map(rows.map((r) => [Number(r.ord), r]));
+  return lookups.map((_, i) => {
+    const row = found.get(i + 1);
+    if (!row) return undefined;
+    const token: LiveToken = { id: row.id, organisation_id: row.organisation_id, project_id: row.project_id, role: row.role };
+    if (row.p_id === null) return { token, project: null };
+    return { token, project: Object.fromEntries(PROJECT_COLUMNS.map((c) => [c, row[`p_${c}`]])) as unknown as ProjectRow };
+  });
 }
 
 export async function insertToken(

@@ -78,6 +78,27 @@ describe('API tokens and management authorisation', () => {
     expect(basic.status).to.equal(401);
   });
 
+  it('answers each of many requests at once by its own token (looked up together): its own tenant, 404 for the other, 401 when unknown or revoked', async () => {
+    const a = await createTenant(app.client);
+    const b = await createTenant(app.client);
+    const revoked = await createToken(app.client, a.org.id, 'admin');
+    expect((await app.client.delete(`/api/v1/organisations/${a.org.id}/tokens/${revoked.id}`)).status).to.equal(204);
+    const callers = [
+      { client: a.orgAdmin, project: a.project.id, status: 200 },
+      { client: b.projectRead, project: b.project.id, status: 200 },
+      { client: a.projectRead, project: b.project.id, status: 404 },
+      { client: app.client.withToken(revoked.token), project: a.project.id, status: 401 },
+      { client: app.client.withToken('sk_test_unknown'), project: a.project.id, status: 401 },
+      { client: b.orgRead, project: a.project.id, status: 404 },
+    ];
+    const calls = Array.from({ length: 60 }, (_, i) => callers[i % callers.length]!);
+    const answers = await Promise.all(calls.map((c) => c.client.get(`/api/v1/project/${c.project}`)));
+    expect(answers.map((r) => r.status)).to.deep.equal(calls.map((c) => c.status));
+    answers.forEach((r, i) => {
+      if (r.status === 200) expect(r.body.id).to.equal(calls[i]!.project);
+    });
+  });
+
   it('gives a token of organisation A 404 for every resource of organisation B, whatever its role, and changes nothing', async () => {
     const a = await createTenant(app.client);
     const b = await createTenant(app.client);

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { createDb, hotQuery, type Knex } from '../../../src/platform/db/knex.js';
 import { hashSecret } from '../../../src/platform/crypto/secrets.js';
 import { findProjectAndWallet } from '../../../src/access/tenancy/project-key.js';
-import { findLiveTokenByHash, type LiveToken } from '../../../src/domains/tokens/repository.js';
+import { findLiveTokensByHash, type LiveToken } from '../../../src/domains/tokens/repository.js';
 import type { ProjectRow } from '../../../src/domains/projects/repository.js';
 import { findVisibleProject, visibleProjects } from '../../../src/access/tenancy/visible.js';
 import { findProjectWallet } from '../../../src/domains/wallets/repository.js';
@@ -133,6 +133,8 @@ describe('hot-path queries (platform/db/knex.ts hotQuery)', () => {
       tok.project_id === null
         ? { scope: 'organisation', role: tok.role, tokenId: tok.id, organisationId: tok.organisation_id }
         : { scope: 'project', role: tok.role, tokenId: tok.id, organisationId: tok.organisation_id, projectId: tok.project_id };
+    const findLiveTokenByHash = async (db: Knex | Knex.Transaction, hash: Buffer, projectId: number | null = null) =>
+      (await findLiveTokensByHash(db, [{ hash, projectId }]))[0];
     const found = await three((db) => findLiveTokenByHash(db, hashSecret(t.tokens.projectAdmin.token)));
     expect(found).to.deep.equal({
       token: { id: t.tokens.projectAdmin.id, organisation_id: t.org.id, project_id: t.project.id, role: 'admin' },
@@ -153,10 +155,15 @@ describe('hot-path queries (platform/db/knex.ts hotQuery)', () => {
         return hot !== undefined;
       };
       const found = [await reaches(operator)];
+      const each = [];
       for (const tok of tokens) {
         const live = await three((db) => findLiveTokenByHash(db, hashSecret(tok.token), t.project.id));
+        each.push(live);
         found.push(live ? await reaches(principalOf(live.token), live.project) : false);
       }
+      // Looked up together (as requests that arrive at once are), with an unknown token among them: each answer in its place.
+      const lookups = [...tokens.map((tok) => hashSecret(tok.token)), hashSecret('no such token')].map((hash) => ({ hash, projectId: t.project.id }));
+      expect(await three((db) => findLiveTokensByHash(db, [lookups[4]!, ...lookups.slice(0, 4)]))).to.deep.equal([undefined, ...each]);
       return found;
     };
     expect(await reached()).to.deep.equal([true, true, false, true, false]);
