@@ -50,8 +50,8 @@ export async function runSigner(env?: Readonly<Record<string, string | undefined
     process.stderr.write(`keyvault: refusing to start: ${message}\n`);
     process.exit(1);
   }
-  // The first signature precomputes the curve's tables (30 ms measured): paid here, with a key that
-  // is no one's, rather than by the first request's event loop.
+  // The first signature warms libsecp256k1 and the code around it: paid here, with a key that is no
+  // one's, rather than by the first request's event loop.
   signDigest(new Uint8Array(32).fill(1), new Uint8Array(32).fill(1));
   const reader = new ReadPool(config.readThreads);
   const policies = new PolicyStore(store, Date.now, 1_000, (document) => reader.policy(document));

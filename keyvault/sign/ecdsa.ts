@@ -1,7 +1,9 @@
 import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { signRecoverable } from 'tiny-secp256k1';
 
-// A table of the base point's multiples for windows of 8 bits, made now (about 1 MB, tens of
-// milliseconds at start): each signature then takes 15–20% less than with noble's default of 6.
+// A table of the base point's multiples for windows of 8 bits, made now on the signer's main thread
+// (about 1 MB, tens of milliseconds at start): the public keys noble computes there take 15–20% less
+// than with its default of 6.
 secp256k1.Point.BASE.precompute(8, false);
 
 export interface Signature {
@@ -11,16 +13,17 @@ export interface Signature {
 }
 
 /**
- * Signs a 32-byte digest the signer computed itself: RFC 6979 nonces and low-s (EIP-2), noble's
- * defaults, stated so that a change of default cannot pass unnoticed. The caller zeroes `secret`.
+ * Signs a 32-byte digest the signer computed itself, with libsecp256k1 (tiny-secp256k1, its
+ * WebAssembly build: a quarter of noble's time a signature, docs/decisions.md): RFC 6979 nonces
+ * and low-s (EIP-2), as libsecp256k1 always signs; the key is copied into its input buffer, which
+ * it zeroes after each signature. The caller zeroes `secret`.
  */
 export function signDigest(digest: Uint8Array, secret: Uint8Array): Signature {
   if (digest.length !== 32) throw new RangeError('a digest is 32 bytes');
-  const rec = secp256k1.sign(digest, secret, { prehash: false, lowS: true, extraEntropy: false, format: 'recovered' });
-  const recovery = rec[0];
-  if (recovery !== 0 && recovery !== 1) throw new Error('unexpected recovery id');
+  const { signature, recoveryId } = signRecoverable(digest, secret);
+  if (recoveryId !== 0 && recoveryId !== 1) throw new Error('unexpected recovery id');
   const big = (b: Uint8Array) => BigInt(`0x${Buffer.from(b).toString('hex')}`);
-  return { yParity: recovery, r: big(rec.subarray(1, 33)), s: big(rec.subarray(33, 65)) };
+  return { yParity: recoveryId, r: big(signature.subarray(0, 32)), s: big(signature.subarray(32, 64)) };
 }
 
 export const word = (n: bigint): Uint8Array => Uint8Array.from(Buffer.from(n.toString(16).padStart(64, '0'), 'hex'));

@@ -6,6 +6,7 @@ import { hashAuthorization, recoverAuthorizationAddress } from 'viem/utils';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { addressOfPublicKey } from '../../../keyvault/eth.js';
 import { parseOperation, signOperation } from '../../../keyvault/sign/operation.js';
+import { signDigest } from '../../../keyvault/sign/ecdsa.js';
 
 /**
  * Every signature the signer's operations make, checked by two implementations that share no
@@ -33,6 +34,25 @@ const asQuantity = (n: bigint, form: number) =>
 
 describe('signer operations: conformance with ethers and viem', function () {
   this.timeout(120_000);
+
+  it(`signs a digest as noble does (RFC 6979 nonces, low s), byte for byte: ${RUNS} keys and digests, the curve's edges among them`, () => {
+    const edge = (hex: string) => Uint8Array.from(Buffer.from(hex.padStart(64, '0'), 'hex'));
+    const keys = [edge('1'), edge((N - 1n).toString(16)), edge((N / 2n).toString(16))];
+    const digests = [edge('0'), edge('f'.repeat(64)), edge((N - 1n).toString(16))];
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.uint8Array({ minLength: 48, maxLength: 48 }), fc.nat(8), (digest, seed, pick) => {
+        const secret = pick < 3 ? keys[pick]! : secp256k1.utils.randomSecretKey(seed);
+        const d = pick >= 3 && pick < 6 ? digests[pick - 3]! : digest;
+        const ours = signDigest(d, secret);
+        const noble = secp256k1.sign(d, secret, { prehash: false, lowS: true, extraEntropy: false, format: 'recovered' });
+        expect(ours.yParity).to.equal(noble[0]);
+        expect(ours.r).to.equal(BigInt(`0x${Buffer.from(noble.subarray(1, 33)).toString('hex')}`));
+        expect(ours.s).to.equal(BigInt(`0x${Buffer.from(noble.subarray(33, 65)).toString('hex')}`));
+        expect(lowS(ours.s)).to.equal(true);
+      }),
+      { numRuns: RUNS },
+    );
+  });
 
   it(`personal_sign: ${RUNS} messages (text and hex bytes), recovered by both`, async () => {
     const message = fc.oneof(
