@@ -19,6 +19,7 @@ import {
 } from './repository.js';
 import { DATA_MAX_BYTES, RpcSendParams } from './schemas.js';
 import { checkPart } from '../../platform/http/validate.js';
+import { besideRequest } from '../../platform/db/held.js';
 
 export interface TransactionDeps {
   db: Knex;
@@ -120,18 +121,22 @@ export async function sendTransaction(
     new Date(now),
     who.requestId,
   );
-  let worked = true;
-  deps.engine.awaitAnswer(row.id);
-  let broadcast: TransactionRow | undefined;
-  try {
-    worked = await deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait });
-  } catch (err) {
-    // Accepted and written: the worker works the queue if this request could not.
-    deps.log.warn({ err: err instanceof Error ? err.message : String(err), transactionId: row.id }, 'a send was accepted but not worked at once');
-  } finally {
-    broadcast = deps.engine.answerOf(row.id);
-  }
-  // Written `submitted` by this request's broadcast or another's: answered as written (no read again).
+  const answered = deps.engine.awaitAnswer(row.id);
+  const driving = besideRequest(() => deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait })).then(
+    (worked) => ({ worked }),
+    (err: unknown) => {
+      // Accepted and written: the worker works the queue if this request could not.
+      deps.log.warn({ err: err instanceof Error ? err.message : String(err), transactionId: row.id }, 'a send was accepted but not worked at once');
+      return { worked: true };
+    },
+  );
+  // Written `submitted` by this request's broadcast or another's: answered as written (no read
+  // again), while the queue's turn goes on with the sends queued behind it.
+  const first = await Promise.race([answered.then((broadcast) => ({ broadcast })), driving]);
+  if ('broadcast' in first && first.broadcast) return first.broadcast;
+  const { worked } = await driving;
+  deps.engine.forgetAnswer(row.id);
+  const broadcast = await answered;
   if (broadcast) return broadcast;
   // Another request or process holds its queue: it is answered as accepted, queued.
   if (!worked && !wait) return row;

@@ -436,8 +436,8 @@ export class TransactionEngine {
   readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
   /** The queues (`chainId:address`) this process holds the lease of now, with when that lease was taken to end. */
   readonly #driving = new Map<string, number>();
-  /** Sends whose request answers with them (awaitAnswer): the row as this process's broadcast wrote it, once it has. */
-  readonly #answers = new Map<number, TransactionRow | undefined>();
+  /** Sends whose request waits for them (awaitAnswer): each settled with the row as this process's broadcast wrote it. */
+  readonly #answers = new Map<number, (row: TransactionRow | undefined) => void>();
 
   /** Sends accepted while earlier ones are being written go together in the next statement. */
   readonly #accepts: GroupCommit<Accepting, TransactionRow>;
@@ -473,18 +473,18 @@ export class TransactionEngine {
   }
 
   /**
-   * A request will answer with this send: the broadcast that writes it `submitted` (this request's
-   * or another's that took it in its batch) keeps that row for answerOf, which saves reading it again.
+   * The send as the broadcast that writes it `submitted` in this process wrote it (this request's
+   * or another's that took it in its batch): its request answers with it without reading it again,
+   * and without waiting for the rest of the queue. Undefined once forgotten (forgetAnswer).
    */
-  awaitAnswer(id: number): void {
-    this.#answers.set(id, undefined);
+  awaitAnswer(id: number): Promise<TransactionRow | undefined> {
+    return new Promise((resolve) => this.#answers.set(id, resolve));
   }
 
-  /** The send as this process's broadcast wrote it, if it did (then forgotten: call once, after awaitAnswer). */
-  answerOf(id: number): TransactionRow | undefined {
-    const row = this.#answers.get(id);
+  /** Stops waiting for a send's broadcast (its request answers otherwise): awaitAnswer's promise settles undefined. */
+  forgetAnswer(id: number): void {
+    this.#answers.get(id)?.(undefined);
     this.#answers.delete(id);
-    return row;
   }
 
   async #to(row: TransactionRow, status: Status, patch: Partial<TransactionRow> = {}): Promise<TransactionRow> {
@@ -922,7 +922,10 @@ export class TransactionEngine {
       null,
       broadcast.map((id) => ({ id, status: 'broadcast', broadcast_at: at })),
     );
-    for (const row of written) if (this.#answers.has(row.id)) this.#answers.set(row.id, row);
+    for (const row of written) {
+      this.#answers.get(row.id)?.(row);
+      this.#answers.delete(row.id);
+    }
     return step;
   }
 

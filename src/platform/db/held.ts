@@ -37,6 +37,17 @@ export function outsideRequests<T>(run: () => T): T {
   return requests.exit(() => asNoTenant(run));
 }
 
+/**
+ * Runs work a request starts that may go on after its answer (a queue's turn, sending what was
+ * queued behind the request's own send): a flow of its own, counted apart from the request's, in
+ * the request's tenant share still. Each flow holds one connection at a time and never waits for
+ * a second while holding it.
+ */
+export function besideRequest<T>(run: () => T): T {
+  const holding = requests.getStore();
+  return holding === undefined ? run() : requests.run({ held: 0, nested: holding.nested }, run);
+}
+
 /** The caller is about to wait for a pooled connection, its own or one taken for it (a group commit). */
 export function needsConnection(what: string): void {
   const holding = requests.getStore();

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { createDb, hotQuery } from '../../../src/platform/db/knex.js';
 import { GroupCommit } from '../../../src/platform/db/group-commit.js';
-import { NestedAcquisitionError, outsideRequests, watchPool, watchRequest } from '../../../src/platform/db/held.js';
+import { besideRequest, NestedAcquisitionError, outsideRequests, watchPool, watchRequest } from '../../../src/platform/db/held.js';
 import { testDatabaseUrl } from '../../support/db.js';
 import { until } from '../../support/wait.js';
 
@@ -51,6 +51,24 @@ describe('db: a request never asks the pool for a connection while it holds one'
     expect(nestedTx.thrown).to.be.instanceOf(NestedAcquisitionError);
     const hot = await asRequest(() => db.transaction(async () => hotQuery(db, 'held_test_one', 'SELECT $1::int AS n', [1])));
     expect(hot.thrown).to.be.instanceOf(NestedAcquisitionError);
+  });
+
+  it('counts work a request starts beside itself (a queue turn that goes on after the answer) as a flow of its own, which trips on its own nesting only', async () => {
+    let release: (() => void) | undefined;
+    let beside: Promise<unknown> = Promise.resolve();
+    const request = await asRequest(async () => {
+      // The flow holds a connection in a transaction while the request goes on and takes its own.
+      beside = besideRequest(() => db.transaction(async (tx) => tx.raw('SELECT 1').then(() => new Promise<void>((r) => (release = r)))));
+      await until('the flow holds its connection', () => release !== undefined && (db.client as { pool: { numUsed(): number } }).pool.numUsed() === 1);
+      await db.raw('SELECT 1');
+      release?.();
+      await beside;
+    });
+    expect(request.thrown).to.equal(undefined);
+    expect(request.heard).to.deep.equal([]);
+    // Nesting inside the flow is still caught.
+    const nested = await asRequest(() => besideRequest(() => db.transaction(async () => db.raw('SELECT 1'))));
+    expect(nested.thrown).to.be.instanceOf(NestedAcquisitionError);
   });
 
   it('trips on waiting for a group commit while holding a connection', async () => {
