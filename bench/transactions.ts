@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { signRecoverable } from 'tiny-secp256k1';
 import { Transaction } from 'ethers';
 import { createDb } from '../src/platform/db/knex.js';
 import { startAnvil } from '../test/support/anvil.js';
@@ -28,6 +29,9 @@ const SENDS = Number(process.env['BENCH_SENDS'] ?? 2000);
 const RATE = 50;
 const RATE_SECONDS = Number(process.env['BENCH_SECONDS'] ?? 10);
 const BOB = '0x0000000000000000000000000000000000000b0b';
+// BENCH_BARE_SIGNER=libsecp256k1: the bare sender signs with the library the service's signer uses
+// (tiny-secp256k1) instead of noble, for diagnosis (the recorded runs sign with noble, as the goal says).
+const BARE_SIGNER = process.env['BENCH_BARE_SIGNER'] === 'libsecp256k1' ? 'libsecp256k1' : 'noble';
 const GWEI = 1_000_000_000n;
 
 // BENCH_ANVIL_ARGS: flags for the node, for diagnosis only (the recorded runs keep anvil's defaults).
@@ -98,7 +102,12 @@ async function bare(total: number): Promise<{ perSecond: number; seconds: number
       value: 1n,
     });
     const digest = keccak_256(Buffer.from(tx.unsignedSerialized.slice(2), 'hex'));
-    const sig = secp256k1.sign(digest, keys[w]!, { prehash: false, format: 'recovered' });
+    let sig: Uint8Array;
+    if (BARE_SIGNER === 'noble') sig = secp256k1.sign(digest, keys[w]!, { prehash: false, format: 'recovered' });
+    else {
+      const { signature, recoveryId } = signRecoverable(digest, keys[w]!);
+      sig = Uint8Array.from([recoveryId, ...signature]);
+    }
     tx.signature = { r: `0x${Buffer.from(sig.subarray(1, 33)).toString('hex')}`, s: `0x${Buffer.from(sig.subarray(33)).toString('hex')}`, v: 27 + sig[0]! };
     await rpc('eth_sendRawTransaction', [tx.serialized]);
   });
@@ -304,6 +313,7 @@ const ratio = rounds.reduce((a, r) => a + Math.min(r.service, r.serviceBroadcast
 const result = {
   wallets: WALLETS,
   concurrency: CONCURRENCY,
+  bareSigner: BARE_SIGNER,
   sendsPerRound: SENDS,
   rounds,
   ratio,

@@ -49,6 +49,8 @@ export interface Domain {
   jobs?(deps: WorkDeps): { readonly kinds?: readonly JobKind[]; readonly feeders?: readonly Feeder[] };
   /** Its periodic work; each task says which role runs it. */
   periodic?(deps: WorkDeps): readonly PeriodicTask[];
+  /** Waits, at most `timeoutMs`, for work its requests started that goes on after their answers (at shutdown, once requests are over). */
+  drain?(deps: WorkDeps, timeoutMs: number): Promise<void>;
   /** The columns of its tables that hold values sealed under the data encryption key (re-encrypted on a rotation). */
   readonly sealed?: readonly SealedColumn[];
 }

@@ -35,7 +35,7 @@ export interface ApiParts {
   carryOver: CarryOver;
   /** The API's periodic tasks, for the process's scheduler (src/platform/runtime/scheduler.ts). */
   tasks: PeriodicTask[];
-  /** Stops what the parts started (the cache's LISTEN, the rate-limit store's connections, the carry-over). */
+  /** Waits for the work requests started beside them (domains' drain), then stops what the parts started (the cache's LISTEN, the rate-limit store's connections, the carry-over). */
   close(): Promise<void>;
 }
 
@@ -82,6 +82,8 @@ export function assembleApi(input: {
     carryOver,
     tasks: periodicTasks(['api'], { ...work, rateLimitStore }),
     close: async () => {
+      // Work the requests started that goes on after their answers (a queue's turn) ends first, within the shutdown timeout.
+      for (const domain of DOMAINS) await domain.drain?.(work, config.shutdownTimeoutMs);
       await carryOver.stop();
       await projectCache?.stop();
       await rateLimitStore.close();

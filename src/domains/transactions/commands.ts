@@ -65,7 +65,9 @@ const GAS_MAX = 1n << 63n;
  * Accepts a send from the wallet (docs/transactions.md): checked against the chain's
  * configuration, written `queued` with its event, then worked at once when its queue is free (its
  * nonce, gas and fees, the policy's decision on the final fields, its signed bytes recorded, the
- * broadcast). The answer is the transaction as it stands then; the worker goes on from there.
+ * broadcast). The answer is the transaction once its own broadcast is recorded, or as it stands
+ * when the turn ends without it; the turn goes on beside the answer with the sends queued behind,
+ * and the worker from wherever a turn stopped.
  */
 export async function sendTransaction(
   deps: TransactionDeps,
@@ -121,7 +123,7 @@ export async function sendTransaction(
     new Date(now),
     who.requestId,
   );
-  const answered = deps.engine.awaitAnswer(row.id);
+  const { answer, forget } = deps.engine.awaitAnswer(row.id);
   const driving = besideRequest(() => deps.engine.drive(config.chainId, from, { id: row.id, until: now + deps.sendWaitMs, wait })).then(
     (worked) => ({ worked }),
     (err: unknown) => {
@@ -132,11 +134,11 @@ export async function sendTransaction(
   );
   // Written `submitted` by this request's broadcast or another's: answered as written (no read
   // again), while the queue's turn goes on with the sends queued behind it.
-  const first = await Promise.race([answered.then((broadcast) => ({ broadcast })), driving]);
+  const first = await Promise.race([answer.then((broadcast) => ({ broadcast })), driving]);
   if ('broadcast' in first && first.broadcast) return first.broadcast;
   const { worked } = await driving;
-  deps.engine.forgetAnswer(row.id);
-  const broadcast = await answered;
+  forget();
+  const broadcast = await answer;
   if (broadcast) return broadcast;
   // Another request or process holds its queue: it is answered as accepted, queued.
   if (!worked && !wait) return row;

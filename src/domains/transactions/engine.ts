@@ -37,7 +37,7 @@ import {
   nextTransactionIds,
   numeric,
   T_COLS,
-  transactionOfRequest,
+  transactionsOfRequests,
   liveNonces,
   newestOfQueue,
   queuedOf,
@@ -330,10 +330,12 @@ export interface Accepting {
 
 /**
  * Accepts sends: `queued` rows with their events and audit entries, in one statement (their ids
- * taken first: the events name them); for a send whose request key made one already, that one.
- * Answers in the sends' order.
+ * taken first: the events name them); for a send whose request key made one already, that one
+ * (all such found in one more statement). Answers in the sends' order: each send's row, or the
+ * error that kept it from being answered (a send written is answered even if finding the others
+ * failed).
  */
-export async function acceptMany(db: Executor, sends: readonly Accepting[]): Promise<TransactionRow[]> {
+export async function acceptMany(db: Executor, sends: readonly Accepting[]): Promise<Array<TransactionRow | Error>> {
   if (sends.length === 0) return [];
   const ids = await nextTransactionIds(db, sends.length);
   const rows = sends.map(({ send: t, at }, i): TransactionRow => ({
@@ -373,21 +375,30 @@ export async function acceptMany(db: Executor, sends: readonly Accepting[]): Pro
     audits,
   ]);
   const written = new Map(inserted.map((r) => [Number(r.id), numeric(r)]));
-  return Promise.all(
-    rows.map(async (r) => {
-      const row = written.get(r.id);
-      if (row) return row;
-      // Not written: its request key made one already.
-      const existing = r.request_key === null ? undefined : await transactionOfRequest(db, r.project_id, r.request_key);
-      if (!existing) throw new Error('a send neither inserted nor found by its request key');
-      return existing;
-    }),
-  );
+  // Not written: their request keys made one already.
+  const keyOf = (r: TransactionRow) => `${r.project_id}\n${r.request_key}`;
+  const skipped = rows.filter((r) => !written.has(r.id) && r.request_key !== null);
+  let found: Map<string, TransactionRow> | Error = new Map();
+  try {
+    found = await transactionsOfRequests(
+      db,
+      skipped.map((r) => ({ projectId: r.project_id, requestKey: r.request_key! })),
+    );
+  } catch (err) {
+    found = err instanceof Error ? err : new Error('finding sends by their request keys failed', { cause: err });
+  }
+  return rows.map((r) => {
+    const row = written.get(r.id);
+    if (row) return row;
+    if (found instanceof Error) return found;
+    return found.get(keyOf(r)) ?? new Error('a send neither inserted nor found by its request key');
+  });
 }
 
 /** Accepts one send (acceptMany of one), in the caller's transaction or on its own. */
 export async function accept(db: Executor, send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
   const [row] = await acceptMany(db, [{ send, at, requestId }]);
+  if (row instanceof Error) throw row;
   return row!;
 }
 
@@ -436,19 +447,23 @@ export class TransactionEngine {
   readonly #projects = new Map<number, { id: number; uid: ProjectUid; organisation_id: number }>();
   /** The queues (`chainId:address`) this process holds the lease of now, with when that lease was taken to end. */
   readonly #driving = new Map<string, number>();
-  /** Sends whose request waits for them (awaitAnswer): each settled with the row as this process's broadcast wrote it. */
-  readonly #answers = new Map<number, (row: TransactionRow | undefined) => void>();
+  /** The requests waiting for each send's broadcast (awaitAnswer): each settled with the row as this process's broadcast wrote it. */
+  readonly #answers = new Map<number, Set<(row: TransactionRow | undefined) => void>>();
+  /** The queue turns running in this process (drain waits for them at shutdown). */
+  readonly #running = new Set<Promise<boolean>>();
 
   /** Sends accepted while earlier ones are being written go together in the next statement. */
-  readonly #accepts: GroupCommit<Accepting, TransactionRow>;
+  readonly #accepts: GroupCommit<Accepting, TransactionRow | Error>;
 
   constructor(private readonly deps: EngineDeps) {
     this.#accepts = new GroupCommit((sends) => acceptMany(deps.db, sends), { rowFault: isRowFault });
   }
 
   /** Accepts a send (acceptMany), together with the others accepted meanwhile. */
-  accept(send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
-    return this.#accepts.add({ send, at, requestId });
+  async accept(send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
+    const row = await this.#accepts.add({ send, at, requestId });
+    if (row instanceof Error) throw row;
+    return row;
   }
 
   async #signingParts(row: TransactionRow): Promise<{ wallet: ActiveWallet; project: { id: number; uid: ProjectUid; organisation_id: number } } | undefined> {
@@ -473,18 +488,32 @@ export class TransactionEngine {
   }
 
   /**
-   * The send as the broadcast that writes it `submitted` in this process wrote it (this request's
-   * or another's that took it in its batch): its request answers with it without reading it again,
-   * and without waiting for the rest of the queue. Undefined once forgotten (forgetAnswer).
+   * `answer`: the send as the broadcast that writes it `submitted` in this process wrote it (this
+   * request's or another's that took it in its batch), so that its request answers with it without
+   * reading it again and without waiting for the rest of the queue; undefined once `forget` is
+   * called (the request answers otherwise). Two requests may wait for one send (the same
+   * Idempotency-Key run again): each forgets only its own wait.
    */
-  awaitAnswer(id: number): Promise<TransactionRow | undefined> {
-    return new Promise((resolve) => this.#answers.set(id, resolve));
+  awaitAnswer(id: number): { answer: Promise<TransactionRow | undefined>; forget: () => void } {
+    let resolve: (row: TransactionRow | undefined) => void = () => undefined;
+    const answer = new Promise<TransactionRow | undefined>((r) => (resolve = r));
+    let waiting = this.#answers.get(id);
+    if (!waiting) this.#answers.set(id, (waiting = new Set()));
+    waiting.add(resolve);
+    const forget = () => {
+      const set = this.#answers.get(id);
+      if (set?.delete(resolve) && set.size === 0) this.#answers.delete(id);
+      resolve(undefined);
+    };
+    return { answer, forget };
   }
 
-  /** Stops waiting for a send's broadcast (its request answers otherwise): awaitAnswer's promise settles undefined. */
-  forgetAnswer(id: number): void {
-    this.#answers.get(id)?.(undefined);
-    this.#answers.delete(id);
+  /** Waits for the queue turns running in this process, at most `timeoutMs` (at shutdown: requests' turns go on after their answers). */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.#running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.#running]), new Promise((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   async #to(row: TransactionRow, status: Status, patch: Partial<TransactionRow> = {}): Promise<TransactionRow> {
@@ -510,6 +539,16 @@ export class TransactionEngine {
    * meanwhile: it looks again after it lets go. Answers whether this call worked the queue.
    */
   async drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<boolean> {
+    const turn = this.#drive(chainId, address, own);
+    this.#running.add(turn);
+    try {
+      return await turn;
+    } finally {
+      this.#running.delete(turn);
+    }
+  }
+
+  async #drive(chainId: number, address: string, own?: { id: number; until: number; wait: boolean }): Promise<boolean> {
     const chain = this.deps.chains.get(chainId);
     if (!chain) return false;
     let worked = false;
@@ -923,7 +962,7 @@ export class TransactionEngine {
       broadcast.map((id) => ({ id, status: 'broadcast', broadcast_at: at })),
     );
     for (const row of written) {
-      this.#answers.get(row.id)?.(row);
+      for (const resolve of this.#answers.get(row.id) ?? []) resolve(row);
       this.#answers.delete(row.id);
     }
     return step;

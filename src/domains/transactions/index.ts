@@ -41,11 +41,17 @@ export function transactionDeps(deps: { db: Knex; signer: SignerClient; now: Clo
 
 const QUEUES_PARALLEL = 8;
 
+/** The queue turns this process's requests started and that go on after their answers, waited for at shutdown (none if no engine was made). */
+async function drainTurns(signer: SignerClient, timeoutMs: number): Promise<void> {
+  await built.get(signer)?.engine.drain(timeoutMs);
+}
+
 /** Sending transactions on the configured chains: the endpoints, the worker's passes (docs/transactions.md). */
 export const transactionsDomain = defineDomain({
   name: 'transactions',
   events: TRANSACTION_EVENTS,
   endpoints: (deps) => transactionEndpoints({ ...deps, transactions: transactionDeps(deps), wallets: walletDeps(deps) }),
+  drain: (deps, timeoutMs) => drainTurns(deps.signer, timeoutMs),
   periodic: (deps) => {
     if (deps.config.chains.length === 0) return [];
     const { engine } = transactionDeps(deps);

@@ -188,9 +188,19 @@ export async function nextTransactionIds(db: Executor, count: number): Promise<n
   return rows.map((r) => Number(r.id));
 }
 
-export async function transactionOfRequest(db: Executor, projectId: number, requestKey: string): Promise<TransactionRow | undefined> {
-  const row = await db('transactions').where({ project_id: projectId, request_key: requestKey }).first<TransactionRow | undefined>();
-  return row ? numeric(row) : undefined;
+/** The transactions that sends' request keys made, in one statement (keyed `projectId\nrequestKey`). */
+export async function transactionsOfRequests(
+  db: Executor,
+  keys: ReadonlyArray<{ projectId: number; requestKey: string }>,
+): Promise<Map<string, TransactionRow>> {
+  if (keys.length === 0) return new Map();
+  const rows = await hotQuery<TransactionRow>(
+    db,
+    'custody_transactions_of_requests',
+    `SELECT ${T_COLS} FROM transactions WHERE (project_id, request_key) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))`,
+    [pgArray(keys.map((k) => k.projectId)), pgArray(keys.map((k) => k.requestKey))],
+  );
+  return new Map(rows.map((r) => [`${r.project_id}\n${r.request_key}`, numeric(r)]));
 }
 
 export async function findProjectTransaction(db: Executor, projectId: number, id: number): Promise<TransactionRow | undefined> {

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
-import { asNoTenant } from './share.js';
+import { asNoTenant, besideTenant } from './share.js';
 
 /**
  * The rule "a request never waits for a pooled connection while it holds one" (docs/security.md):
@@ -39,13 +39,15 @@ export function outsideRequests<T>(run: () => T): T {
 
 /**
  * Runs work a request starts that may go on after its answer (a queue's turn, sending what was
- * queued behind the request's own send): a flow of its own, counted apart from the request's, in
- * the request's tenant share still. Each flow holds one connection at a time and never waits for
- * a second while holding it.
+ * queued behind the request's own send): a flow of its own, counted apart from the request's for
+ * this rule and in the tenant's share (share.ts, besideTenant). Each flow holds one connection at a
+ * time; a request that holds one may not start such a flow (it might wait for it), as it may not
+ * wait for a group commit.
  */
 export function besideRequest<T>(run: () => T): T {
+  needsConnection('work beside the request started');
   const holding = requests.getStore();
-  return holding === undefined ? run() : requests.run({ held: 0, nested: holding.nested }, run);
+  return besideTenant(() => (holding === undefined ? run() : requests.run({ held: 0, nested: holding.nested }, run)));
 }
 
 /** The caller is about to wait for a pooled connection, its own or one taken for it (a group commit). */

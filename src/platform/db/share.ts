@@ -31,6 +31,16 @@ export function asTenant<T>(tenant: string, run: () => T): T {
   return tenants.run({ tenant, holding: 0 }, run);
 }
 
+/**
+ * Runs work a request starts beside itself (platform/db/held.ts, besideRequest) as the same
+ * tenant's, with a count of its own: its connections take slots of the tenant's share like any
+ * other of its requests (a shared count would let the second flow's go straight to the pool).
+ */
+export function besideTenant<T>(run: () => T): T {
+  const caller = tenants.getStore();
+  return caller === undefined ? run() : tenants.run({ tenant: caller.tenant, holding: 0 }, run);
+}
+
 /** Runs work that serves many requests (a group commit's statement): its connection is no tenant's. */
 export function asNoTenant<T>(run: () => T): T {
   return tenants.exit(run);

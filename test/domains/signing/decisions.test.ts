@@ -33,7 +33,7 @@ describe('signing decisions: recorded together under load (domains/signing/decis
     expect(groups.at(-1)).to.deep.equal([99]);
   });
 
-  it("answers each caller its own row's result, and when a group fails by one row's fault, writes each row again alone so that only that row's caller fails", async () => {
+  it("answers each caller its own row's result, and when a group fails by one row's fault, writes its halves again down to that row so that only its caller fails", async () => {
     const statements: number[][] = [];
     const gate: Array<() => void> = [];
     // Row 0's and row 1's statements wait to be let go, so that the rows after them wait together.
@@ -58,8 +58,8 @@ describe('signing decisions: recorded together under load (domains/signing/decis
       'check violation',
       'row 12',
     ]);
-    // Together first, then each alone.
-    expect(statements).to.deep.equal([[0], [10, 11, 13, 12], [10], [11], [13], [12]]);
+    // Together first, then by halves down to the row at fault.
+    expect(statements).to.deep.equal([[0], [10, 11, 13, 12], [10, 11], [13, 12], [13], [12]]);
     // A failure that is no row's (the database lost) is every caller's, with no statement again.
     statements.length = 0;
     // The last statement's slot is free a turn of the event loop after its callers are answered.

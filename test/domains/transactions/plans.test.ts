@@ -3,7 +3,10 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { migrateLatest } from '../../../src/platform/db/migrate.js';
 import { freshenStatistics } from '../../../src/platform/db/statistics.js';
-import { accept, acceptMany, changeMany } from '../../../src/domains/transactions/engine.js';
+import { accept, acceptMany, changeMany, TransactionEngine, type EngineDeps } from '../../../src/domains/transactions/engine.js';
+import { Chains } from '../../../src/domains/transactions/chains.js';
+import { createLogger } from '../../../src/platform/logging/logger.js';
+import { sink } from '../../support/log.js';
 import { isRowFault } from '../../../src/platform/db/pg-errors.js';
 import {
   attemptsOf,
@@ -243,7 +246,14 @@ describe('transactions: the send path looks its rows up by key once its young ta
           { send: { ...fields, request_key: 'together-1', value: '8' }, at: later(1), requestId: 'request-b' },
           { send: { ...fields, request_key: null, value: '9', nonce: '42' }, at: later(2), requestId: 'request-c' },
         ];
-        const [a, b, c] = await acceptMany(tx, sends);
+        // A send accepted before, whose key comes again in the group beside one repeated within it.
+        const [earlier] = (await acceptMany(tx, [
+          { send: { ...fields, request_key: 'together-0', value: '6' }, at, requestId: 'request-0' },
+        ])) as TransactionRow[];
+        const answers = await acceptMany(tx, [...sends, { send: { ...fields, request_key: 'together-0', value: '5' }, at, requestId: 'request-d' }]);
+        expect(answers.filter((r) => r instanceof Error)).to.deep.equal([]);
+        const [a, b, c, d] = answers as TransactionRow[];
+        expect(d).to.deep.equal(earlier);
         expect(b!.id).to.equal(a!.id);
         expect(c!.id).to.be.greaterThan(a!.id);
         expect(a).to.include({ value: '7', status: 'queued', request_key: 'together-1', nonce: null, sequence: 1 });
@@ -273,5 +283,31 @@ describe('transactions: the send path looks its rows up by key once its young ta
       .catch((err: unknown) => {
         if (!(err instanceof Error) || err.message !== 'rolled back') throw err;
       });
+  });
+  it("lets two requests wait for one send's broadcast (the same Idempotency-Key run again): each forgets its own wait only", async () => {
+    const log = createLogger('info', sink().stream);
+    const now = () => Date.now();
+    // Only the answers are used here: nothing is signed or sent.
+    const engine = new TransactionEngine({
+      db: own.db,
+      now,
+      log,
+      chains: new Chains([], log, now),
+      leaseMs: 30_000,
+      settleWindow: 10,
+    } as unknown as EngineDeps);
+    const first = engine.awaitAnswer(7);
+    const second = engine.awaitAnswer(7);
+    const settled: string[] = [];
+    void first.answer.then(() => settled.push('first'));
+    void second.answer.then(() => settled.push('second'));
+    second.forget();
+    expect(await second.answer).to.equal(undefined);
+    await new Promise((r) => setImmediate(r));
+    expect(settled).to.deep.equal(['second']);
+    first.forget();
+    expect(await first.answer).to.equal(undefined);
+    // Nothing waits any more: a turn in progress is none either.
+    await engine.drain(10);
   });
 });

@@ -295,3 +295,35 @@ describe('transactions: an event waiting for an earlier one of its stream', func
       ).to.deep.equal([1, 2, 3, 4, 5]);
   });
 });
+
+/** docs/decisions.md, "Draining": a send's request answers before its queue's turn ends. */
+describe('transactions: a graceful stop', function () {
+  this.timeout(120_000);
+  it("waits for the queue turns requests started and that go on after their answers: nothing is left queued or signed, and the queue's lease is given back", async () => {
+    const env = await startChainEnv();
+    try {
+      const s = await sendingProject(env);
+      const w = s.wallets[0]!;
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, () =>
+          s.signer.post(`/api/v1/project/${s.projectId}/wallets/${w.id}/transactions`, { chainId: env.anvil.chainId, to: BOB, value: '1' }),
+        ),
+      );
+      expect(answers.map((a) => a.status)).to.deep.equal(Array<number>(40).fill(202));
+      // The stop, as main.ts makes it once the last request is answered.
+      await env.app.close();
+      const open = await env.app
+        .db('transactions')
+        .where({ wallet_id: w.id })
+        .whereIn('status', ['queued', 'signed'])
+        .count<Array<{ count: string }>>('id as count');
+      expect(Number(open[0]?.count)).to.equal(0);
+      const queue = await env.app.db('send_queues').where({ address: w.address.toLowerCase() }).first<{ lease_owner: string | null }>('lease_owner');
+      expect(queue?.lease_owner).to.equal(null);
+    } finally {
+      await env.receiver.close();
+      await env.idp.close();
+      await env.anvil.stop();
+    }
+  });
+});

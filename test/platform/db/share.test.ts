@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { createDb, hotQuery, poolState } from '../../../src/platform/db/knex.js';
-import { outsideRequests } from '../../../src/platform/db/held.js';
+import { besideRequest, outsideRequests } from '../../../src/platform/db/held.js';
 import { asTenant, tenantShare } from '../../../src/platform/db/share.js';
 import { toAppError } from '../../../src/platform/http/problem.js';
 import { testDatabaseUrl } from '../../support/db.js';
@@ -100,6 +100,36 @@ describe("db: a tenant's share of the pool", function () {
     );
     expect(nested).to.deep.equal([0, 1, 2]);
     expect(poolState(db)?.shareWaits).to.equal(0);
+  });
+
+  it("counts work a request starts beside itself (a queue turn after its answer) in the tenant's share: the requests and their flows together hold at most the share", async () => {
+    const release = await holdLock();
+    const lock = () => db.transaction((tx) => tx.raw('SELECT pg_advisory_xact_lock(?)', [LOCK]));
+    // Each request holds its connection when it starts its flow, whose connection is then asked for.
+    const work = Array.from({ length: tenantShare(4) }, () =>
+      asTenant('organisation:5', async () => {
+        let flow: Promise<unknown> = Promise.resolve();
+        await db.transaction(async (tx) => {
+          await tx.raw('SELECT 1');
+          flow = besideRequest(lock);
+          await tx.raw('SELECT pg_advisory_xact_lock(?)', [LOCK]);
+        });
+        // Waited for once the request's own connection is given back (never while holding it).
+        await flow;
+      }),
+    );
+    try {
+      // Three of the six connections asked for are held (the share), the rest wait for it.
+      await until('the share held and the rest waiting for it', () => ((poolState(db)?.shareWaits ?? 0) >= 1 ? true : undefined), 5_000);
+      expect(poolState(db)?.used).to.equal(tenantShare(4));
+      // The pool's last connection is free for another tenant meanwhile.
+      const other = await asTenant('organisation:6', () => db.raw<{ rows: Array<{ one: number }> }>('SELECT 1 AS one'));
+      expect(other.rows[0]?.one).to.equal(1);
+    } finally {
+      await release();
+      await Promise.allSettled(work);
+    }
+    expect((await Promise.allSettled(work)).map((o) => o.status)).to.deep.equal(Array<string>(tenantShare(4)).fill('fulfilled'));
   });
 
   it('gives a slot back on every outcome: a failed statement, a rolled-back transaction', async () => {
