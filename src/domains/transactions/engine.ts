@@ -38,6 +38,7 @@ import {
   numeric,
   T_COLS,
   transactionsOfRequests,
+  requestKeyOf,
   liveNonces,
   newestOfQueue,
   queuedOf,
@@ -376,7 +377,6 @@ export async function acceptMany(db: Executor, sends: readonly Accepting[]): Pro
   ]);
   const written = new Map(inserted.map((r) => [Number(r.id), numeric(r)]));
   // Not written: their request keys made one already.
-  const keyOf = (r: TransactionRow) => `${r.project_id}\n${r.request_key}`;
   const skipped = rows.filter((r) => !written.has(r.id) && r.request_key !== null);
   let found: Map<string, TransactionRow> | Error = new Map();
   try {
@@ -391,7 +391,7 @@ export async function acceptMany(db: Executor, sends: readonly Accepting[]): Pro
     const row = written.get(r.id);
     if (row) return row;
     if (found instanceof Error) return found;
-    return found.get(keyOf(r)) ?? new Error('a send neither inserted nor found by its request key');
+    return found.get(requestKeyOf(r.project_id, r.request_key!)) ?? new Error('a send neither inserted nor found by its request key');
   });
 }
 
@@ -453,17 +453,15 @@ export class TransactionEngine {
   readonly #running = new Set<Promise<boolean>>();
 
   /** Sends accepted while earlier ones are being written go together in the next statement. */
-  readonly #accepts: GroupCommit<Accepting, TransactionRow | Error>;
+  readonly #accepts: GroupCommit<Accepting, TransactionRow>;
 
   constructor(private readonly deps: EngineDeps) {
     this.#accepts = new GroupCommit((sends) => acceptMany(deps.db, sends), { rowFault: isRowFault });
   }
 
   /** Accepts a send (acceptMany), together with the others accepted meanwhile. */
-  async accept(send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
-    const row = await this.#accepts.add({ send, at, requestId });
-    if (row instanceof Error) throw row;
-    return row;
+  accept(send: NewTransaction, at: Date, requestId: string | null): Promise<TransactionRow> {
+    return this.#accepts.add({ send, at, requestId });
   }
 
   async #signingParts(row: TransactionRow): Promise<{ wallet: ActiveWallet; project: { id: number; uid: ProjectUid; organisation_id: number } } | undefined> {

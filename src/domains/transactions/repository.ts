@@ -188,7 +188,10 @@ export async function nextTransactionIds(db: Executor, count: number): Promise<n
   return rows.map((r) => Number(r.id));
 }
 
-/** The transactions that sends' request keys made, in one statement (keyed `projectId\nrequestKey`). */
+/** How transactionsOfRequests keys what it finds. */
+export const requestKeyOf = (projectId: number, requestKey: string): string => `${projectId}\n${requestKey}`;
+
+/** The transactions that sends' request keys made, in one statement (keyed by requestKeyOf). */
 export async function transactionsOfRequests(
   db: Executor,
   keys: ReadonlyArray<{ projectId: number; requestKey: string }>,
@@ -200,7 +203,7 @@ export async function transactionsOfRequests(
     `SELECT ${T_COLS} FROM transactions WHERE (project_id, request_key) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))`,
     [pgArray(keys.map((k) => k.projectId)), pgArray(keys.map((k) => k.requestKey))],
   );
-  return new Map(rows.map((r) => [`${r.project_id}\n${r.request_key}`, numeric(r)]));
+  return new Map(rows.map((r) => [requestKeyOf(Number(r.project_id), r.request_key!), numeric(r)]));
 }
 
 export async function findProjectTransaction(db: Executor, projectId: number, id: number): Promise<TransactionRow | undefined> {

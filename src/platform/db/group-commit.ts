@@ -34,14 +34,14 @@ export class GroupCommit<T, R = void> {
 
   constructor(
     /** Writes the rows; answers one result per row, in their order (a result may be the row's own error, for its caller alone). */
-    private readonly write: (rows: T[]) => Promise<R[] | void>,
+    private readonly write: (rows: T[]) => Promise<Array<R | Error> | void>,
     private readonly options: GroupCommitOptions = {},
   ) {
     this.#parallel = options.parallel ?? 2;
     this.#maxRows = options.maxRows ?? 256;
   }
 
-  /** Resolves with `row`'s result once it is committed; rejects with the statement's error. */
+  /** Resolves with `row`'s result once it is committed; rejects with the statement's error, or the row's own. */
   add(row: T): Promise<R> {
     // The caller waits for a statement that takes a pooled connection: it may hold none meanwhile.
     needsConnection('a group commit waited for');
@@ -66,7 +66,10 @@ export class GroupCommit<T, R = void> {
   async #run(group: Array<Waiter<T, R>>): Promise<void> {
     try {
       const results = await this.write(group.map((g) => g.row));
-      group.forEach((g, i) => g.settle({ ok: (results ? results[i] : undefined) as R }));
+      group.forEach((g, i) => {
+        const result = results ? results[i] : undefined;
+        g.settle(result instanceof Error ? { err: result } : { ok: result as R });
+      });
     } catch (err) {
       if (group.length === 1 || !this.options.rowFault?.(err)) {
         group.forEach((g) => g.settle({ err: asError(err) }));
