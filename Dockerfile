@@ -16,7 +16,10 @@ COPY contract ./contract
 COPY src ./src
 COPY keyvault ./keyvault
 COPY migrations ./migrations
-RUN npx tsc -p tsconfig.build.json
+COPY console ./console
+COPY scripts/build-console.ts ./scripts/
+# The operator console's bundle (dist/console) is built here: the image serves it, nothing is fetched at run time.
+RUN npx tsc -p tsconfig.build.json && node dist/scripts/build-console.js
 
 # 2. Production dependencies only (no dev, no optional: the embedded PostgreSQL stays out).
 FROM node:24.11.1-bookworm-slim@sha256:48abc13a19400ca3985071e287bd405a1d99306770eb81d61202fb6b65cf0b57 AS deps

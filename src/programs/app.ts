@@ -2,7 +2,7 @@ import { systemClock } from '../platform/runtime/clock.js';
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { Knex } from 'knex';
-import { authenticate } from '../access/auth/authenticate.js';
+import { authenticate, tokenResolver } from '../access/auth/authenticate.js';
 import { principalOf } from '../access/auth/access.js';
 import { principalKey, tenantOf } from '../access/auth/principal.js';
 import { asTenant } from '../platform/db/share.js';
@@ -25,6 +25,8 @@ import type { ProjectKeyCache } from '../access/tenancy/key-cache.js';
 import { mount, type Declaration } from '../access/endpoints/declare.js';
 import { healthEndpoints } from './endpoints/health.js';
 import { openApiEndpoints } from './endpoints/reference.js';
+import { mountConsole } from './console/console.js';
+import { ConsoleSessions } from '../access/auth/session.js';
 import { DOMAINS } from '../domains/index.js';
 import type { EndpointDeps } from '../domains/domain.js';
 import { UserAuthenticator } from '../access/auth/user.js';
@@ -70,7 +72,10 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   );
   // Guessing bound: failed authentications (unknown API token or project key) per client address.
   const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
-  const identify = authenticate(deps.db, deps.operatorTokenHash);
+  const resolveToken = tokenResolver(deps.db, deps.operatorTokenHash);
+  // The console's cookie stands for a token beside the bearer header (off with CONSOLE_ENABLED=false).
+  const sessions = deps.config.consoleEnabled ? new ConsoleSessions(deps.db, deps.config.consoleSessionTtlS, deps.now ?? systemClock) : undefined;
+  const identify = authenticate(resolveToken, sessions);
   const secretBox = new SecretBox(deps.dataEncryptionKey, deps.config.dataDecryptionKeys);
   const routeDeps: RouteDeps = {
     config: deps.config,
@@ -147,6 +152,14 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Last: the document describes every endpoint, and itself.
   endpoints.push(...openApiEndpoints({ version: deps.version ?? serviceVersion(), env: deps.config.appEnv }, () => endpoints));
   mount(router, { ...routeDeps, users }, endpoints);
+  if (sessions)
+    mountConsole(router, {
+      sessions,
+      resolve: resolveToken,
+      authFailures,
+      secureCookie: deps.config.publicBaseUrl.startsWith('https://'),
+      ttlS: deps.config.consoleSessionTtlS,
+    });
   declaredBy.set(app, endpoints);
 
   // No body parser here: an endpoint reads its body itself, after routing and its auth (platform/http/body.ts).

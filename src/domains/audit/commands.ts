@@ -1,13 +1,54 @@
 import type { Executor } from '../../platform/db/knex.js';
 import type { Page } from '../../platform/http/pagination.js';
 import type { OrganisationScope } from '../../access/tenancy/scope.js';
-import { chainEntries, listAudit, listCheckpoints, sealedRows, unchainedRow, type AuditRow } from './repository.js';
+import {
+  chainEntries,
+  lastCheckpoint,
+  listAudit,
+  listCheckpoints,
+  recentSealedStart,
+  sealedRows,
+  unchainedRow,
+  unsealedCount,
+  type AuditFilter,
+  type AuditRow,
+} from './repository.js';
 import type { JSONWebKeySet } from 'jose';
 import { ChainVerifier, type VerifyReport } from './chain.js';
 
 /** The organisation's audit log, oldest first. */
-export async function auditOf(db: Executor, scope: OrganisationScope, page: Page): Promise<AuditRow[]> {
-  return listAudit(db, scope.organisationId, page);
+export async function auditOf(db: Executor, scope: OrganisationScope, page: Page, filter: AuditFilter = {}): Promise<AuditRow[]> {
+  return listAudit(db, scope.organisationId, page, filter);
+}
+
+/** Rows a verification on request recomputes at most: the organisation's newest (the CLI verifies a whole export). */
+export const VERIFY_WINDOW = 10_000;
+
+export interface RecentVerification extends VerifyReport {
+  /** The rows verified are those after this sequence number. */
+  after: number;
+  lastCheckpoint: { size: number; time: string } | null;
+  /** Rows of every organisation written but not sealed yet (sealed within a second or so). */
+  unsealed: number;
+}
+
+/**
+ * Recomputes the organisation's newest sealed rows (each row's hash, links where rows are
+ * adjacent) and checks the checkpoints over them against the service's keys: what the console
+ * shows as the chain's status. `custody audit verify` checks the whole chain.
+ */
+export async function verifyRecent(db: Executor, organisationId: number, jwks: JSONWebKeySet, window = VERIFY_WINDOW): Promise<RecentVerification> {
+  const after = await recentSealedStart(db, organisationId, window);
+  const verifier = new ChainVerifier(false, after);
+  if (await verifier.checkpoints(await listCheckpoints(db, after), jwks))
+    for (const row of await sealedRows(db, { organisationId, after, limit: window })) if (!verifier.push(row)) break;
+  const last = await lastCheckpoint(db);
+  return {
+    ...verifier.finish(),
+    after,
+    lastCheckpoint: last ? { size: last.size, time: last.at.toISOString() } : null,
+    unsealed: await unsealedCount(db),
+  };
 }
 
 /** Rows per read of an export: one query each, in chain order. */

@@ -15,12 +15,34 @@ export interface AuditRow {
   details: Record<string, unknown>;
 }
 
-export async function listAudit(db: Executor, organisationId: number, page: Page): Promise<AuditRow[]> {
-  return await db<AuditRow>('audit_log')
-    .where('organisation_id', organisationId)
-    .where('id', '>', page.afterId)
-    .orderBy('id')
-    .limit(page.limit + 1);
+/** What a reader of the log narrows it to: an actor, an action (its beginning), a target, a time range. */
+export interface AuditFilter {
+  actor?: string | undefined;
+  action?: string | undefined;
+  target?: string | undefined;
+  from?: Date | undefined;
+  to?: Date | undefined;
+}
+
+const likePrefix = (s: string): string => `${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+export async function listAudit(db: Executor, organisationId: number, page: Page, filter: AuditFilter = {}): Promise<AuditRow[]> {
+  const q = db<AuditRow>('audit_log').where('organisation_id', organisationId).where('id', '>', page.afterId);
+  if (filter.actor !== undefined) q.where('actor', filter.actor);
+  if (filter.action !== undefined) q.whereLike('action', likePrefix(filter.action));
+  if (filter.target !== undefined) q.where('target', filter.target);
+  if (filter.from !== undefined) q.where('at', '>=', filter.from);
+  if (filter.to !== undefined) q.where('at', '<', filter.to);
+  return await q.orderBy('id').limit(page.limit + 1);
+}
+
+/** The sequence number after which the organisation's last `rows` sealed rows begin (0: all of them). */
+export async function recentSealedStart(db: Executor, organisationId: number, rows: number): Promise<number> {
+  const { rows: found } = await db.raw<{ rows: Array<{ seq: number }> }>(
+    'SELECT seq FROM audit_chain WHERE organisation_id = ? ORDER BY seq DESC OFFSET ? LIMIT 1',
+    [organisationId, rows],
+  );
+  return found[0]?.seq ?? 0;
 }
 
 /** A row's columns as the chain reads them (of `a`, audit_log): `at` as text to the microsecond in UTC (a JavaScript Date keeps milliseconds only). */
@@ -190,6 +212,11 @@ export async function listCheckpoints(db: Executor, after = 0): Promise<Checkpoi
     .orderBy('size')
     .select<Array<{ size: number; head: Buffer; at: Date; jws: string }>>('size', 'head', 'at', 'jws');
   return rows.map((r) => ({ size: r.size, head: r.head.toString('hex'), time: r.at.toISOString(), jws: r.jws }));
+}
+
+/** The newest checkpoint: how many rows it covers and when it was signed. */
+export async function lastCheckpoint(db: Executor): Promise<{ size: number; at: Date } | undefined> {
+  return await db('audit_checkpoints').orderBy('size', 'desc').first<{ size: number; at: Date } | undefined>('size', 'at');
 }
 
 export async function lastCheckpointSize(db: Executor): Promise<number> {

@@ -1,10 +1,12 @@
-import type { RouteDeps } from '../../access/endpoints/route-deps.js';
+import type { EndpointDeps } from '../domain.js';
+import type { ServiceKeys } from '../attestations/service-keys.js';
+import { ValidationError } from '../../platform/http/errors.js';
 import { type Static, Type } from '@sinclair/typebox';
 import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../../platform/http/schemas.js';
 import { component } from '../../platform/openapi/meta.js';
 import { Readable } from 'node:stream';
 import { declare, declareList, type Declaration } from '../../access/endpoints/declare.js';
-import { auditOf, exportLines } from './commands.js';
+import { auditOf, exportLines, VERIFY_WINDOW, verifyRecent } from './commands.js';
 import { presentAudit } from './presenter.js';
 import * as ex from '../../platform/openapi/examples.js';
 
@@ -32,8 +34,47 @@ export const AuditList = pageOf('entries', AuditEntryOut);
 const EXPORT_MAX = 100_000;
 export type AuditListOut = Static<typeof AuditList>;
 
+const Instant = Type.String({
+  pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$',
+  description: 'ISO 8601 with a time zone',
+});
+const AuditQuery = strictObject({
+  ...PageQuery,
+  actor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'exactly: `operator` or `token:<id>`' })),
+  action: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'how the action begins, e.g. `POST /api/v1/organisations` or `console.`' })),
+  target: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'exactly' })),
+  from: Type.Optional(Instant),
+  to: Type.Optional(Instant),
+});
+
+/** A time of the query, refused when the calendar has no such day (the pattern only checks the shape). */
+function instant(name: 'from' | 'to', value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined;
+  const at = new Date(value);
+  if (Number.isNaN(at.getTime()))
+    throw new ValidationError(`${name} is not a valid time.`, [{ in: 'query', path: `/${name}`, message: 'must be an ISO 8601 time' }]);
+  return at;
+}
+
+const Verification = component(
+  'AuditVerification',
+  Type.Object(
+    {
+      ok: Type.Boolean(),
+      rows: Type.Integer({ description: 'rows recomputed' }),
+      checkpoints: Type.Integer({ description: 'signed checkpoints whose head is one of these rows' }),
+      after: Type.Integer({ description: 'the rows verified are those after this sequence number' }),
+      lastSeq: Type.Integer(),
+      problem: Type.Optional(Type.Object({ seq: Type.Integer(), kind: Type.String(), message: Type.String() }, { additionalProperties: false })),
+      lastCheckpoint: Type.Union([Type.Object({ size: Type.Integer(), time: Timestamp }, { additionalProperties: false }), Type.Null()]),
+      unsealed: Type.Integer({ description: 'rows of every organisation not sealed yet (they are within about a second)' }),
+    },
+    { additionalProperties: false },
+  ),
+);
+
 /** `GET /organisations/{id}/audit`: the organisation's audit log, for its admins and the operator. */
-export function auditEndpoints(_deps: RouteDeps): Declaration[] {
+export function auditEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declaration[] {
   return [
     declareList(
       {
@@ -46,19 +87,59 @@ export function auditEndpoints(_deps: RouteDeps): Declaration[] {
       },
       {
         params: strictObject({ id: Id }),
-        query: strictObject({ ...PageQuery }),
+        query: AuditQuery,
         doc: {
           operationId: 'listAudit',
           summary: "An organisation's audit log",
           description:
-            "Every management write (actor, method and route, target, status, request id; ids only, never secrets) and every key creation. For the operator and the organisation's admin tokens.",
+            "Every management write (actor, method and route, target, status, request id; ids only, never secrets), every key creation and console sign-in. For the operator and the organisation's admin tokens. Filters: `actor`, `target` (exactly), `action` (how it begins), `from` and `to` (times, `to` excluded).",
           tag: 'Organisations',
           responses: { 200: { description: 'A page of entries, oldest first.', schema: AuditList, example: { entries: [ex.auditEntry], nextCursor: null } } },
         },
       },
-      async (ctx, { scope, paging }) => {
-        const result = paging.pageOf(await auditOf(ctx.state.db, scope, paging.page));
+      async (ctx, { scope, paging, query }) => {
+        const filter = { actor: query.actor, action: query.action, target: query.target, from: instant('from', query.from), to: instant('to', query.to) };
+        const result = paging.pageOf(await auditOf(ctx.state.db, scope, paging.page, filter));
         ctx.body = { entries: result.items.map(presentAudit), nextCursor: result.nextCursor };
+      },
+    ),
+
+    declare(
+      {
+        method: 'GET',
+        path: '/api/v1/organisations/:id/audit/verification',
+        auth: 'apiToken',
+        tenant: { level: 'organisation', deleted: 'shown' },
+        may: 'audit.read',
+      },
+      {
+        params: strictObject({ id: Id }),
+        doc: {
+          operationId: 'verifyAudit',
+          summary: "The audit chain's status over the organisation's newest rows",
+          description: `Recomputes the organisation's newest ${VERIFY_WINDOW.toLocaleString('en')} sealed rows and checks the signed checkpoints over them against the service's keys; says the last checkpoint and how many rows wait to be sealed. \`custody audit verify\` checks a whole export, and is what an auditor should run: this answer comes from the service itself.`,
+          tag: 'Organisations',
+          errors: { 503: 'dependency_unavailable: the signer cannot give its keys now (Retry-After).' },
+          responses: {
+            200: {
+              description: 'The verification.',
+              schema: Verification,
+              example: {
+                ok: true,
+                rows: 42,
+                checkpoints: 1,
+                after: 0,
+                lastSeq: 97,
+                lastCheckpoint: { size: 90, time: '2026-11-27T10:00:00.000Z' },
+                unsealed: 0,
+              },
+            },
+          },
+        },
+      },
+      async (ctx, { scope }) => {
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = await verifyRecent(ctx.state.db, scope.organisationId, { keys: await keys.keys() });
       },
     ),
 

@@ -29,6 +29,7 @@ export function presentTransaction(t: TransactionRow, attempts?: readonly Attemp
     expiresAt: t.expires_at.toISOString(),
     ...(attempts
       ? {
+          events: t.events.map((type, i) => ({ sequence: i + 1, type })),
           attempts: attempts
             .filter((a) => a.hash !== null)
             .map((a) => ({

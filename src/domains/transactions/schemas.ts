@@ -87,6 +87,11 @@ export const TransactionOut = component(
     updatedAt: Timestamp,
     submittedAt: NullableTimestamp,
     expiresAt: Timestamp,
+    events: Type.Optional(
+      Type.Array(strictObject({ sequence: Type.Integer({ minimum: 1 }), type: Type.String() }), {
+        description: 'its wallet.transaction.* events so far, in order (with GET of one transaction)',
+      }),
+    ),
     attempts: Type.Optional(Type.Array(Attempt)),
   }),
 );

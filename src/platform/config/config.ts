@@ -67,6 +67,10 @@ export interface Config {
    * tokens it signs, which `POST /api/v1/project/{projectId}/dev/token` (and `custody dev token`) mint.
    */
   readonly devIdp: boolean;
+  /** The operator console at /console (CONSOLE_ENABLED, docs/console.md): on unless turned off. */
+  readonly consoleEnabled: boolean;
+  /** A console session's life (CONSOLE_SESSION_TTL_S), ended sooner by sign-out or the token's revocation. */
+  readonly consoleSessionTtlS: number;
   /** Unset means: generated once into dataDir (testnet only). */
   readonly operatorToken: string | undefined;
   /** 32 raw bytes; unset means generated into dataDir (testnet only). New values are sealed under it. */
@@ -389,6 +393,8 @@ export function loadConfig(env: Env = process.env): Config {
     embeddedPgPort,
     serviceAudience,
     devIdp,
+    consoleEnabled: servesApi && bool('CONSOLE_ENABLED', true),
+    consoleSessionTtlS: int('CONSOLE_SESSION_TTL_S', 43_200, 60, 604_800),
     operatorToken,
     dataEncryptionKey,
     dataDecryptionKeys,

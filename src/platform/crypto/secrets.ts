@@ -8,7 +8,7 @@ export const newSecret = (prefix: string): string => `${prefix}${randomBytes(32)
  * `crypto.hash` (Node >= 20.12): it runs on every request with a key or token, and is about
  * 40% cheaper than a createHash object.
  */
-export const hashSecret = (secret: string): Buffer => hash('sha256', secret, 'buffer');
+export const hashSecret = (secret: string | Buffer): Buffer => hash('sha256', secret, 'buffer');
 
 export function constantTimeEqual(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);

@@ -41,6 +41,7 @@ export const OPERATIONS = {
   testWebhook: ['POST', '/api/v1/project/{projectId}/webhooks/{webhookId}/test'],
   retryFailedDelivery: ['POST', '/api/v1/project/{projectId}/webhooks/failedDeliveries/{deliveryId}/retry'],
   listAudit: ['GET', '/api/v1/organisations/{id}/audit'],
+  verifyAudit: ['GET', '/api/v1/organisations/{id}/audit/verification'],
   signAsUser: ['POST', '/api/v1/wallets/rpc'],
   signWithWallet: ['POST', '/api/v1/project/{projectId}/wallets/{walletId}/rpc'],
   putPolicy: ['PUT', '/api/v1/project/{projectId}/policy'],

@@ -662,6 +662,11 @@ export type TransactionOut = {
   submittedAt: string | null;
   /** ISO 8601, UTC */
   expiresAt: string;
+  /** its wallet.transaction.* events so far, in order (with GET of one transaction) */
+  events?: {
+    sequence: number;
+    type: string;
+  }[];
   attempts?: {
     hash: string;
     purpose: 'send' | 'speedUp' | 'cancel' | 'gapFill';
