@@ -34,13 +34,13 @@ const PAGES: Array<{ id: string; title: string; read: string; needs: 'none' | 'o
   { id: 'transactions', title: 'Transactions', read: 'transaction.read', needs: 'project', view: TransactionsPage },
 ];
 
-function SignIn({ onSession }: { onSession: (s: Session) => void }) {
+function SignIn() {
   const [token, setToken] = useState('');
   return (
     <main class="signin">
       <h1>Custody console</h1>
       <p>Sign in with an API token. The token is exchanged for a session and is not kept by the browser; the console can do what the token can.</p>
-      <Form label="Sign in" submit="Sign in" run={() => signIn(token.trim())} onDone={(s) => onSession(s as Session)}>
+      <Form label="Sign in" submit="Sign in" run={() => signIn(token.trim())} onDone={() => location.reload()}>
         <Field label="API token" type="password" value={token} onInput={setToken} required autoComplete="off" />
       </Form>
     </main>
@@ -72,7 +72,8 @@ function App() {
         <Loading what="the session" />
       </main>
     );
-  if (session === null) return <SignIn onSession={setSession} />;
+  // Signed in, the page loads again: the token typed is gone with the sign-in page, and the console starts from its session.
+  if (session === null) return <SignIn />;
 
   const principal = session.principal;
   const can = (action: string) => principal.may.includes(action);
@@ -114,7 +115,7 @@ function App() {
         {missing ? (
           <p class="empty">Choose {page.needs === 'project' ? 'a project' : 'an organisation'} above.</p>
         ) : (
-          <page.view principal={principal} place={place} can={can} />
+          <page.view key={page.id} principal={principal} place={place} can={can} />
         )}
       </main>
     </div>

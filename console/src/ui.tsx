@@ -185,7 +185,9 @@ export function Form(props: { label: string; submit: string; run: () => Promise<
     setBusy(true);
     setError(null);
     try {
-      props.onDone?.(await props.run());
+      // Not `onDone?.(await run())`: an optional call skips its arguments when there is no onDone.
+      const result = await props.run();
+      props.onDone?.(result);
     } catch (err) {
       setError(err);
     } finally {
@@ -307,5 +309,10 @@ export function ShownOnce(props: { title: string; secret: string; note?: string;
 export const when = (iso: string | null | undefined): string => (iso ? new Date(iso).toISOString().replace('T', ' ').slice(0, 19) : '—');
 
 export function Json({ value }: { value: unknown }) {
-  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
+  // Focusable: a long document scrolls inside it, and a keyboard must reach it.
+  return (
+    <pre class="json" tabIndex={0}>
+      {JSON.stringify(value, null, 2)}
+    </pre>
+  );
 }

@@ -23,6 +23,8 @@ function Rename({ org, onDone }: { org: Organisation; onDone: () => void }) {
 export function OrganisationsPage({ can }: PageProps) {
   const [showDeleted, setShowDeleted] = useState(false);
   const [name, setName] = useState('');
+  const [find, setFind] = useState('');
+  const [found, setFound] = useState('');
   const [refresh, setRefresh] = useState(0);
   const [renaming, setRenaming] = useState<number | null>(null);
   const changed = () => {
@@ -44,11 +46,21 @@ export function OrganisationsPage({ can }: PageProps) {
           <Field label="Name" value={name} onInput={setName} required />
         </Form>
       ) : null}
+      <Form
+        label="Find organisations"
+        submit="Find"
+        run={() => {
+          setFound(find.trim());
+          return Promise.resolve();
+        }}
+      >
+        <Field label="Name contains" value={find} onInput={setFind} />
+      </Form>
       <Check label="Show deleted" checked={showDeleted} onChange={setShowDeleted} />
       <PagedList<Organisation>
         caption="Organisations"
         path="/api/v1/organisations"
-        query={{ showDeleted }}
+        query={{ showDeleted, name: found }}
         itemsKey="organisations"
         rowKey={(o) => o.id}
         refresh={refresh}

@@ -197,7 +197,9 @@ export function WebhooksPage({ place, can }: PageProps) {
                   <h3>Payload</h3>
                   <Json value={d.payload} />
                   <h3>Last response</h3>
-                  <pre class="json">{d.lastResponseBody ?? '(none)'}</pre>
+                  <pre class="json" tabIndex={0}>
+                    {d.lastResponseBody ?? '(none)'}
+                  </pre>
                 </div>
               ) : (
                 <button type="button" onClick={() => setOpen(d.id)}>

@@ -1,4 +1,4 @@
-import { pgArray, type Executor } from '../../platform/db/knex.js';
+import { likeLiteral, pgArray, type Executor } from '../../platform/db/knex.js';
 import type { ChainEntry, Checkpoint, SealedEntry } from './chain.js';
 import type { Page } from '../../platform/http/pagination.js';
 
@@ -24,12 +24,10 @@ export interface AuditFilter {
   to?: Date | undefined;
 }
 
-const likePrefix = (s: string): string => `${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 export async function listAudit(db: Executor, organisationId: number, page: Page, filter: AuditFilter = {}): Promise<AuditRow[]> {
   const q = db<AuditRow>('audit_log').where('organisation_id', organisationId).where('id', '>', page.afterId);
   if (filter.actor !== undefined) q.where('actor', filter.actor);
-  if (filter.action !== undefined) q.whereLike('action', likePrefix(filter.action));
+  if (filter.action !== undefined) q.whereLike('action', `${likeLiteral(filter.action)}%`);
   if (filter.target !== undefined) q.where('target', filter.target);
   if (filter.from !== undefined) q.where('at', '>=', filter.from);
   if (filter.to !== undefined) q.where('at', '<', filter.to);

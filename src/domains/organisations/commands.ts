@@ -40,6 +40,12 @@ export async function undeleteOrganisation(db: Executor, scope: OrganisationScop
   });
 }
 
-export async function listVisibleOrganisations(db: Executor, scope: DeploymentScope, page: Page, showDeleted: boolean): Promise<OrganisationRow[]> {
-  return listOrganisations(db, scope.principal, page, showDeleted);
+export async function listVisibleOrganisations(
+  db: Executor,
+  scope: DeploymentScope,
+  page: Page,
+  showDeleted: boolean,
+  name?: string,
+): Promise<OrganisationRow[]> {
+  return listOrganisations(db, scope.principal, page, showDeleted, name);
 }

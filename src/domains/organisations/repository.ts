@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/knex.js';
+import { likeLiteral, type Executor } from '../../platform/db/knex.js';
 import { visibleOrganisations } from '../../access/tenancy/visible.js';
 import type { Principal } from '../../access/auth/principal.js';
 import type { Page } from '../../platform/http/pagination.js';
@@ -16,9 +16,10 @@ export async function lockOrganisation(db: Executor, id: number): Promise<Organi
   return (await db('organisations').where('id', id).forUpdate().first()) as OrganisationRow | undefined;
 }
 
-export async function listOrganisations(db: Executor, p: Principal, page: Page, showDeleted: boolean): Promise<OrganisationRow[]> {
+export async function listOrganisations(db: Executor, p: Principal, page: Page, showDeleted: boolean, name?: string): Promise<OrganisationRow[]> {
   const q = visibleOrganisations(db, p).where('id', '>', page.afterId);
   if (!showDeleted) q.whereNull('deleted_at');
+  if (name !== undefined) q.whereILike('name', `%${likeLiteral(name)}%`);
   return (await q.orderBy('id').limit(page.limit + 1)) as OrganisationRow[];
 }
 

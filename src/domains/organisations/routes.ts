@@ -15,7 +15,8 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
         doc: {
           operationId: 'listOrganisations',
           summary: 'List the organisations the token sees',
-          description: 'The operator sees every organisation; other tokens see their own. `showDeleted` includes soft-deleted ones.',
+          description:
+            'The operator sees every organisation; other tokens see their own. `showDeleted` includes soft-deleted ones; `name` finds those whose name contains it (any case).',
           tag: 'Organisations',
           responses: {
             200: { description: 'A page of organisations.', schema: OrganisationList, example: { organisations: [ex.organisation], nextCursor: null } },
@@ -24,7 +25,7 @@ export function organisationEndpoints(_deps: RouteDeps): Declaration[] {
       },
       async (ctx, { query, scope, paging }) => {
         const showDeleted = queryBool(query.showDeleted);
-        const result = paging.pageOf(await listVisibleOrganisations(ctx.state.db, scope, paging.page, showDeleted));
+        const result = paging.pageOf(await listVisibleOrganisations(ctx.state.db, scope, paging.page, showDeleted, query.name));
         ctx.body = { organisations: result.items.map(presentOrganisation), nextCursor: result.nextCursor };
       },
     ),

@@ -4,7 +4,11 @@ import { component } from '../../platform/openapi/meta.js';
 
 export const OrganisationParams = strictObject({ id: Id });
 export const OrganisationBody = strictObject({ name: Name });
-export const ListOrganisationsQuery = strictObject({ showDeleted: Type.Optional(QueryBool), ...PageQuery });
+export const ListOrganisationsQuery = strictObject({
+  showDeleted: Type.Optional(QueryBool),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'organisations whose name contains this, in any case' })),
+  ...PageQuery,
+});
 
 export const OrganisationOut = component(
   'Organisation',

@@ -104,3 +104,6 @@ export function poolState(db: Knex): { used: number; idle: number; max: number; 
   if (!pool) return undefined;
   return { used: pool.numUsed(), idle: pool.numFree(), max: pool.max, pendingAcquires: pool.numPendingAcquires(), shareWaits: shareWaiting(db) };
 }
+
+/** `s` as literal text inside a LIKE pattern (its `%`, `_` and backslash escaped): callers add their own wildcards. */
+export const likeLiteral = (s: string): string => s.replace(/[\\%_]/g, (c) => `\\${c}`);

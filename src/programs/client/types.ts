@@ -36,6 +36,8 @@ export type OrganisationList = {
 
 export type ListOrganisationsQuery = {
   showDeleted?: 'true' | 'false' | '1' | '0';
+  /** organisations whose name contains this, in any case */
+  name?: string;
   /** page size, 1 to 1000 */
   limit?: string;
   cursor?: string;
@@ -97,7 +99,12 @@ export type ProjectList = {
   nextCursor: string | null;
 };
 
-export type ListProjectsQuery = ListOrganisationsQuery;
+export type ListProjectsQuery = {
+  showDeleted?: 'true' | 'false' | '1' | '0';
+  /** page size, 1 to 1000 */
+  limit?: string;
+  cursor?: string;
+};
 
 export type CreateProjectBody = {
   name: string;
@@ -551,7 +558,7 @@ export type SubscriptionList = {
   nextCursor: string | null;
 };
 
-export type ListWebhooksQuery = ListOrganisationsQuery;
+export type ListWebhooksQuery = ListProjectsQuery;
 
 export type CreateWebhookBody = {
   /** https (http too in testnet), at most 2,048 characters */
