@@ -171,6 +171,21 @@ add('audit', (r) => [
   },
 ]);
 
+add('console', (r) => [
+  {
+    what: "the operator console's JavaScript on first load (gzip)",
+    figure: `${n(num(r, 'js.gzipBytes') / 1024, 1)} KB`,
+    goal: '< 300 KB',
+    met: num(r, 'js.gzipBytes') < 300 * 1024,
+  },
+  {
+    what: `console first load until interactive (the failed deliveries page of a project with ${n(num(r, 'failedDeliveries'))}, cold cache), vs a bare static page`,
+    figure: `p50 ${n(num(r, 'interactive.p50Ms'))} ms, p95 ${n(num(r, 'interactive.p95Ms'))} ms (bare p50 ${n(num(r, 'bare.p50Ms'))} ms)`,
+    goal: '< 1,000 ms',
+    met: num(r, 'interactive.p95Ms') < 1000,
+  },
+]);
+
 add('transactions', (r) => [
   {
     what: 'sends/s through the service (accepted and broadcast, contiguous nonces), vs a bare sender (noble, eth_sendRawTransaction) on the same anvil',

@@ -40,6 +40,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/api/v1/organisations/:org/undelete' },
   { method: 'GET', path: '/api/v1/organisations/:org/audit' },
   { method: 'GET', path: '/api/v1/organisations/:org/audit/export' },
+  { method: 'GET', path: '/api/v1/organisations/:org/audit/verification' },
   { method: 'GET', path: '/api/v1/membership/check' },
   { method: 'POST', path: '/api/v1/wallets/membership/check' },
   { method: 'GET', path: '/.well-known/jwks.json' },
@@ -94,6 +95,15 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/openapi.json' },
   { method: 'GET', path: '/docs' },
   { method: 'GET', path: '/docs/assets/:id' },
+];
+
+/** The operator console's own routes (docs/console.md): fuzzed too, though not in the API's document. */
+const CONSOLE_ROUTES: Route[] = [
+  { method: 'GET', path: '/console' },
+  { method: 'GET', path: '/console/assets/:id' },
+  { method: 'POST', path: '/console/session' },
+  { method: 'GET', path: '/console/session' },
+  { method: 'DELETE', path: '/console/session' },
 ];
 
 const FIELDS = [
@@ -238,6 +248,15 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
       ),
     );
     const ids = { org: String(t.org.id), project: String(t.project.id), id: String(hook.body.id) };
+    // A console session of the organisation's read token: its cookie and CSRF token go with some cases, alone or beside a bearer.
+    const signedIn = await fetch(`${app.url}/console/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: t.tokens.orgRead.token }),
+    });
+    expect(signedIn.status).to.equal(201);
+    const sessionCookie = /custody_session=[^;]+/.exec(signedIn.headers.getSetCookie().join('\n'))?.[0] ?? '';
+    const csrf = ((await signedIn.json()) as { csrfToken: string }).csrfToken;
     const tokens = [app.operatorToken, t.tokens.projectAdmin.token, t.tokens.orgRead.token];
 
     const pathParam = fc.oneof(
@@ -303,6 +322,8 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
           fc.constant(undefined),
         ),
         idempotencyKey: fc.option(headerText, { nil: undefined }),
+        cookie: fc.option(fc.oneof(fc.constant(sessionCookie), fc.constant('custody_session=AAAA'), headerText), { nil: undefined }),
+        csrf: fc.option(fc.oneof(fc.constant(csrf), headerText), { nil: undefined }),
         requestId: fc.option(headerText, { nil: undefined }),
         encoding: fc.option(fc.constantFrom('gzip', 'br', 'identity', 'x-unknown'), { nil: undefined }),
       },
@@ -313,7 +334,7 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
     let cases = 0;
     const statuses = new Map<number, number>();
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...ROUTES), pathParam, body, query, headers, async (route, param, rawBody, q, h) => {
+      fc.asyncProperty(fc.constantFrom(...ROUTES, ...CONSOLE_ROUTES), pathParam, body, query, headers, async (route, param, rawBody, q, h) => {
         cases++;
         const path = route.path.replace(/:(org|project|id)/g, (_, name: 'org' | 'project' | 'id') => param ?? ids[name]);
         const search = new URLSearchParams(q).toString();
@@ -322,6 +343,8 @@ describe('fuzzing every endpoint (body, query, headers)', function () {
         if (sendBody && h.contentType !== '') requestHeaders['content-type'] = h.contentType;
         if (h.auth !== undefined) requestHeaders['authorization'] = h.auth;
         if (h.idempotencyKey !== undefined) requestHeaders['idempotency-key'] = h.idempotencyKey;
+        if (h.cookie !== undefined) requestHeaders['cookie'] = h.cookie;
+        if (h.csrf !== undefined) requestHeaders['x-csrf-token'] = h.csrf;
         if (h.requestId !== undefined) requestHeaders['x-request-id'] = h.requestId;
         if (h.encoding !== undefined && sendBody) requestHeaders['content-encoding'] = h.encoding;
         const res = await fetch(`${app.url}${path}${search ? `?${search}` : ''}`, {

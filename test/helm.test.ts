@@ -339,20 +339,26 @@ describe('Helm chart (helm/custody)', function () {
           const [dashboard] = byKind(ms, 'ConfigMap');
           expect(dashboard.metadata.labels.grafana_dashboard).to.equal('1');
         });
-        it('routes only /api/ through the Ingress without ingress.reference', () => {
+        it('routes only /api/ through the Ingress without ingress.reference and console.enabled, and tells the API the console is off', () => {
           const [ingress] = byKind(ms, 'Ingress');
           expect(ingress.spec.rules[0].http.paths.map((p: { path: string }) => p.path)).to.deep.equal(['/api/']);
+          const api = byKind(ms, 'Deployment').find((d: { metadata: { name: string } }) => d.metadata.name.endsWith('-api'));
+          expect(api.spec.template.spec.containers[0].env).to.deep.include({ name: 'CONSOLE_ENABLED', value: 'false' });
         });
       }
       if (name === 'production-vault-kubernetes.yaml') {
-        it('routes /api/ and (ingress.reference) the API reference through the Ingress, with TLS; never /metrics or the probes', () => {
+        it('routes /api/, (ingress.reference) the API reference and (console.enabled) the console through the Ingress, with TLS; never /metrics or the probes', () => {
           const [ingress] = byKind(ms, 'Ingress');
           expect(ingress.spec.tls[0].secretName).to.equal('custody-example-com-tls');
           expect(ingress.spec.rules[0].http.paths.map((p: { path: string; pathType: string }) => `${p.pathType} ${p.path}`)).to.deep.equal([
             'Prefix /api/',
             'Prefix /docs',
             'Exact /openapi.json',
+            'Prefix /console',
           ]);
+          const api = byKind(ms, 'Deployment').find((d: { metadata: { name: string } }) => d.metadata.name.endsWith('-api'));
+          const env = Object.fromEntries(api.spec.template.spec.containers[0].env.map((e: { name: string; value?: string }) => [e.name, e.value]));
+          expect(env).to.include({ CONSOLE_ENABLED: 'true', CONSOLE_SESSION_TTL_S: '43200', PUBLIC_BASE_URL: 'https://custody.example.com' });
         });
       }
     });

@@ -100,8 +100,8 @@ function Detail({ project, id, can, onChanged }: { project: number; id: number; 
       {x.events && x.events.length > 0 ? (
         <ol>
           {x.events.map((e) => (
-            <li key={e.sequence}>
-              {e.sequence}. {e.type}
+            <li key={e.sequence} value={e.sequence}>
+              {e.type}
             </li>
           ))}
         </ol>

@@ -30,6 +30,8 @@ export const TABLE_OWNERS = {
   signer_carry_over: 'programs',
   // The development identity provider's key (testnet): access/auth/dev-idp.ts.
   dev_idp_key: 'access/auth',
+  // The operator console's sessions, an API token exchanged for a cookie: access/auth/session.ts.
+  console_sessions: 'access/auth',
   deployment: 'platform/db',
   knex_migrations: 'platform/db',
   knex_migrations_lock: 'platform/db',

@@ -64,7 +64,8 @@ describe('transactions: a wallet sends, and the service follows the transaction 
     const stored = tx as unknown as Record<string, unknown>;
     expect(Object.keys(answered).sort()).to.deep.equal(
       Object.keys(stored)
-        .filter((k) => k !== 'attempts')
+        // Only GET of one transaction lists its attempts and events.
+        .filter((k) => k !== 'attempts' && k !== 'events')
         .sort(),
     );
     const settledFields = ['status', 'blockNumber', 'blockHash', 'receipt', 'updatedAt'];
@@ -94,6 +95,10 @@ describe('transactions: a wallet sends, and the service follows the transaction 
       return t.status === 'confirmed' ? t : undefined;
     });
     expect(confirmed.attempts?.map((a) => a.purpose)).to.deep.equal(['send']);
+    // Its events so far, numbered as their deliveries are.
+    expect((confirmed as unknown as { events: Array<{ sequence: number; type: string }> }).events).to.deep.equal(
+      ['queued', 'signed', 'submitted', 'mined', 'confirmed'].map((s, i) => ({ sequence: i + 1, type: `wallet.transaction.${s}` })),
+    );
 
     const events = await until('the five events', () => {
       const mineOnly = env.receiver.received

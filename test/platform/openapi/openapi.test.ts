@@ -27,6 +27,7 @@ const EXPECTED = [
   'POST /api/v1/organisations/{id}/undelete',
   'GET /api/v1/organisations/{id}/audit',
   'GET /api/v1/organisations/{id}/audit/export',
+  'GET /api/v1/organisations/{id}/audit/verification',
   'GET /api/v1/membership/check',
   'POST /api/v1/wallets/membership/check',
   'GET /.well-known/jwks.json',
