@@ -6,10 +6,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="${1:-$(mktemp -d -t custody-image-XXXXXX)}"
 mkdir -p "$out/app" "$out/build"
-# Stage 1 (build): dev dependencies, then compile contract/, src/, keyvault/ and migrations/ only.
+# Stage 1 (build): dev dependencies, then compile contract/, src/, keyvault/ and migrations/ only,
+# and bundle the operator console (dist/console).
 cp "$root/package.json" "$root/package-lock.json" "$root/tsconfig.json" "$root/tsconfig.build.json" "$out/build/"
-cp -r "$root/contract" "$root/src" "$root/keyvault" "$root/migrations" "$out/build/"
-(cd "$out/build" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2 && npx tsc -p tsconfig.build.json >&2)
+cp -r "$root/contract" "$root/src" "$root/keyvault" "$root/migrations" "$root/console" "$out/build/"
+mkdir -p "$out/build/scripts" && cp "$root/scripts/build-console.ts" "$out/build/scripts/"
+(cd "$out/build" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2 && npx tsc -p tsconfig.build.json >&2 && node dist/scripts/build-console.js >&2)
 # Stage 2 (deps): production dependencies only, no optional ones.
 cp "$root/package.json" "$root/package-lock.json" "$out/app/"
 (cd "$out/app" && npm ci --omit=dev --omit=optional --no-audit --no-fund --ignore-scripts --loglevel=error >&2)

@@ -147,7 +147,16 @@ describe('container image layout (Dockerfile)', function () {
     expect(created.status).to.equal(201);
     expect((await fetch(`http://127.0.0.1:${workerPort}/metrics`)).status).to.equal(200);
     // The API reference is served from the image's own production modules (no CDN, no dev dependency).
-    for (const p of ['/docs', '/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css', '/openapi.json']) {
+    // So is the operator console, built into the image (dist/console).
+    for (const p of [
+      '/docs',
+      '/docs/assets/swagger-ui-bundle.js',
+      '/docs/assets/swagger-ui.css',
+      '/openapi.json',
+      '/console',
+      '/console/assets/app.js',
+      '/console/assets/app.css',
+    ]) {
       expect((await fetch(`http://127.0.0.1:${apiPort}${p}`)).status, p).to.equal(200);
     }
     // The operator CLI runs from the image too (kubectl exec … node dist/src/programs/cli/main.js …).
