@@ -26,7 +26,7 @@ import { mount, type Declaration } from '../access/endpoints/declare.js';
 import { healthEndpoints } from './endpoints/health.js';
 import { openApiEndpoints } from './endpoints/reference.js';
 import { mountConsole } from './console/console.js';
-import { ConsoleSessions } from '../access/auth/session.js';
+import { ConsoleSessions, SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../access/auth/session.js';
 import { DOMAINS } from '../domains/index.js';
 import type { EndpointDeps } from '../domains/domain.js';
 import { UserAuthenticator } from '../access/auth/user.js';
@@ -74,7 +74,10 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
   const resolveToken = tokenResolver(deps.db, deps.operatorTokenHash);
   // The console's cookie stands for a token beside the bearer header (off with CONSOLE_ENABLED=false).
-  const sessions = deps.config.consoleEnabled ? new ConsoleSessions(deps.db, deps.config.consoleSessionTtlS, deps.now ?? systemClock) : undefined;
+  const secureCookie = deps.config.publicBaseUrl.startsWith('https://');
+  const sessions = deps.config.consoleEnabled
+    ? new ConsoleSessions(deps.db, deps.config.consoleSessionTtlS, deps.now ?? systemClock, secureCookie ? SECURE_SESSION_COOKIE : SESSION_COOKIE)
+    : undefined;
   const identify = authenticate(resolveToken, sessions);
   const secretBox = new SecretBox(deps.dataEncryptionKey, deps.config.dataDecryptionKeys);
   const routeDeps: RouteDeps = {
@@ -157,7 +160,10 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       sessions,
       resolve: resolveToken,
       authFailures,
-      secureCookie: deps.config.publicBaseUrl.startsWith('https://'),
+      limit: (ctx, principal) => {
+        if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
+      },
+      secureCookie,
       ttlS: deps.config.consoleSessionTtlS,
     });
   declaredBy.set(app, endpoints);

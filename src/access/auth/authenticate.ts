@@ -6,7 +6,7 @@ import type { ProjectRow } from '../../domains/projects/repository.js';
 import { GroupCommit } from '../../platform/db/group-commit.js';
 import type { AppContext, AppMiddleware } from '../../platform/http/context.js';
 import type { Principal } from './principal.js';
-import { requireCsrf, sessionSecretOf, type ConsoleSessions } from './session.js';
+import { requireCsrf, type ConsoleSessions } from './session.js';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/i;
 const ID = /^[1-9][0-9]{0,14}$/;
@@ -53,12 +53,14 @@ export function authenticate(resolve: TokenResolver, sessions?: ConsoleSessions)
   return async (ctx, next) => {
     const header = ctx.get('Authorization');
     let hash: Buffer;
-    const secret = header === '' && sessions ? sessionSecretOf(ctx) : undefined;
+    const secret = header === '' && sessions ? sessions.secretOf(ctx) : undefined;
     if (secret && sessions) {
       requireCsrf(ctx, secret);
       const session = await sessions.find(secret);
       if (!session) throw new UnauthorizedError('The console session is unknown, expired or ended: sign in again.');
       hash = session.tokenHash;
+      // An answer to a browser's ambient credential is for that browser alone.
+      ctx.set('Cache-Control', 'no-store');
     } else {
       const match = BEARER.exec(header);
       if (!match?.[1]) throw new UnauthorizedError();

@@ -8,14 +8,15 @@ import type { AppContext } from '../../platform/http/context.js';
 /** Writes a sign-in's or sign-out's audit entry in the transaction of the change (the console's, which knows the audit log). */
 export type SessionAudit = (trx: Knex.Transaction) => Promise<void>;
 
-/** The console's cookie: the session secret, 32 random bytes in base64url. */
+/** The console's cookie: the session secret, 32 random bytes in base64url. Over https it is `__Host-` prefixed, so no other host of the site can set it. */
 export const SESSION_COOKIE = 'custody_session';
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 /** The header a console write carries its CSRF token in. */
 export const CSRF_HEADER = 'X-CSRF-Token';
 const SECRET_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 /** Methods that change nothing: a cookie alone may read, every other method needs the CSRF token too. */
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
-/** Expired and ended sessions removed per sign-in, so the table stays as small as its live sessions. */
+/** Expired sessions removed per sign-in, so the table stays as small as its live sessions. */
 const PRUNE_BATCH = 100;
 
 /**
@@ -28,30 +29,39 @@ export class ConsoleSessions {
     private readonly db: Knex,
     private readonly ttlS: number,
     private readonly now: Clock,
+    /** The cookie's name: SECURE_SESSION_COOKIE when the service is reached over https. */
+    readonly cookie: string = SESSION_COOKIE,
   ) {}
 
-  /** A new session for the token whose hash is given: its secret (for the cookie only) and expiry. */
-  async start(tokenHash: Buffer, audit: SessionAudit): Promise<{ secret: Buffer; expiresAt: Date }> {
+  /**
+   * A new session for the token whose hash is given: its secret (for the cookie only) and expiry.
+   * The session the browser held before, if any, ends with it: a cookie replaced is a cookie gone.
+   */
+  async start(tokenHash: Buffer, audit: SessionAudit, previous?: Buffer): Promise<{ secret: Buffer; expiresAt: Date }> {
     const secret = randomBytes(32);
     const now = new Date(this.now());
     const expiresAt = new Date(now.getTime() + this.ttlS * 1000);
     await this.db.transaction(async (trx) => {
+      // Sign-ins running at once each take other rows.
       await trx.raw(
         `DELETE FROM console_sessions WHERE id IN (
-           SELECT id FROM console_sessions WHERE expires_at < ? OR ended_at IS NOT NULL ORDER BY id LIMIT ${PRUNE_BATCH})`,
+           SELECT id FROM console_sessions WHERE expires_at < ? ORDER BY expires_at LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)`,
         [now],
       );
+      if (previous)
+        await trx('console_sessions')
+          .where({ session_hash: hashSecret(previous) })
+          .delete();
       await trx('console_sessions').insert({ session_hash: hashSecret(secret), token_hash: tokenHash, created_at: now, expires_at: expiresAt });
       await audit(trx);
     });
     return { secret, expiresAt };
   }
 
-  /** The token hash and expiry of a live session (not expired, not ended), or undefined. */
+  /** The token hash and expiry of a live session, or undefined. */
   async find(secret: Buffer): Promise<{ tokenHash: Buffer; expiresAt: Date } | undefined> {
     const row = await this.db('console_sessions')
       .where({ session_hash: hashSecret(secret) })
-      .whereNull('ended_at')
       .where('expires_at', '>', new Date(this.now()))
       .first<{ token_hash: Buffer; expires_at: Date } | undefined>('token_hash', 'expires_at');
     return row ? { tokenHash: row.token_hash, expiresAt: row.expires_at } : undefined;
@@ -62,17 +72,16 @@ export class ConsoleSessions {
     await this.db.transaction(async (trx) => {
       const ended = await trx('console_sessions')
         .where({ session_hash: hashSecret(secret) })
-        .whereNull('ended_at')
-        .update({ ended_at: new Date(this.now()) });
+        .delete();
       if (ended > 0) await audit(trx);
     });
   }
-}
 
-/** The session secret of the request's cookie, when it has the shape of one. */
-export function sessionSecretOf(ctx: AppContext): Buffer | undefined {
-  const value = ctx.cookies.get(SESSION_COOKIE);
-  return value !== undefined && SECRET_SHAPE.test(value) ? Buffer.from(value, 'base64url') : undefined;
+  /** The session secret of the request's cookie, when it has the shape of one. */
+  secretOf(ctx: AppContext): Buffer | undefined {
+    const value = ctx.cookies.get(this.cookie);
+    return value !== undefined && SECRET_SHAPE.test(value) ? Buffer.from(value, 'base64url') : undefined;
+  }
 }
 
 /** The session's CSRF token: derived from its secret, so it is never stored and dies with the session. */

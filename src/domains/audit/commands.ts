@@ -3,6 +3,7 @@ import type { Page } from '../../platform/http/pagination.js';
 import type { OrganisationScope } from '../../access/tenancy/scope.js';
 import {
   chainEntries,
+  checkpointsAtRows,
   lastCheckpoint,
   listAudit,
   listCheckpoints,
@@ -23,31 +24,34 @@ export async function auditOf(db: Executor, scope: OrganisationScope, page: Page
 
 /** Rows a verification on request recomputes at most: the organisation's newest (the CLI verifies a whole export). */
 export const VERIFY_WINDOW = 10_000;
+/** Checkpoint signatures it checks at most: the newest over those rows. */
+export const VERIFY_CHECKPOINTS = 20;
 
 export interface RecentVerification extends VerifyReport {
   /** The rows verified are those after this sequence number. */
   after: number;
   lastCheckpoint: { size: number; time: string } | null;
-  /** Rows of every organisation written but not sealed yet (sealed within a second or so). */
+  /** The organisation's rows written but not sealed yet (sealed within a second or so). */
   unsealed: number;
 }
 
 /**
  * Recomputes the organisation's newest sealed rows (each row's hash, links where rows are
- * adjacent) and checks the checkpoints over them against the service's keys: what the console
- * shows as the chain's status. `custody audit verify` checks the whole chain.
+ * adjacent) and checks the newest checkpoints whose heads are among them against the service's
+ * keys: what the console shows as the chain's status, in bounded work (VERIFY_WINDOW rows,
+ * VERIFY_CHECKPOINTS signatures). `custody audit verify` checks the whole chain.
  */
 export async function verifyRecent(db: Executor, organisationId: number, jwks: JSONWebKeySet, window = VERIFY_WINDOW): Promise<RecentVerification> {
   const after = await recentSealedStart(db, organisationId, window);
   const verifier = new ChainVerifier(false, after);
-  if (await verifier.checkpoints(await listCheckpoints(db, after), jwks))
+  if (await verifier.checkpoints(await checkpointsAtRows(db, organisationId, after, VERIFY_CHECKPOINTS), jwks))
     for (const row of await sealedRows(db, { organisationId, after, limit: window })) if (!verifier.push(row)) break;
   const last = await lastCheckpoint(db);
   return {
     ...verifier.finish(),
     after,
     lastCheckpoint: last ? { size: last.size, time: last.at.toISOString() } : null,
-    unsealed: await unsealedCount(db),
+    unsealed: await unsealedCount(db, organisationId),
   };
 }
 

@@ -146,13 +146,30 @@ export async function raiseFloor(db: Executor, horizon: string, upper: string): 
   await db.raw('UPDATE audit_chain_state SET xid_floor = LEAST(?::xid8, ?::xid8) WHERE xid_floor < LEAST(?::xid8, ?::xid8)', [horizon, upper, horizon, upper]);
 }
 
-/** Committed rows of audit_log not sealed yet (the benchmark waits for none). */
-export async function unsealedCount(db: Executor): Promise<number> {
+/** Committed rows of audit_log not sealed yet, of one organisation or of all (the benchmark waits for none). */
+export async function unsealedCount(db: Executor, organisationId?: number): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
     `SELECT count(*)::int AS n FROM audit_log a
-      WHERE a.xid >= (SELECT xid_floor FROM audit_chain_state) AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)`,
+      WHERE a.xid >= (SELECT xid_floor FROM audit_chain_state) AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.audit_id = a.id)
+      ${organisationId === undefined ? '' : 'AND a.organisation_id = ?'}`,
+    organisationId === undefined ? [] : [organisationId],
   );
   return rows[0]?.n ?? 0;
+}
+
+/**
+ * The newest `limit` checkpoints whose head is one of the organisation's rows after `after`: the
+ * ones a verification of those rows can hold them against (a checkpoint of another tenant's row
+ * proves nothing about these, and there may be hundreds of thousands of them).
+ */
+export async function checkpointsAtRows(db: Executor, organisationId: number, after: number, limit: number): Promise<Checkpoint[]> {
+  const { rows } = await db.raw<{ rows: Array<{ size: number; head: Buffer; at: Date; jws: string }> }>(
+    `SELECT k.size, k.head, k.at, k.jws FROM audit_checkpoints k
+      WHERE k.size IN (SELECT c.seq FROM audit_chain c WHERE c.organisation_id = ? AND c.seq > ?)
+      ORDER BY k.size DESC LIMIT ?`,
+    [organisationId, after, limit],
+  );
+  return rows.reverse().map((r) => ({ size: r.size, head: r.head.toString('hex'), time: r.at.toISOString(), jws: r.jws }));
 }
 
 type SealedRow = EntryRow & { seq: number; prev_hash: Buffer; hash: Buffer };

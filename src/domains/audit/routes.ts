@@ -6,7 +6,7 @@ import { Id, IdOut, PageQuery, pageOf, strictObject, Timestamp } from '../../pla
 import { component } from '../../platform/openapi/meta.js';
 import { Readable } from 'node:stream';
 import { declare, declareList, type Declaration } from '../../access/endpoints/declare.js';
-import { auditOf, exportLines, VERIFY_WINDOW, verifyRecent } from './commands.js';
+import { auditOf, exportLines, VERIFY_CHECKPOINTS, VERIFY_WINDOW, verifyRecent } from './commands.js';
 import { presentAudit } from './presenter.js';
 import * as ex from '../../platform/openapi/examples.js';
 
@@ -47,7 +47,7 @@ const AuditQuery = strictObject({
   to: Type.Optional(Instant),
 });
 
-/** A time of the query, refused when the calendar has no such day (the pattern only checks the shape). */
+/** A time of the query, refused when it is no time at all (the pattern checks the shape; a day past the month's end rolls over, as Date reads it). */
 function instant(name: 'from' | 'to', value: string | undefined): Date | undefined {
   if (value === undefined) return undefined;
   const at = new Date(value);
@@ -67,7 +67,7 @@ const Verification = component(
       lastSeq: Type.Integer(),
       problem: Type.Optional(Type.Object({ seq: Type.Integer(), kind: Type.String(), message: Type.String() }, { additionalProperties: false })),
       lastCheckpoint: Type.Union([Type.Object({ size: Type.Integer(), time: Timestamp }, { additionalProperties: false }), Type.Null()]),
-      unsealed: Type.Integer({ description: 'rows of every organisation not sealed yet (they are within about a second)' }),
+      unsealed: Type.Integer({ description: "the organisation's rows not sealed yet (they are within about a second)" }),
     },
     { additionalProperties: false },
   ),
@@ -117,7 +117,7 @@ export function auditEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declarati
         doc: {
           operationId: 'verifyAudit',
           summary: "The audit chain's status over the organisation's newest rows",
-          description: `Recomputes the organisation's newest ${VERIFY_WINDOW.toLocaleString('en')} sealed rows and checks the signed checkpoints over them against the service's keys; says the last checkpoint and how many rows wait to be sealed. \`custody audit verify\` checks a whole export, and is what an auditor should run: this answer comes from the service itself.`,
+          description: `Recomputes the organisation's newest ${VERIFY_WINDOW.toLocaleString('en')} sealed rows and checks the newest ${VERIFY_CHECKPOINTS} signed checkpoints whose heads are among them against the service's keys; says the deployment's last checkpoint and how many of the organisation's rows wait to be sealed. \`custody audit verify\` checks a whole export, and is what an auditor should run: this answer comes from the service itself.`,
           tag: 'Organisations',
           errors: { 503: 'dependency_unavailable: the signer cannot give its keys now (Retry-After).' },
           responses: {

@@ -8,7 +8,9 @@ import { readBody } from '../../platform/http/body.js';
 import { hashSecret } from '../../platform/crypto/secrets.js';
 import { principalKey, type Principal } from '../../access/auth/principal.js';
 import type { TokenResolver } from '../../access/auth/authenticate.js';
-import { csrfOf, requireCsrf, SESSION_COOKIE, sessionSecretOf, type ConsoleSessions, type SessionAudit } from '../../access/auth/session.js';
+import { csrfOf, requireCsrf, type ConsoleSessions, type SessionAudit } from '../../access/auth/session.js';
+import { tenantOf } from '../../access/auth/principal.js';
+import { asTenant } from '../../platform/db/share.js';
 import { recordAudit } from '../../domains/audit/record.js';
 import { permissions, refusal, type Action } from '../../access/tenancy/policy.js';
 import type { AuthFailureGuard } from '../../platform/ratelimit/auth-failures.js';
@@ -88,6 +90,8 @@ export interface ConsoleDeps {
   sessions: ConsoleSessions;
   resolve: TokenResolver;
   authFailures: AuthFailureGuard;
+  /** The token's rate limit, as every API request of that token counts (the operator's is not limited). */
+  limit: (ctx: AppContext, principal: Principal) => void;
   /** Set the cookie `Secure` (the service is reached over https: PUBLIC_BASE_URL). */
   secureCookie: boolean;
   ttlS: number;
@@ -106,7 +110,7 @@ export function mountConsole(router: Router<AppState>, deps: ConsoleDeps): void 
   const cookie = (ctx: AppContext, value: string | null): void => {
     const secure = deps.secureCookie || ctx.secure;
     ctx.cookies.secure = secure;
-    ctx.cookies.set(SESSION_COOKIE, value, {
+    ctx.cookies.set(deps.sessions.cookie, value, {
       httpOnly: true,
       sameSite: 'strict',
       secure,
@@ -149,11 +153,16 @@ export function mountConsole(router: Router<AppState>, deps: ConsoleDeps): void 
       deps.authFailures.failed(ctx);
       throw new UnauthorizedError('The API token is unknown or revoked.');
     }
-    const { secret, expiresAt } = await deps.sessions.start(hash, auditOf(found.principal, 'console.signed_in', ctx));
+    const { principal } = found;
+    deps.limit(ctx, principal);
+    const previous = deps.sessions.secretOf(ctx);
+    const { secret, expiresAt } = await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), () =>
+      deps.sessions.start(hash, auditOf(principal, 'console.signed_in', ctx), previous),
+    );
     cookie(ctx, secret.toString('base64url'));
     ctx.set('Cache-Control', 'no-store');
     ctx.status = 201;
-    ctx.body = { principal: presentPrincipal(found.principal), csrfToken: csrfOf(secret), expiresAt: expiresAt.toISOString() };
+    ctx.body = { principal: presentPrincipal(principal), csrfToken: csrfOf(secret), expiresAt: expiresAt.toISOString() };
   });
 
   // The console after a reload: who it is, and the CSRF token its writes carry (readable by this origin's scripts only).
@@ -165,18 +174,26 @@ export function mountConsole(router: Router<AppState>, deps: ConsoleDeps): void 
 
   router.delete('/console/session', async (ctx) => {
     const { secret, principal } = await liveSession(ctx, deps);
-    await deps.sessions.end(secret, auditOf(principal, 'console.signed_out', ctx));
+    await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), () =>
+      deps.sessions.end(secret, auditOf(principal, 'console.signed_out', ctx)),
+    );
     cookie(ctx, null);
     ctx.status = 204;
   });
 }
 
+/** The request's live session and its token's principal; an unknown cookie counts as a failed authentication, as an unknown token does. */
 async function liveSession(ctx: AppContext, deps: ConsoleDeps): Promise<{ secret: Buffer; principal: Principal; expiresAt: Date }> {
-  const secret = sessionSecretOf(ctx);
+  deps.authFailures.before(ctx);
+  const secret = deps.sessions.secretOf(ctx);
   if (!secret) throw new UnauthorizedError('No console session: sign in with an API token.');
   requireCsrf(ctx, secret);
   const session = await deps.sessions.find(secret);
   const found = session && (await deps.resolve(session.tokenHash, null));
-  if (!session || !found) throw new UnauthorizedError('The console session is unknown, expired or ended: sign in again.');
+  if (!session || !found) {
+    deps.authFailures.failed(ctx);
+    throw new UnauthorizedError('The console session is unknown, expired or ended: sign in again.');
+  }
+  deps.limit(ctx, found.principal);
   return { secret, principal: found.principal, expiresAt: session.expiresAt };
 }

@@ -10,7 +10,7 @@ interface Cookie {
 }
 
 function sessionCookie(res: Response): Cookie {
-  const line = res.headers.getSetCookie().find((c) => c.startsWith('custody_session='));
+  const line = res.headers.getSetCookie().find((c) => /^(__Host-)?custody_session=/.test(c));
   if (!line) throw new Error(`no session cookie in ${JSON.stringify(res.headers.getSetCookie())}`);
   const [pair = '', ...attributes] = line.split(';').map((s) => s.trim());
   return { pair, attributes: attributes.map((a) => a.toLowerCase()) };
@@ -115,7 +115,11 @@ describe('console sessions (an API token exchanged for a cookie)', () => {
       const t = await createTenant(secure.client);
       const res = await new Browser(secure.url).signIn(t.tokens.orgRead.token);
       expect(res.status).to.equal(201);
-      expect(sessionCookie(res).attributes).to.include('secure');
+      // __Host-: only this host sets it (no Domain, Path=/, Secure), so a sibling subdomain cannot plant one.
+      const cookie = sessionCookie(res);
+      expect(cookie.pair).to.match(/^__Host-custody_session=/);
+      expect(cookie.attributes).to.include('secure').and.include('path=/');
+      expect(cookie.attributes.some((a) => a.startsWith('domain='))).to.equal(false);
     } finally {
       await secure.close();
     }
@@ -192,6 +196,40 @@ describe('console sessions (an API token exchanged for a cookie)', () => {
     expect((await expiring.call('GET', `/api/v1/organisations/${t.org.id}/tokens`)).status).to.equal(200);
     clock += 2_000;
     expect((await expiring.call('GET', `/api/v1/organisations/${t.org.id}/tokens`)).status).to.equal(401);
+  });
+
+  it('signing in again ends the session the browser held; a cookie-authenticated answer is not stored by caches', async () => {
+    const t = await createTenant(app.client);
+    const b = new Browser(app.url);
+    await b.signIn(t.tokens.orgRead.token);
+    const old = b.cookie;
+    const read = await b.call('GET', `/api/v1/organisations/${t.org.id}/tokens`);
+    expect(read.headers.get('cache-control')).to.equal('no-store');
+    await fetch(`${app.url}/console/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', cookie: old },
+      body: JSON.stringify({ token: t.tokens.orgAdmin.token }),
+    });
+    const stale = await fetch(`${app.url}/api/v1/organisations/${t.org.id}/tokens`, { headers: { cookie: old } });
+    expect(stale.status).to.equal(401);
+  });
+
+  it('a sign-in counts against its token’s rate limit, and an unknown cookie against the address’s failed authentications', async () => {
+    const limited = await startApp({ RATE_LIMIT_TOKEN: '3', RATE_LIMIT_AUTH_FAILURES: '3', RATE_LIMIT_WINDOW_S: '60' });
+    try {
+      const t = await createTenant(limited.client);
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) statuses.push((await new Browser(limited.url).signIn(t.tokens.orgRead.token)).status);
+      expect(statuses.slice(0, 3)).to.deep.equal([201, 201, 201]);
+      expect(statuses.slice(3)).to.deep.equal([429, 429]);
+      const unknown: number[] = [];
+      for (let i = 0; i < 5; i++)
+        unknown.push((await fetch(`${limited.url}/console/session`, { headers: { cookie: `custody_session=${'A'.repeat(43)}` } })).status);
+      expect(unknown.slice(0, 3)).to.deep.equal([401, 401, 401]);
+      expect(unknown.slice(3)).to.deep.equal([429, 429]);
+    } finally {
+      await limited.close();
+    }
   });
 
   it('the bearer header wins over a cookie, and the operator token signs in too', async () => {

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { compactVerify, createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import type { Knex } from 'knex';
 import { rowHash, type ChainEntry, type SealedEntry, type VerifyReport } from '../../../src/domains/audit/chain.js';
-import { readChain } from '../../../src/domains/audit/commands.js';
+import { readChain, verifyRecent } from '../../../src/domains/audit/commands.js';
 import { recordAudit } from '../../../src/domains/audit/record.js';
 import { entryOf, sealedRows } from '../../../src/domains/audit/repository.js';
 import { checkpointAuditLog, sealAuditLog } from '../../../src/domains/audit/seal.js';
@@ -264,6 +264,38 @@ describe('audit log as a hash chain: sealing, signed checkpoints, verification, 
     }
     // Nothing new: no new checkpoint.
     expect(await checkpointAuditLog(own.db, signer, Date.now)).to.equal(0);
+  });
+
+  it("the console's chain status: the organisation's newest rows and the checkpoints whose heads are among them, no other tenant's; a changed row shows", async () => {
+    const t = await createTenant(app.client);
+    await direct(own.db, 3, t.org.id);
+    await sealAuditLog(own.db);
+    // The chain's end is the organisation's own row: the checkpoint over it is one to check.
+    const size = await checkpointAuditLog(own.db, signer, Date.now);
+    const ownRows = Number((await own.db('audit_chain').where({ organisation_id: t.org.id }).count<Array<{ count: string }>>('* as count'))[0]?.count);
+    const res = await app.client.get(`/api/v1/organisations/${t.org.id}/audit/verification`);
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body).to.deep.include({ ok: true, rows: ownRows, checkpoints: 1, after: 0, unsealed: 0 });
+    expect(res.body.lastCheckpoint?.size).to.equal(size);
+    // Another organisation's status checks none of these checkpoints: none has its head among its rows.
+    await direct(own.db, 2);
+    await sealAuditLog(own.db);
+    await checkpointAuditLog(own.db, signer, Date.now);
+    const other = await createTenant(app.client);
+    await sealAuditLog(own.db);
+    const theirs = await app.client.get(`/api/v1/organisations/${other.org.id}/audit/verification`);
+    expect(theirs.body).to.deep.include({ ok: true, checkpoints: 0 });
+    // A row of the organisation changed after it was sealed: the status names it.
+    const tx = await own.db.transaction();
+    try {
+      const seq = (await tx('audit_chain').where({ organisation_id: t.org.id }).orderBy('seq', 'desc').first<{ seq: number }>('seq'))?.seq ?? 0;
+      await tx.raw(`UPDATE audit_log SET target = 'changed' WHERE ${ROW_AT}`, [seq]);
+      const report = await verifyRecent(tx, t.org.id, jwks);
+      expect(report.ok).to.equal(false);
+      expect(report.problem).to.deep.include({ seq, kind: 'changed' });
+    } finally {
+      await tx.rollback();
+    }
   });
 
   describe('tampering in SQL is detected and located', () => {

@@ -492,6 +492,15 @@ describe('operator console in a real browser (Chromium, Playwright)', function (
     expect(status).to.equal(403);
   });
 
+  it('shows a list’s error state: the service’s problem, said on the page', async () => {
+    const page = await signedIn(app.operatorToken);
+    await open(page, `webhooks?organisation=${t.orgId}&project=999999999`, 'Webhooks');
+    const alert = page.getByRole('region', { name: 'Webhook subscriptions' }).getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).to.match(/^404 Not Found/);
+    await accessible(page, 'list-error');
+  });
+
   it('refuses a write without the CSRF token, from the console’s own page', async () => {
     const page = await signedIn(app.operatorToken);
     const before = await app.db('organisations').count<Array<{ count: string }>>('* as count');
