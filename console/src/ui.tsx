@@ -143,6 +143,26 @@ export function PagedList<T>(props: {
   );
 }
 
+/** An async action's run: busy while it runs, then `onDone` with its result, or its error kept to show. */
+function useRun(run: () => Promise<unknown>, onDone?: (result: unknown) => void) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const start = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      // Not `onDone?.(await run())`: an optional call skips its arguments when there is no onDone.
+      const result = await run();
+      onDone?.(result);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, start };
+}
+
 /** A button running an async action: busy while it runs, its error shown beside it. */
 export function Action(props: {
   label: string;
@@ -151,24 +171,14 @@ export function Action(props: {
   kind?: 'danger' | 'primary';
   onDone?: (result: unknown) => void;
 }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const click = async () => {
+  const { busy, error, start } = useRun(props.run, props.onDone);
+  const click = () => {
     if (props.confirm && !window.confirm(props.confirm)) return;
-    setBusy(true);
-    setError(null);
-    try {
-      const result = await props.run();
-      props.onDone?.(result);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    void start();
   };
   return (
     <span class="action">
-      <button type="button" class={props.kind ?? ''} disabled={busy} onClick={() => void click()}>
+      <button type="button" class={props.kind ?? ''} disabled={busy} onClick={click}>
         {busy ? `${props.label}…` : props.label}
       </button>
       {error ? <ErrorBox error={error} /> : null}
@@ -178,24 +188,13 @@ export function Action(props: {
 
 /** A form whose submit runs an async action; its problem answer is shown under it. */
 export function Form(props: { label: string; submit: string; run: () => Promise<unknown>; onDone?: (result: unknown) => void; children: ComponentChildren }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const onSubmit = async (e: TargetedEvent<HTMLFormElement>) => {
+  const { busy, error, start } = useRun(props.run, props.onDone);
+  const onSubmit = (e: TargetedEvent<HTMLFormElement>) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      // Not `onDone?.(await run())`: an optional call skips its arguments when there is no onDone.
-      const result = await props.run();
-      props.onDone?.(result);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    void start();
   };
   return (
-    <form class="form" aria-label={props.label} onSubmit={(e) => void onSubmit(e)}>
+    <form class="form" aria-label={props.label} onSubmit={onSubmit}>
       {props.children}
       <button type="submit" class="primary" disabled={busy}>
         {busy ? `${props.submit}…` : props.submit}
