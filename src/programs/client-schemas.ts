@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { ServiceJwks, MembershipCheck } from '../domains/attestations/schemas.js';
-import { AuditEntryOut, AuditList } from '../domains/audit/routes.js';
+import { AuditEntryOut, AuditList, AuditVerification, ListAuditQuery } from '../domains/audit/routes.js';
 import { IssueBody, IssuedOut, MembershipList, MembershipOut, RevokeBody, TransferBody, ViewQuery } from '../domains/memberships/schemas.js';
 import { ListOrganisationsQuery, OrganisationList, OrganisationOut } from '../domains/organisations/schemas.js';
 import {
@@ -67,6 +67,8 @@ export const CLIENT_SCHEMAS = {
   CreateTokenBody,
   AuditEntryOut,
   AuditList,
+  ListAuditQuery,
+  AuditVerification,
   ServiceJwks,
   MembershipCheck,
   // Wallets and signing

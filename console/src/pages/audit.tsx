@@ -2,28 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { ErrorBox, Field, Form, Loading, PagedList, useLoad, when } from '../ui.js';
-
-interface Entry {
-  id: number;
-  at: string;
-  projectId: number | null;
-  actor: string;
-  action: string;
-  target: string | null;
-  status: number | null;
-  requestId: string | null;
-}
-
-interface Verification {
-  ok: boolean;
-  rows: number;
-  checkpoints: number;
-  after: number;
-  lastSeq: number;
-  problem?: { seq: number; kind: string; message: string };
-  lastCheckpoint: { size: number; time: string } | null;
-  unsealed: number;
-}
+import type { AuditEntryOut as Entry, AuditVerification as Verification } from '../types.js';
 
 function ChainStatus({ org }: { org: number }) {
   const v = useLoad(() => api<Verification>('GET', `/api/v1/organisations/${org}/audit/verification`), [org]);

@@ -2,17 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { Action, Check, Field, Form, PagedList, when } from '../ui.js';
-
-interface Membership {
-  tokenId: string;
-  membershipType: string;
-  walletAddress: string;
-  expiration: number | null;
-  transferable: boolean;
-  status: string;
-  issuedAt: string;
-  revokedAt: string | null;
-}
+import type { MembershipOut as Membership } from '../types.js';
 
 type Filter = { walletAddress?: string; membershipType?: string; includeRevoked?: boolean; includeExpired?: boolean };
 

@@ -3,13 +3,7 @@ import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { go } from '../place.js';
 import { Action, Check, Field, Form, PagedList, when } from '../ui.js';
-
-interface Organisation {
-  id: number;
-  name: string;
-  createdAt: string;
-  deletedAt: string | null;
-}
+import type { OrganisationOut as Organisation } from '../types.js';
 
 function Rename({ org, onDone }: { org: Organisation; onDone: () => void }) {
   const [name, setName] = useState(org.name);

@@ -2,23 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import type { PageProps } from '../main.js';
 import { ErrorBox, Field, Form, Json, Loading, PagedList, Select, useLoad, when } from '../ui.js';
-
-interface Version {
-  version: number;
-  policy: unknown;
-  author: string | null;
-  createdAt: string;
-}
-interface Owners {
-  version: number;
-  keys: Array<{ kid?: string; x: string }>;
-}
-interface Decision {
-  allowed: boolean;
-  rule: string | null;
-  policyVersion: number;
-  digest: string;
-}
+import type { EvaluateOut as Decision, OwnersOut as Owners, PolicyVersionOut as Version } from '../types.js';
 
 /** The newest version, or none (a project without a policy signs nothing). */
 async function newest(project: number): Promise<Version | null> {

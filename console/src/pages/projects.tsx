@@ -3,24 +3,7 @@ import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { go } from '../place.js';
 import { Action, Check, ErrorBox, Field, Form, Loading, PagedList, ShownOnce, useLoad, when } from '../ui.js';
-
-interface Project {
-  id: number;
-  organisationId: number;
-  name: string;
-  environment: string;
-  issuer: string;
-  walletWebhookUrl: string | null;
-  requireVerifiedEmail: boolean;
-  createdAt: string;
-  deletedAt: string | null;
-}
-
-interface IssuerCheck {
-  ok: boolean;
-  issuer: string | null;
-  checks: Array<{ name: string; outcome: string; detail?: string }>;
-}
+import type { IssuerCheckOut as IssuerCheck, ProjectOut as Project } from '../types.js';
 
 function ProjectForm(props: {
   label: string;

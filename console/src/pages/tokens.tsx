@@ -2,16 +2,8 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { Action, Check, Field, Form, PagedList, Select, ShownOnce, when } from '../ui.js';
-
-interface Token {
-  id: number;
-  name: string;
-  role: string;
-  scope: string;
-  projectId: number | null;
-  createdAt: string;
-  revokedAt: string | null;
-}
+import type { TokenList } from '../types.js';
+type Token = TokenList['tokens'][number];
 
 export function TokensPage({ place, can }: PageProps) {
   const org = place.organisation;

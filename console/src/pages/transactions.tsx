@@ -2,40 +2,10 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import type { PageProps } from '../main.js';
 import { Action, ErrorBox, Field, Form, Loading, PagedList, Select, useLoad, when } from '../ui.js';
+import type { TransactionOut as Transaction } from '../types.js';
 
 const STATUSES = ['', 'queued', 'signed', 'submitted', 'mined', 'confirmed', 'failed', 'replaced', 'cancelled', 'expired'];
 const TERMINAL = ['confirmed', 'failed', 'replaced', 'cancelled', 'expired'];
-
-interface Attempt {
-  hash: string;
-  purpose: string;
-  nonce: string;
-  gas: string;
-  maxFeePerGas: string;
-  maxPriorityFeePerGas: string;
-  status: string;
-  createdAt: string;
-  broadcastAt: string | null;
-}
-interface Transaction {
-  id: number;
-  walletId: number;
-  chainId: number;
-  status: string;
-  waiting: string | null;
-  from: string;
-  to: string | null;
-  value: string;
-  nonce: string | null;
-  hash: string | null;
-  blockNumber: string | null;
-  error: { code: string; message: string } | null;
-  createdAt: string;
-  submittedAt: string | null;
-  updatedAt: string;
-  events?: Array<{ sequence: number; type: string }>;
-  attempts?: Attempt[];
-}
 
 const gwei = (wei: string): string => `${(Number(wei) / 1e9).toLocaleString('en', { maximumFractionDigits: 3 })} gwei`;
 

@@ -2,13 +2,7 @@ import { useState } from 'preact/hooks';
 import type { PageProps } from '../main.js';
 import { Field, Form, PagedList, when } from '../ui.js';
 import { MembershipList } from './memberships.js';
-
-interface Wallet {
-  walletId: number;
-  walletAddress: string;
-  emailAddress: string;
-  createdAt: string;
-}
+import type { WalletOut as Wallet } from '../types.js';
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 

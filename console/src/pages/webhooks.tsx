@@ -2,29 +2,8 @@ import { useState } from 'preact/hooks';
 import { api, withQuery } from '../api.js';
 import type { PageProps } from '../main.js';
 import { Action, Check, ErrorBox, Field, Form, Json, PagedList, ShownOnce, useLoad, when } from '../ui.js';
-
-interface Subscription {
-  id: number;
-  url: string;
-  events: string[];
-  createdAt: string;
-  deletedAt: string | null;
-  disabledAt: string | null;
-  disabledReason: string | null;
-}
-
-interface Delivery {
-  id: number;
-  kind: string;
-  event: string;
-  url: string;
-  payload: unknown;
-  attempts: number;
-  lastStatus: number | null;
-  lastError: string | null;
-  lastResponseBody: string | null;
-  lastAttemptAt: string | null;
-}
+import type { FailedDeliveryList, SubscriptionOut as Subscription } from '../types.js';
+type Delivery = FailedDeliveryList['failedDeliveries'][number];
 
 function CreateSubscription({ project, onDone }: { project: number; onDone: (secret: string) => void }) {
   const catalogue = useLoad(() => api<{ events: Array<{ name: string; description: string }> }>('GET', '/api/v1/webhooks/events'), []);

@@ -38,7 +38,7 @@ const Instant = Type.String({
   pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$',
   description: 'ISO 8601 with a time zone',
 });
-const AuditQuery = strictObject({
+export const ListAuditQuery = strictObject({
   ...PageQuery,
   actor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'exactly: `operator` or `token:<id>`' })),
   action: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'how the action begins, e.g. `POST /api/v1/organisations` or `console.`' })),
@@ -56,7 +56,7 @@ function instant(name: 'from' | 'to', value: string | undefined): Date | undefin
   return at;
 }
 
-const Verification = component(
+export const AuditVerification = component(
   'AuditVerification',
   Type.Object(
     {
@@ -87,7 +87,7 @@ export function auditEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declarati
       },
       {
         params: strictObject({ id: Id }),
-        query: AuditQuery,
+        query: ListAuditQuery,
         doc: {
           operationId: 'listAudit',
           summary: "An organisation's audit log",
@@ -123,7 +123,7 @@ export function auditEndpoints(deps: EndpointDeps, keys: ServiceKeys): Declarati
           responses: {
             200: {
               description: 'The verification.',
-              schema: Verification,
+              schema: AuditVerification,
               example: {
                 ok: true,
                 rows: 42,

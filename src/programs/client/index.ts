@@ -164,8 +164,13 @@ export class CustodyClient {
   undeleteOrganisation(id: Id, options: WriteOptions = {}) {
     return this.call<T.OrganisationOut>('undeleteOrganisation', { params: { id }, ...options });
   }
-  listAudit(id: Id, query: { limit?: number; cursor?: string } = {}) {
+  /** Filters: `actor` and `target` exactly, `action` by how it begins, `from`/`to` ISO 8601 times (`to` excluded). */
+  listAudit(id: Id, query: QueryOf<T.ListAuditQuery> = {}) {
     return this.call<T.AuditList>('listAudit', { params: { id }, query });
+  }
+  /** The chain's status over the organisation's newest rows, as the service sees it (`custody audit verify` checks a whole export). */
+  verifyAudit(id: Id) {
+    return this.call<T.AuditVerification>('verifyAudit', { params: { id } });
   }
   /** One page of the organisation's audit export: NDJSON text, its last line `{type:'end', lastSeq, more}` (docs/audit.md). */
   async exportAudit(id: Id, query: { after?: number; limit?: number } = {}): Promise<string> {

@@ -212,6 +212,45 @@ export type AuditList = {
   nextCursor: string | null;
 };
 
+export type ListAuditQuery = {
+  /** page size, 1 to 1000 */
+  limit?: string;
+  cursor?: string;
+  /** exactly: `operator` or `token:<id>` */
+  actor?: string;
+  /** how the action begins, e.g. `POST /api/v1/organisations` or `console.` */
+  action?: string;
+  /** exactly */
+  target?: string;
+  /** ISO 8601 with a time zone */
+  from?: string;
+  /** ISO 8601 with a time zone */
+  to?: string;
+};
+
+export type AuditVerification = {
+  ok: boolean;
+  /** rows recomputed */
+  rows: number;
+  /** signed checkpoints whose head is one of these rows */
+  checkpoints: number;
+  /** the rows verified are those after this sequence number */
+  after: number;
+  lastSeq: number;
+  problem?: {
+    seq: number;
+    kind: string;
+    message: string;
+  };
+  lastCheckpoint: {
+    size: number;
+    /** ISO 8601, UTC */
+    time: string;
+  } | null;
+  /** the organisation's rows not sealed yet (they are within about a second) */
+  unsealed: number;
+};
+
 export type ServiceJwks = {
   keys: {
     kty: 'EC';

@@ -76,6 +76,15 @@ describe('typed client (src/programs/client)', function () {
     for await (const t of operator.all('tokens', (cursor) => operator.listTokens(org.id, { limit: 1, ...(cursor ? { cursor } : {}) }))) all.push(t.id);
     expect(all).to.include(admin.id);
 
+    // The audit log through its filters, and the chain's status over it.
+    const writes = await operator.listAudit(org.id, { actor: 'operator', action: 'POST /api/v1/organisations/:id/', limit: 10 });
+    expect(writes.entries.map((e) => e.action)).to.include.members(['POST /api/v1/organisations/:id/projects', 'POST /api/v1/organisations/:id/tokens']);
+    for (const e of writes.entries) expect([e.actor, e.action.startsWith('POST /api/v1/organisations/:id/')]).to.deep.equal(['operator', true]);
+    expect((await operator.listAudit(org.id, { actor: `token:${admin.id}`, to: '2000-01-01T00:00:00Z' })).entries).to.deep.equal([]);
+    const status = await operator.verifyAudit(org.id);
+    expect(status.ok).to.equal(true);
+    expect(status.rows + status.unsealed).to.be.at.least(writes.entries.length);
+
     const err = await client.getWallet(project.id, 999_999_999).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(CustodyApiError);
     expect((err as CustodyApiError).status).to.equal(404);

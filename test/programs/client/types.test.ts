@@ -34,6 +34,8 @@ interface Written {
   CreateTokenBody: Types.CreateTokenBody;
   AuditEntryOut: Types.AuditEntryOut;
   AuditList: Types.AuditList;
+  ListAuditQuery: Types.ListAuditQuery;
+  AuditVerification: Types.AuditVerification;
   ServiceJwks: Types.ServiceJwks;
   MembershipCheck: Types.MembershipCheck;
   SignInOut: Types.SignInOut;
