@@ -44,11 +44,17 @@ describe('operator console in a real browser (Chromium, Playwright)', function (
     receiver.status = 500;
     dir = mkdtempSync(path.join(tmpdir(), 'custody-console-'));
     writeFileSync(path.join(dir, 'ca.pem'), idp.caPem);
-    // A chain that does not mine: sends stay submitted, so the console can speed them up and cancel them.
+    // A chain that does not mine: sends stay submitted, so the console can speed them up and cancel them; never
+    // stuck for the worker, so every replacement is the console's.
     anvil = await startAnvil({ args: ['--no-mining'] });
     // The relay runs (a retry is an attempt), each delivery tried once: the receiver fails them all.
     app = await startApp(
-      { OIDC_CA_FILE: path.join(dir, 'ca.pem'), CHAINS: JSON.stringify([chainConfig(anvil)]), RELAY_POLL_MS: '100', WEBHOOK_RETRY_SCHEDULE: '0' },
+      {
+        OIDC_CA_FILE: path.join(dir, 'ca.pem'),
+        CHAINS: JSON.stringify([chainConfig(anvil, { stuckAfterMs: 600_000 })]),
+        RELAY_POLL_MS: '100',
+        WEBHOOK_RETRY_SCHEDULE: '0',
+      },
       undefined,
       { relay: true },
     );
@@ -449,10 +455,10 @@ describe('operator console in a real browser (Chromium, Playwright)', function (
       .getByRole('table', { name: 'Signed attempts' })
       .getByRole('row', { name: /cancel/ })
       .waitFor();
-    // Each is a signature (the command audits it) and a replacement at the nonce; the worker may re-price the stuck send too.
+    // Each button's replacement at the nonce (the worker never finds this send stuck), each signed under the policy.
     const actions = await auditActions(t.orgId, since);
+    expect(actions.filter((a) => a === 'wallet.transaction.repriced').length).to.equal(2);
     expect(actions.filter((a) => a === 'wallet.signature.created').length).to.be.at.least(2);
-    expect(actions.filter((a) => a === 'wallet.transaction.repriced').length).to.be.at.least(2);
   });
 
   it('a read token sees no write control on any page, and a forced write is refused', async () => {
