@@ -22,17 +22,40 @@ for x in $EXCLUDE; do
   for i in "${!files[@]}"; do [ "${files[$i]}" = "$x" ] && unset 'files[i]'; done
 done
 files=("${files[@]}")
+# Starts the server of $bin on $dir/data on a port the kernel gives as free (a fixed one can be
+# taken: the machine's ephemeral range holds every outgoing connection's port), sets $port and
+# $server; another port when the server does not come up on one.
+start_server() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    port=$(node -e "const s = require('node:net').createServer(); s.listen(0, '127.0.0.1', () => { console.log(s.address().port); s.close(); });")
+    [[ "$port" =~ ^[0-9]+$ ]] || { say "no free port for PostgreSQL $major"; return 1; }
+    "${as_postgres[@]}" "$bin/postgres" -D "$dir/data" -h 127.0.0.1 -p "$port" -k "$dir" -c fsync=off -c max_connections=300 >"$dir/server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 60); do
+      kill -0 "$server" 2>/dev/null || break
+      # Through its own socket directory: an answer on the port could be another server's.
+      pg_isready -q -h "$dir" -p "$port" && return 0
+      sleep 0.5
+    done
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    say "PostgreSQL $major did not start on port $port (attempt $attempt): $(grep -m1 -E 'FATAL|ERROR' "$dir/server.log" || tail -n 1 "$dir/server.log")"
+  done
+  return 1
+}
 failed=()
 for major in $MAJORS; do
   bin=$(bash scripts/postgres.sh "$major")
   dir=$(mktemp -d)
   chmod 755 "$dir"
   [ "$(id -u)" = 0 ] && chown postgres "$dir"
-  port=$((55400 + major))
   "${as_postgres[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
-  "${as_postgres[@]}" "$bin/postgres" -D "$dir/data" -h 127.0.0.1 -p "$port" -k "$dir" -c fsync=off -c max_connections=300 >"$dir/server.log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 60); do pg_isready -q -h 127.0.0.1 -p "$port" && break; sleep 0.5; done
+  if ! start_server; then
+    say "PostgreSQL $major: FAILED to start (server log: $dir/server.log)"
+    failed+=("$major")
+    continue
+  fi
   say "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on port $port: $SUITES"
   if TEST_ADMIN_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres" node dist/scripts/test-only.js "${files[@]}"; then
     say "PostgreSQL $major: passed"
