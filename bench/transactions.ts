@@ -294,8 +294,11 @@ clearInterval(miner);
 clearInterval(analyzer);
 await analyst.destroy();
 const timings = (
-  await db.raw<{ rows: Array<{ status: string; broadcast_ms: number | null; confirmed_ms: number }> }>(
-    `SELECT t.status, extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
+  await db.raw<{
+    rows: Array<{ id: number; created_at: Date; status: string; prepared_ms: number | null; broadcast_ms: number | null; confirmed_ms: number }>;
+  }>(
+    `SELECT t.id, t.created_at, t.status, extract(epoch FROM (a.broadcast_at - t.created_at)) * 1000 AS broadcast_ms,
+          extract(epoch FROM (a.created_at - t.created_at)) * 1000 AS prepared_ms,
           extract(epoch FROM (t.updated_at - t.created_at)) * 1000 AS confirmed_ms
      FROM transactions t LEFT JOIN transaction_attempts a ON a.transaction_id = t.id AND a.purpose = 'send'
     WHERE t.created_at >= ?`,
@@ -306,6 +309,17 @@ const timings = (
 const statuses: Record<string, number> = {};
 for (const t of timings) statuses[t.status] = (statuses[t.status] ?? 0) + 1;
 const broadcast = timings.map((t) => (t.broadcast_ms === null ? Number.POSITIVE_INFINITY : Number(t.broadcast_ms))).sort((a, b) => a - b);
+// The slowest sends to broadcast, with when they were accepted and when their attempt was prepared (the queue's turn, the
+// gas and the fees done; signing, recording and the broadcast after): whether the tail is one stall or spread out.
+const slowest = [...timings]
+  .sort((a, b) => Number(b.broadcast_ms ?? Infinity) - Number(a.broadcast_ms ?? Infinity))
+  .slice(0, 10)
+  .map((t) => ({
+    id: Number(t.id),
+    acceptedAt: new Date(t.created_at).toISOString(),
+    preparedMs: t.prepared_ms === null ? null : Math.round(Number(t.prepared_ms)),
+    broadcastMs: t.broadcast_ms === null ? null : Math.round(Number(t.broadcast_ms)),
+  }));
 const confirmed = timings.map((t) => (t.status === 'confirmed' ? Number(t.confirmed_ms) : Number.POSITIVE_INFINITY)).sort((a, b) => a - b);
 await db.destroy();
 
@@ -328,6 +342,7 @@ const result = {
     confirmedP50Ms: percentile(confirmed, 50),
     confirmedP99Ms: percentile(confirmed, 99),
     goals: { broadcastP50Ms: 50, broadcastP99Ms: 250, confirmedP99Ms: 1000 },
+    slowest,
   },
 };
 console.log(JSON.stringify(result, null, 2));
