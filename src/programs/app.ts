@@ -4,7 +4,7 @@ import Koa from 'koa';
 import type { Knex } from 'knex';
 import { authenticate, tokenResolver } from '../access/auth/authenticate.js';
 import { principalOf } from '../access/auth/access.js';
-import { principalKey, tenantOf } from '../access/auth/principal.js';
+import { principalKey, tenantOfPrincipal, type Principal } from '../access/auth/principal.js';
 import { asTenant } from '../platform/db/share.js';
 import { PgRateLimitStore, RateLimiter, type RateLimitStore } from '../platform/ratelimit/limiter.js';
 import { AuthFailureGuard } from '../platform/ratelimit/auth-failures.js';
@@ -13,7 +13,7 @@ import { Cursors } from '../platform/http/pagination.js';
 import { SecretBox } from '../platform/crypto/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../platform/http/errors.js';
 import { base } from '../platform/http/base-middleware.js';
-import type { AppState } from '../platform/http/context.js';
+import type { AppContext, AppState } from '../platform/http/context.js';
 import { idempotency } from '../access/endpoints/idempotency.js';
 import type { RouteDeps } from '../access/endpoints/route-deps.js';
 import { audited } from '../domains/audit/middleware.js';
@@ -73,6 +73,10 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
   // Guessing bound: failed authentications (unknown API token or project key) per client address.
   const authFailures = new AuthFailureGuard(limiter, deps.config.rateLimitAuthFailures, deps.config.rateLimitWindowS);
   const resolveToken = tokenResolver(deps.db, deps.operatorTokenHash);
+  // A token's rate limit, for its API requests and its console sessions alike (the operator's own token is not limited).
+  const limitToken = (ctx: AppContext, principal: Principal): void => {
+    if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
+  };
   // The console's cookie stands for a token beside the bearer header (off with CONSOLE_ENABLED=false).
   const secureCookie = deps.config.publicBaseUrl.startsWith('https://');
   const sessions = deps.config.consoleEnabled
@@ -89,8 +93,8 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       await authFailures.watch(ctx, async () => {
         await identify(ctx, async () => {
           const principal = principalOf(ctx);
-          if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
-          await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), next);
+          limitToken(ctx, principal);
+          await asTenant(tenantOfPrincipal(principal), next);
         });
       });
     },
@@ -160,9 +164,7 @@ export function buildApp(deps: AppDeps): Koa<AppState> {
       sessions,
       resolve: resolveToken,
       authFailures,
-      limit: (ctx, principal) => {
-        if (principal.scope !== 'operator') limiter.enforce(ctx, principalKey(principal), deps.config.rateLimitToken);
-      },
+      limit: limitToken,
       secureCookie,
       ttlS: deps.config.consoleSessionTtlS,
     });

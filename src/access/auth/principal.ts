@@ -18,3 +18,5 @@ export const principalKey = (p: Principal): string => (p.scope === 'operator' ? 
 
 /** The tenant whose share of the database pool a request counts against (platform/db/share.ts): its organisation, or the operator. */
 export const tenantOf = (organisationId: number | 'operator'): string => (organisationId === 'operator' ? 'operator' : `organisation:${organisationId}`);
+/** The tenant a principal's work runs as (its share of the database pool): its organisation's, or the operator's. */
+export const tenantOfPrincipal = (principal: Principal): string => tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId);

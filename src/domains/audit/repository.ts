@@ -157,19 +157,22 @@ export async function unsealedCount(db: Executor, organisationId?: number): Prom
   return rows[0]?.n ?? 0;
 }
 
+type CheckpointRow = { size: number; head: Buffer; at: Date; jws: string };
+const checkpointOf = (r: CheckpointRow): Checkpoint => ({ size: r.size, head: r.head.toString('hex'), time: r.at.toISOString(), jws: r.jws });
+
 /**
  * The newest `limit` checkpoints whose head is one of the organisation's rows after `after`: the
  * ones a verification of those rows can hold them against (a checkpoint of another tenant's row
  * proves nothing about these, and there may be hundreds of thousands of them).
  */
 export async function checkpointsAtRows(db: Executor, organisationId: number, after: number, limit: number): Promise<Checkpoint[]> {
-  const { rows } = await db.raw<{ rows: Array<{ size: number; head: Buffer; at: Date; jws: string }> }>(
+  const { rows } = await db.raw<{ rows: CheckpointRow[] }>(
     `SELECT k.size, k.head, k.at, k.jws FROM audit_checkpoints k
       WHERE k.size IN (SELECT c.seq FROM audit_chain c WHERE c.organisation_id = ? AND c.seq > ?)
       ORDER BY k.size DESC LIMIT ?`,
     [organisationId, after, limit],
   );
-  return rows.reverse().map((r) => ({ size: r.size, head: r.head.toString('hex'), time: r.at.toISOString(), jws: r.jws }));
+  return rows.reverse().map(checkpointOf);
 }
 
 type SealedRow = EntryRow & { seq: number; prev_hash: Buffer; hash: Buffer };
@@ -222,11 +225,8 @@ export async function unchainedRow(db: Executor): Promise<number | undefined> {
 
 /** Checkpoints of more than `after` rows, smallest first. */
 export async function listCheckpoints(db: Executor, after = 0): Promise<Checkpoint[]> {
-  const rows = await db('audit_checkpoints')
-    .where('size', '>', after)
-    .orderBy('size')
-    .select<Array<{ size: number; head: Buffer; at: Date; jws: string }>>('size', 'head', 'at', 'jws');
-  return rows.map((r) => ({ size: r.size, head: r.head.toString('hex'), time: r.at.toISOString(), jws: r.jws }));
+  const rows = await db('audit_checkpoints').where('size', '>', after).orderBy('size').select<CheckpointRow[]>('size', 'head', 'at', 'jws');
+  return rows.map(checkpointOf);
 }
 
 /** The newest checkpoint: how many rows it covers and when it was signed. */

@@ -6,10 +6,9 @@ import type { AppContext, AppMiddleware, AppState } from '../../platform/http/co
 import { DependencyUnavailableError, NotFoundError, UnauthorizedError, ValidationError } from '../../platform/http/errors.js';
 import { readBody } from '../../platform/http/body.js';
 import { hashSecret } from '../../platform/crypto/secrets.js';
-import { principalKey, type Principal } from '../../access/auth/principal.js';
+import { principalKey, tenantOfPrincipal, type Principal } from '../../access/auth/principal.js';
 import type { TokenResolver } from '../../access/auth/authenticate.js';
 import { csrfOf, requireCsrf, type ConsoleSessions, type SessionAudit } from '../../access/auth/session.js';
-import { tenantOf } from '../../access/auth/principal.js';
 import { asTenant } from '../../platform/db/share.js';
 import { recordAudit } from '../../domains/audit/record.js';
 import { permissions, refusal, type Action } from '../../access/tenancy/policy.js';
@@ -156,7 +155,7 @@ export function mountConsole(router: Router<AppState>, deps: ConsoleDeps): void 
     const { principal } = found;
     deps.limit(ctx, principal);
     const previous = deps.sessions.secretOf(ctx);
-    const { secret, expiresAt } = await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), () =>
+    const { secret, expiresAt } = await asTenant(tenantOfPrincipal(principal), () =>
       deps.sessions.start(hash, auditOf(principal, 'console.signed_in', ctx), previous),
     );
     cookie(ctx, secret.toString('base64url'));
@@ -174,9 +173,7 @@ export function mountConsole(router: Router<AppState>, deps: ConsoleDeps): void 
 
   router.delete('/console/session', async (ctx) => {
     const { secret, principal } = await liveSession(ctx, deps);
-    await asTenant(tenantOf(principal.scope === 'operator' ? 'operator' : principal.organisationId), () =>
-      deps.sessions.end(secret, auditOf(principal, 'console.signed_out', ctx)),
-    );
+    await asTenant(tenantOfPrincipal(principal), () => deps.sessions.end(secret, auditOf(principal, 'console.signed_out', ctx)));
     cookie(ctx, null);
     ctx.status = 204;
   });
